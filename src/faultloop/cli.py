@@ -1,0 +1,42 @@
+"""The `faultloop` command: one subcommand per module, each module owning its own arguments."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# subcommand -> (module, one-line help). Each module exposes main(argv: list[str]) -> int.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "pool": ("faultloop.pool", "validate a pool and print its cells"),
+    "run-job": ("faultloop.launch", "run one pool cell's training job and write its manifest"),
+    "node-launch": ("faultloop.launch", "launch one node's ranks (used under srun)"),
+    "logsage": ("faultloop.logsage", "attribute a failed job from its log"),
+    "fr": ("faultloop.fr", "attribute a failed job from its flight-recorder dumps"),
+    "score": ("faultloop.score", "score one cell's attribution against the injected truth"),
+    "report": ("faultloop.report", "aggregate scores into the session report"),
+}
+
+
+def usage() -> str:
+    lines = ["usage: faultloop <command> [options]", "", "commands:"]
+    lines += [f"  {name:<12} {help_}" for name, (_, help_) in SUBCOMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in {"-h", "--help"}:
+        print(usage())
+        return 0
+    command, rest = argv[0], argv[1:]
+    if command not in SUBCOMMANDS:
+        print(f"faultloop: unknown command {command!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(SUBCOMMANDS[command][0])
+    if command == "node-launch":
+        return int(module.node_main(rest) or 0)
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
