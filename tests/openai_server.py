@@ -112,7 +112,7 @@ def openai_server() -> Iterator[OpenAIServer]:
     server.daemon_threads = True
     server.block_on_close = False
     state.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield state
