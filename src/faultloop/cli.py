@@ -8,6 +8,7 @@ import sys
 # subcommand -> (module, one-line help). Each module exposes main(argv: list[str]) -> int.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "pool": ("faultloop.pool", "validate a pool and print its cells"),
+    "where": ("faultloop.config", "print the session folder and report path for key=value overrides"),
     "run-job": ("faultloop.launch", "run one pool cell's training job and write its manifest"),
     "node-launch": ("faultloop.launch", "launch one node's ranks (used under srun)"),
     "logsage": ("faultloop.logsage", "attribute a failed job from its log"),

@@ -1,0 +1,49 @@
+# The two commands the README opens with. Both set everything up on a fresh machine.
+#   make run   - run the quick pool on this machine (built-in CPU workload) and print the report
+#   make test  - the whole test suite (what CI runs)
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.faultloop-installed
+# The CPU build of torch; pip finds it in the machine's wheel folder when one is there, and it is
+# installed before anything else so that nothing can pull a CUDA build.
+TORCH := torch==2.13.0
+WHEELS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
+PIP := $(BIN)/python -m pip install --disable-pip-version-check $(WHEELS)
+
+RUN_CONFIG ?= pool_file=config/pools/quick.tsv session=quick
+SNAKEMAKE_ARGS ?=
+PYTEST_ARGS ?=
+
+.PHONY: run test setup slurm-deps lint fmt bench clean-results
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) --upgrade pip
+	$(PIP) $(TORCH)
+	$(PIP) -e '.[test]'
+	$(BIN)/python -c "import torch, snakemake, faultloop; assert not torch.version.cuda, 'a CUDA build of torch got installed'"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: setup
+	$(BIN)/snakemake --profile profiles/local --config $(RUN_CONFIG) $(SNAKEMAKE_ARGS)
+	@$(BIN)/faultloop where $(RUN_CONFIG) | grep '^report:'
+
+slurm-deps:
+	bash scripts/slurm-cluster.sh install
+
+test: setup slurm-deps
+	$(BIN)/python -m pytest -ra $(PYTEST_ARGS)
+
+lint: setup
+	$(BIN)/snakemake --lint
+	$(BIN)/snakefmt --check .
+
+fmt: setup
+	$(BIN)/snakefmt .
+
+clean-results:
+	rm -rf results .snakemake

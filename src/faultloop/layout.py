@@ -1,0 +1,50 @@
+"""Every path of the artifact layout, in one place (upstream's layout plus faultloop's files)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+
+FAULT_INJECTION = "fault_injection"
+TRACKING_TSV = "experiments.tsv"
+TRACKING_COLUMNS = ("JOB_ID", "FAULT_TYPE", "RANK", "ITER", "NODES", "EXPERIMENT_DIR")
+REPORT_MD = "experiments_report.md"
+SCORES_TSV = "scores.tsv"
+
+# Per cell, relative to the cell directory.
+MANIFEST = "job.json"
+INFRA_FAILURE = "infra_failure.json"
+INFRA_HISTORY = "infra_failures.jsonl"
+STRIPPED_LOG = "analysis/main_workload.log"
+LOGSAGE_TEXT = "analysis/logsage.txt"
+LOGSAGE_JSON = "analysis/logsage.json"
+FR_TEXT = "analysis/fr.txt"
+FR_JSON = "analysis/fr.json"
+SCORE_JSON = "analysis/score.json"
+CELL_SUBDIRS = ("logs/slurm", "checkpoints", "tensorboard")
+
+
+def session_dir(config: Mapping[str, Any]) -> Path:
+    """`<base_experiments_dir>/fault_injection/<session>`."""
+    return Path(config["base_experiments_dir"]) / FAULT_INJECTION / str(config["session"])
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write a file so readers never see half of it (temp file in the same folder, then rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(path: str | Path, data: Any) -> None:
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")

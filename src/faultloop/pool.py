@@ -1,0 +1,204 @@
+"""The experiment pool: ordered cells (FAULT_TYPE, RANK, ITER, NODES), parsed and validated.
+
+Two spellings are accepted, both upstream's: a TSV with the header FAULT_TYPE RANK ITER NODES,
+and the one-line form ``"GPU_SLEEP:1:5:2 SIGKILL:0:5:2"``. Order is priority. Every problem
+in a pool is reported at once, each naming its file and line (or token), before any job runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from faultloop.faults import FAULT_NAMES
+
+COLUMNS = ("FAULT_TYPE", "RANK", "ITER", "NODES")
+SYMBOLIC_RANKS = ("mid", "last")
+CELL_NAME_RE = re.compile(r"^n(?P<nodes>\d+)_(?P<fault>[A-Z_]+)_r(?P<rank>\d+)_i(?P<iter>\d+)$")
+
+
+class PoolError(ValueError):
+    """A pool with one or more invalid rows; the message lists every problem."""
+
+    def __init__(self, source: str, problems: list[str]):
+        self.source = source
+        self.problems = problems
+        super().__init__(f"invalid pool {source}:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+@dataclass(frozen=True, order=True)
+class Cell:
+    """One experiment: inject FAULT_TYPE on global RANK at iteration ITER in a NODES-node job."""
+
+    fault_type: str
+    rank: int
+    iter: int
+    nodes: int
+
+    @property
+    def name(self) -> str:
+        """Upstream's experiment folder name, also the Snakemake wildcard."""
+        return f"n{self.nodes}_{self.fault_type}_r{self.rank}_i{self.iter}"
+
+    @property
+    def spec(self) -> str:
+        return f"{self.fault_type}:{self.rank}:{self.iter}:{self.nodes}"
+
+    @classmethod
+    def from_name(cls, name: str) -> "Cell":
+        match = CELL_NAME_RE.match(name)
+        if not match:
+            raise ValueError(f"not a cell name: {name!r} (expected n<N>_<FAULT>_r<R>_i<I>)")
+        return cls(match["fault"], int(match["rank"]), int(match["iter"]), int(match["nodes"]))
+
+
+@dataclass(frozen=True)
+class RawRow:
+    """One row as written, with where it came from (for error messages)."""
+
+    where: str
+    fields: tuple[str, ...]
+
+
+def read_pool_file(path: str | Path) -> list[RawRow]:
+    """Read a pool TSV. Blank lines and ``#`` comments are ignored; the header is required."""
+    path = Path(path)
+    if not path.is_file():
+        raise PoolError(str(path), [f"{path}: no such pool file"])
+    rows: list[RawRow] = []
+    header_seen = False
+    problems: list[str] = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        fields = tuple(text.split())
+        if not header_seen:
+            header_seen = True
+            if tuple(f.upper() for f in fields) != COLUMNS:
+                problems.append(
+                    f"{path} line {number}: header must be {' '.join(COLUMNS)} (tab-separated), got {text!r}"
+                )
+            continue
+        rows.append(RawRow(f"{path} line {number}", fields))
+    if problems:
+        raise PoolError(str(path), problems)
+    return rows
+
+
+def parse_pool_spec(spec: str) -> list[RawRow]:
+    """Parse upstream's one-line pool: space-separated FAULT:RANK:ITER:NODES tokens."""
+    return [RawRow(f"pool token {i} {token!r}", tuple(token.split(":"))) for i, token in enumerate(spec.split(), start=1)]
+
+
+def validate(
+    rows: list[RawRow],
+    *,
+    source: str,
+    gpus_per_node: int,
+    min_nodes: int = 1,
+    workload: str = "the workload",
+) -> list[Cell]:
+    """Turn raw rows into cells, collecting every problem before raising."""
+    problems: list[str] = []
+    cells: list[Cell] = []
+    first_seen: dict[Cell, str] = {}
+    if not rows:
+        raise PoolError(source, [f"{source}: the pool is empty"])
+    for row in rows:
+        if len(row.fields) != len(COLUMNS):
+            problems.append(f"{row.where}: expected {len(COLUMNS)} fields ({' '.join(COLUMNS)}), got {len(row.fields)}")
+            continue
+        fault, rank_text, iter_text, nodes_text = row.fields
+        row_problems: list[str] = []
+        fault = fault.upper()
+        if fault not in FAULT_NAMES:
+            row_problems.append(f"unknown fault type {row.fields[0]!r} (known: {', '.join(FAULT_NAMES)})")
+        numbers: dict[str, int] = {}
+        for column, text in (("ITER", iter_text), ("NODES", nodes_text)):
+            if not re.fullmatch(r"\d+", text):
+                row_problems.append(f"{column} must be a non-negative integer, got {text!r}")
+            else:
+                numbers[column] = int(text)
+        if numbers.get("NODES") == 0:
+            row_problems.append("NODES must be at least 1")
+        elif "NODES" in numbers and numbers["NODES"] < min_nodes:
+            row_problems.append(f"NODES {numbers['NODES']} is below {workload}'s minimum of {min_nodes}")
+        if numbers.get("ITER") == 0:
+            row_problems.append("ITER must be at least 1")
+        rank: int | None = None
+        if "NODES" in numbers and numbers["NODES"] > 0:
+            world = numbers["NODES"] * gpus_per_node
+            if rank_text.lower() in SYMBOLIC_RANKS:
+                rank = world // 2 if rank_text.lower() == "mid" else world - 1
+            elif re.fullmatch(r"\d+", rank_text):
+                rank = int(rank_text)
+                if rank >= world:
+                    row_problems.append(
+                        f"RANK {rank} is out of range for {numbers['NODES']} nodes x {gpus_per_node} GPUs "
+                        f"(ranks 0-{world - 1})"
+                    )
+            else:
+                row_problems.append(f"RANK must be an integer, 'mid' or 'last', got {rank_text!r}")
+        elif not (re.fullmatch(r"\d+", rank_text) or rank_text.lower() in SYMBOLIC_RANKS):
+            row_problems.append(f"RANK must be an integer, 'mid' or 'last', got {rank_text!r}")
+        if row_problems or rank is None:
+            problems.extend(f"{row.where}: {p}" for p in row_problems)
+            continue
+        cell = Cell(fault, rank, numbers["ITER"], numbers["NODES"])
+        if cell in first_seen:
+            problems.append(f"{row.where}: duplicate cell {cell.spec} (first at {first_seen[cell]})")
+            continue
+        first_seen[cell] = row.where
+        cells.append(cell)
+    if problems:
+        raise PoolError(source, problems)
+    return cells
+
+
+def load_pool(
+    *,
+    pool_file: str | Path | None = None,
+    pool_spec: str | None = None,
+    gpus_per_node: int,
+    min_nodes: int = 1,
+    workload: str = "the workload",
+) -> list[Cell]:
+    """Load the pool from the one-line spec if given, else from the TSV file."""
+    if pool_spec and pool_spec.strip():
+        rows, source = parse_pool_spec(pool_spec), "given with --config pool=..."
+    elif pool_file:
+        rows, source = read_pool_file(pool_file), str(pool_file)
+    else:
+        raise PoolError("(none)", ["no pool given: set pool_file or pool"])
+    return validate(rows, source=source, gpus_per_node=gpus_per_node, min_nodes=min_nodes, workload=workload)
+
+
+def write_pool_file(cells: list[Cell], path: str | Path) -> None:
+    """Write cells as a pool TSV (same format read_pool_file reads)."""
+    lines = ["\t".join(COLUMNS)] + [f"{c.fault_type}\t{c.rank}\t{c.iter}\t{c.nodes}" for c in cells]
+    Path(path).write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str]) -> int:
+    """`faultloop pool`: validate a pool and list its cells, in priority order."""
+    parser = argparse.ArgumentParser(prog="faultloop pool", description=main.__doc__)
+    parser.add_argument("pool_file", nargs="?", help="pool TSV (FAULT_TYPE RANK ITER NODES)")
+    parser.add_argument("--pool", help="one-line pool: 'GPU_SLEEP:1:5:2 SIGKILL:0:5:2'")
+    parser.add_argument("--gpus-per-node", type=int, default=4)
+    parser.add_argument("--min-nodes", type=int, default=1)
+    args = parser.parse_args(argv)
+    try:
+        cells = load_pool(
+            pool_file=args.pool_file, pool_spec=args.pool, gpus_per_node=args.gpus_per_node, min_nodes=args.min_nodes
+        )
+    except PoolError as error:
+        print(error, file=sys.stderr)
+        return 1
+    for cell in cells:
+        print(f"{cell.spec}\t{cell.name}")
+    print(f"{len(cells)} cells", file=sys.stderr)
+    return 0

@@ -1,0 +1,21 @@
+# The session report: upstream's table, pass rates, failure modes, iteration comparison.
+
+
+rule aggregate_report:
+    input:
+        scores=rules.score.output.tsv,
+    output:
+        report=f"{SESSION}/{layout.REPORT_MD}",
+        html=f"{SESSION}/report.html",
+        heatmap=f"{SESSION}/heatmap.png",
+        junit=f"{SESSION}/junit.xml",
+    log:
+        f"{SESSION}/logs/aggregate_report.log",
+    params:
+        session=str(SESSION),
+        gpus_per_node=config["gpus_per_node"],
+        segment_size=config["fr_segment_size"],
+        analyzer_version=f"logsage-{LOGSAGE_VERSION}",
+        version=REPORT_VERSION,
+    script:
+        "../scripts/report.py"

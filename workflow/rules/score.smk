@@ -1,0 +1,40 @@
+# Scoring: every dimension computed in code per cell (optionally a second opinion from an LLM
+# judge), then gathered into the session's scores.tsv.
+
+
+rule judge_score:
+    input:
+        manifest=cell_path(layout.MANIFEST),
+        log=cell_path(layout.STRIPPED_LOG),
+        logsage_text=cell_path(layout.LOGSAGE_TEXT),
+        logsage_json=cell_path(layout.LOGSAGE_JSON),
+        fr_text=cell_path(layout.FR_TEXT),
+        fr_json=cell_path(layout.FR_JSON),
+    output:
+        score=cell_path(layout.SCORE_JSON),
+    log:
+        rule_log("judge_score"),
+    params:
+        truth=truth,
+        gpus_per_node=config["gpus_per_node"],
+        segment_size=config["fr_segment_size"],
+        judge=config["judge"],
+        version=SCORE_VERSION,
+    script:
+        "../scripts/judge_score.py"
+
+
+rule score:
+    input:
+        scores=expand(cell_path(layout.SCORE_JSON), cell=[c.name for c in RUN_CELLS]),
+    output:
+        tsv=f"{SESSION}/{layout.SCORES_TSV}",
+    log:
+        f"{SESSION}/logs/score.log",
+    params:
+        session=str(SESSION),
+        # Every pool cell in priority order; cells outside this invocation keep their stored
+        # score, cells never run are listed as such.
+        cells=[c.name for c in POOL],
+    script:
+        "../scripts/score.py"
