@@ -1,0 +1,646 @@
+"""Flight-recorder analyzer: which ranks never joined a collective, read safely and at scale.
+
+Dumps are untrusted files, so they are read with an unpickler that refuses every global (only
+plain containers and scalars can be built). Each dump is reduced to a small per-rank summary right
+after it is read (in worker processes when there are many), so memory stays bounded at tens of
+thousands of ranks. The analysis matches ranks per process group by collective sequence id and
+never trusts `state`, `retired` or (for gloo) `pg_status`, which do not reflect a hang there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import hashlib
+import io
+import json
+import os
+import pickle
+import re
+import sys
+import tempfile
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from multiprocessing import get_context
+from typing import Any
+
+DEFAULT_PATTERN = "_dump_*"
+# Collectives kept per (rank, group) for cross-rank comparison: enough to cover the lag of a hang
+# (one to a few dozen collectives) while keeping each summary small.
+TAIL = 32
+# Below this many files, reading in-process is faster than starting workers.
+PARALLEL_MIN_FILES = 48
+CHUNK = 32
+# Ranks kept as examples per (group, seq, signature); counts are exact, samples capped.
+SAMPLE_CAP = 16
+# Ops whose per-rank sizes legitimately differ, so only op type and dtype are compared.
+_UNEVEN_OPS = ("all_to_all", "alltoall", "gather", "scatter", "allgather_v", "reduce_scatter_v")
+_RANK_IN_NAME = re.compile(r"(\d+)(?:\.json)?$")
+_INT = re.compile(r"-?\d+")
+
+Sig = tuple[str, tuple[tuple[int, ...], ...], tuple[str, ...]]
+
+
+class UnsafeDumpError(pickle.UnpicklingError):
+    """A dump asked for a Python global: it could run code if loaded plainly."""
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """Builds only what pickle opcodes build without globals: dicts, lists, tuples, scalars."""
+
+    def find_class(self, module: str, name: str) -> Any:  # noqa: D401 - pickle hook
+        raise UnsafeDumpError(f"refused global {module}.{name}")
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise UnsafeDumpError("refused persistent id")
+
+
+def load_dump(path: str) -> dict[str, Any]:
+    """Read one dump (torch pickle or JSON) without executing anything; errors name the file."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    if not data:
+        raise ValueError(f"{path}: empty file")
+    try:
+        if path.endswith(".json") or data[:1] == b"{":
+            dump = json.loads(data)
+        else:
+            dump = _PlainUnpickler(io.BytesIO(data)).load()
+    except UnsafeDumpError as exc:
+        raise UnsafeDumpError(f"{path}: unsafe pickle: {exc}") from None
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError,
+            KeyError, AttributeError, MemoryError, OverflowError, RecursionError) as exc:
+        raise ValueError(f"{path}: not a readable dump ({type(exc).__name__}: {exc})") from None
+    if not isinstance(dump, dict) or not isinstance(dump.get("entries", []), list) \
+            or not isinstance(dump.get("pg_config", {}), dict) or not ("entries" in dump or "pg_config" in dump):
+        raise ValueError(f"{path}: not a flight-recorder dump (no entries/pg_config)")
+    return dump
+
+
+# ---------------------------------------------------------------- per-rank reduction (workers)
+
+
+@dataclass(slots=True)
+class GroupView:
+    """One rank's view of one process group, reduced from its dump."""
+
+    desc: str
+    first_seq: int | None = None
+    last_seq: int | None = None
+    last_p2p: int | None = None
+    enqueued: int | None = None  # NCCL pg_status last_enqueued_collective, None when untrusted
+    ranks_key: str | None = None  # digest of the pg_config ranks text
+    tail: list[tuple[int, Sig, int]] = field(default_factory=list)  # (seq, sig, time_created_ns)
+
+
+@dataclass(slots=True)
+class RankSummary:
+    """What the analysis needs from one dump; everything else is dropped right after reading."""
+
+    rank: int
+    file: str
+    backend: str
+    n_entries: int
+    groups: dict[str, GroupView]
+    ranks_texts: dict[str, str]  # digest -> ranks text, sent once per worker per analysis
+
+
+@dataclass(slots=True)
+class SkippedFile:
+    file: str
+    error: str
+    rank: int | None = None
+
+
+_sent_texts: tuple[str, set[str]] = ("", set())
+
+
+def _rank_from_name(path: str) -> int | None:
+    match = _RANK_IN_NAME.search(os.path.basename(path))
+    return int(match.group(1)) if match else None
+
+
+def _as_int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _sig_of(entry: dict[str, Any], intern: dict[Sig, Sig]) -> Sig:
+    name = str(entry.get("profiling_name", ""))
+    op = name.split(":", 1)[1] if ":" in name else name
+    sizes = tuple(tuple(int(d) for d in s) for s in entry.get("input_sizes") or ())
+    dtypes = tuple(str(d) for d in entry.get("input_dtypes") or ())
+    sig = (op, sizes, dtypes)
+    return intern.setdefault(sig, sig)
+
+
+def summarize(path: str, token: str) -> RankSummary:
+    """Read one dump and reduce it; `token` scopes the once-per-worker ranks-text cache."""
+    global _sent_texts
+    if _sent_texts[0] != token:
+        _sent_texts = (token, set())
+    sent = _sent_texts[1]
+    dump = load_dump(path)
+    rank = _rank_from_name(path)
+    if rank is None:
+        rank = _as_int(dump.get("rank"))
+    if rank is None:
+        raise ValueError(f"{path}: no rank in file name or dump")
+    entries = dump.get("entries") or []
+    names = [str(e.get("profiling_name", "")) for e in entries[:1] if isinstance(e, dict)]
+    backend = names[0].split(":", 1)[0] if names and ":" in names[0] else (
+        "nccl" if "nccl_version" in dump else "unknown")
+
+    config: dict[str, Any] = dump.get("pg_config") or {}
+    texts: dict[str, str] = {}
+    groups: dict[str, GroupView] = {}
+
+    def ranks_key(cfg: Any) -> str | None:
+        if not isinstance(cfg, dict):
+            return None
+        text = str(cfg.get("ranks", ""))
+        if not _INT.search(text):
+            return None
+        key = hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+        if key not in sent:
+            sent.add(key)
+            texts[key] = text
+        return key
+
+    for name, cfg in config.items():
+        if name == "":
+            continue  # gloo writes its config under '' while entries say '0': resolved below
+        desc = str(cfg.get("desc", "")) if isinstance(cfg, dict) else ""
+        groups[str(name)] = GroupView(desc=desc, ranks_key=ranks_key(cfg))
+
+    intern: dict[Sig, Sig] = {}
+    index_to_name: dict[str, str] = {}
+    tails: dict[str, int] = {}
+    for entry in reversed(entries):
+        if not isinstance(entry, dict):
+            continue
+        pg = entry.get("process_group") or ("", "")
+        name, desc = str(pg[0]), str(pg[1]) if len(pg) > 1 else ""
+        view = groups.get(name)
+        if view is None:
+            view = groups[name] = GroupView(desc=desc)
+            if "" in config and (name == "0" or desc == "default_pg"):
+                view.ranks_key = ranks_key(config[""])
+        if not view.desc:
+            view.desc = desc
+        index_to_name.setdefault(str(entry.get("pg_id")), name)
+        if entry.get("is_p2p"):
+            p2p = _as_int(entry.get("p2p_seq_id"))
+            if p2p is not None and (view.last_p2p is None or p2p > view.last_p2p):
+                view.last_p2p = p2p
+            continue
+        seq = _as_int(entry.get("collective_seq_id"))
+        if seq is None:
+            continue
+        if view.last_seq is None or seq > view.last_seq:
+            view.last_seq = seq
+        if view.first_seq is None or seq < view.first_seq:
+            view.first_seq = seq
+        if tails.get(name, 0) < TAIL:
+            tails[name] = tails.get(name, 0) + 1
+            view.tail.append((seq, _sig_of(entry, intern), _as_int(entry.get("time_created_ns")) or 0))
+
+    if backend != "gloo":
+        _apply_nccl_status(dump.get("pg_status"), list(config), index_to_name, groups)
+    return RankSummary(rank, path, backend, len(entries), groups, texts)
+
+
+def _apply_nccl_status(status: Any, config_names: list[str], index_to_name: dict[str, str],
+                       groups: dict[str, GroupView]) -> None:
+    """Use NCCL's pg_status for groups where a rank recorded nothing in its ring buffer.
+
+    pg_status is keyed by the local pg index, pg_config by the global pg name; both count up in
+    creation order, so the i-th index (ascending) is the i-th name (numerically ascending). That
+    mapping is used only if it agrees with every (index, name) pair the entries show. For gloo this
+    is never called: gloo counts a hung collective as completed.
+    """
+    if not isinstance(status, dict) or len(status) != len(config_names):
+        return
+    try:
+        indices = sorted(status, key=int)
+        config_names = sorted(config_names, key=int)
+    except (TypeError, ValueError):
+        return
+    mapping = dict(zip(map(str, indices), config_names))
+    if any(mapping.get(idx) != name for idx, name in index_to_name.items()):
+        return
+    for idx, name in mapping.items():
+        view = groups.get(name)
+        info = status.get(idx) if idx in status else status.get(int(idx))
+        if view is not None and view.last_seq is None and view.last_p2p is None and isinstance(info, dict):
+            view.enqueued = _as_int(info.get("last_enqueued_collective"))
+
+
+def _summarize_chunk(paths: list[str], token: str) -> list[RankSummary | SkippedFile]:
+    out: list[RankSummary | SkippedFile] = []
+    for path in paths:
+        try:
+            out.append(summarize(path, token))
+        except (OSError, ValueError, pickle.UnpicklingError) as exc:
+            out.append(SkippedFile(path, str(exc), _rank_from_name(path)))
+    return out
+
+
+# ---------------------------------------------------------------- results
+
+
+@dataclass(slots=True)
+class MissingRow:
+    """One upstream table row: a group's latest collective and the ranks that did not enter it."""
+
+    pg_id: str
+    pg_desc: str
+    op_type: str
+    size: list[list[int]]
+    dtype: list[str]
+    collective_seq_id: int
+    missing_ranks: list[int]
+
+
+@dataclass(slots=True)
+class Mismatch:
+    """Ranks whose collective at the same seq differs from the majority's (op, size or dtype)."""
+
+    pg_id: str
+    pg_desc: str
+    collective_seq_id: int
+    field: str
+    expected: Any
+    found: Any
+    ranks: list[int]
+
+
+@dataclass(slots=True)
+class FrResult:
+    """The fr.json contract (docs/architecture.md) plus diagnostic extras."""
+
+    no_dumps: bool
+    dumps_read: list[int]
+    ranks_without_dump: list[int]
+    skipped_files: list[SkippedFile]
+    expected_ranks: list[int]
+    missing_ranks: list[MissingRow]
+    ranks_behind: dict[int, int]
+    first_divergence: dict[str, Any] | None
+    suspect_ranks: list[int]
+    scope: str
+    secondary_ranks: list[int] = field(default_factory=list)
+    mismatches: list[Mismatch] = field(default_factory=list)
+    p2p_behind: dict[int, int] = field(default_factory=dict)
+    backend: str = "unknown"
+    gpus_per_node: int = 4
+    segment_size: int = 32
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["ranks_behind"] = {str(k): v for k, v in sorted(self.ranks_behind.items())}
+        data["p2p_behind"] = {str(k): v for k, v in sorted(self.p2p_behind.items())}
+        return data
+
+    def to_table(self) -> str:
+        """Upstream's table, one row per process group with missing ranks, then the verdict."""
+        lines = ["PGID | Process Group Desc | Op Type | Size | Dtype | Missing Ranks"]
+        for row in self.missing_ranks:
+            lines.append(f"{row.pg_id} | {row.pg_desc} | {row.op_type} | {row.size} | {row.dtype} | "
+                         f"{_ranks_text(row.missing_ranks)}")
+        if self.no_dumps:
+            lines.append("(no flight-recorder dumps found)")
+        lines.append("")
+        lines.append(f"Suspect ranks: {self.suspect_ranks} (scope: {self.scope})")
+        if self.ranks_without_dump:
+            lines.append(f"Ranks without dump: {_ranks_text(self.ranks_without_dump)}")
+        if self.ranks_behind:
+            lines.append("Ranks behind (seq deficit): " + ", ".join(
+                f"{r}:{d}" for r, d in sorted(self.ranks_behind.items())))
+        if self.first_divergence:
+            fd = self.first_divergence
+            lines.append(f"First divergence: pg {fd['pg_id']} ({fd['pg_desc']}) seq {fd['collective_seq_id']} "
+                         f"{fd['op_type']}")
+        for mm in self.mismatches:
+            lines.append(f"Mismatch: pg {mm.pg_id} seq {mm.collective_seq_id} {mm.field}: ranks "
+                         f"{_ranks_text(mm.ranks)} have {mm.found}, others {mm.expected}")
+        for skipped in self.skipped_files:
+            lines.append(f"Skipped {skipped.file}: {skipped.error}")
+        return "\n".join(lines) + "\n"
+
+
+def _ranks_text(ranks: list[int], cap: int = 64) -> str:
+    shown = ", ".join(map(str, ranks[:cap]))
+    return "{" + shown + (f", ... ({len(ranks)} ranks)" if len(ranks) > cap else "") + "}"
+
+
+def scope_of(ranks: Iterable[int], gpus_per_node: int, segment_size: int) -> str:
+    """Narrowest unit holding every suspect: one rank, one node, one segment, or the job."""
+    ranks = sorted(set(ranks))
+    if not ranks:
+        return "none"
+    if len(ranks) == 1:
+        return "rank"
+    if gpus_per_node > 0 and len({r // gpus_per_node for r in ranks}) == 1:
+        return "node"
+    if segment_size > 0 and len({r // segment_size for r in ranks}) == 1:
+        return "segment"
+    return "job"
+
+
+# ---------------------------------------------------------------- merge + analysis (parent)
+
+
+@dataclass(slots=True)
+class _Group:
+    desc: str
+    ranks_key: str | None = None
+    # rank -> (first_seq, last_seq, last_p2p, enqueued)
+    views: dict[int, tuple[int | None, int | None, int | None, int | None]] = field(default_factory=dict)
+    # seq -> sig -> [count, sample ranks]; seq -> earliest time_created_ns
+    sigs: dict[int, dict[Sig, list[Any]]] = field(default_factory=dict)
+    times: dict[int, int] = field(default_factory=dict)
+    max_seq: int = -1
+
+
+class _Merger:
+    """Folds rank summaries into per-group state as they arrive; holds nothing per entry."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, _Group] = {}
+        self.texts: dict[str, list[int]] = {}
+        self.read: dict[int, str] = {}
+        self.skipped: list[SkippedFile] = []
+        self.backends: set[str] = set()
+
+    def add(self, item: RankSummary | SkippedFile) -> None:
+        if isinstance(item, SkippedFile):
+            self.skipped.append(item)
+            return
+        if item.rank in self.read:
+            self.skipped.append(SkippedFile(item.file, f"duplicate dump for rank {item.rank} "
+                                            f"(already read {self.read[item.rank]})", item.rank))
+            return
+        self.read[item.rank] = item.file
+        self.backends.add(item.backend)
+        for key, text in item.ranks_texts.items():
+            self.texts.setdefault(key, [int(x) for x in _INT.findall(text)])
+        for name, view in item.groups.items():
+            group = self.groups.get(name)
+            if group is None:
+                group = self.groups[name] = _Group(view.desc)
+            if not group.desc:
+                group.desc = view.desc
+            if group.ranks_key is None and view.ranks_key is not None:
+                group.ranks_key = view.ranks_key
+            group.views[item.rank] = (view.first_seq, view.last_seq, view.last_p2p, view.enqueued)
+            for seq, sig, t_ns in view.tail:
+                bucket = group.sigs.setdefault(seq, {})
+                slot = bucket.get(sig)
+                if slot is None:
+                    bucket[sig] = [1, [item.rank]]
+                else:
+                    slot[0] += 1
+                    if len(slot[1]) < SAMPLE_CAP:
+                        slot[1].append(item.rank)
+                if t_ns and (seq not in group.times or t_ns < group.times[seq]):
+                    group.times[seq] = t_ns
+                group.max_seq = max(group.max_seq, seq)
+            if len(group.sigs) > 4 * TAIL:
+                floor = group.max_seq - 2 * TAIL
+                for seq in [s for s in group.sigs if s < floor]:
+                    del group.sigs[seq]
+                    group.times.pop(seq, None)
+
+
+def _sig_json(sig: Sig | None) -> tuple[str, list[list[int]], list[str]]:
+    if sig is None:
+        return "", [], []
+    return sig[0], [list(s) for s in sig[1]], list(sig[2])
+
+
+def _majority(bucket: dict[Sig, list[Any]]) -> Sig:
+    return max(bucket, key=lambda s: bucket[s][0])
+
+
+def _analyze(merger: _Merger, world_size: int | None, gpus_per_node: int,
+             segment_size: int) -> FrResult:
+    read = set(merger.read)
+    skipped_ranks = {s.rank for s in merger.skipped if s.rank is not None} - read
+    expected: set[int] = set(read) | skipped_ranks
+    for group in merger.groups.values():
+        if group.ranks_key in merger.texts:
+            expected.update(merger.texts[group.ranks_key])
+    if world_size:
+        expected.update(range(world_size))
+    without_dump = expected - read - skipped_ranks
+
+    rows: list[MissingRow] = []
+    mismatches: list[Mismatch] = []
+    behind: dict[int, int] = {}
+    p2p_behind: dict[int, int] = {}
+    lag_groups: dict[int, int] = {}
+    waiting: set[int] = set()
+    divergences: list[tuple[int, int, str, int, list[int]]] = []  # (time or big, -lag, name, seq, ranks)
+
+    for name, group in merger.groups.items():
+        members = set(merger.texts.get(group.ranks_key or "", ()))
+        if not members:
+            members = set(group.views)
+            if group.desc == "default_pg" or name == "0" and not members - expected:
+                members |= expected
+        # --- sequence lag
+        lasts: dict[int, int | None] = {}
+        for rank in members:
+            if rank in skipped_ranks:
+                continue
+            view = group.views.get(rank)
+            if rank not in read:
+                lasts[rank] = None  # no dump: where it stopped is unknown
+                continue
+            known = view[1] if view and view[1] is not None else view[3] if view else None
+            lasts[rank] = known if known is not None else -1  # -1: read, never entered in the window
+        # The group's front comes from recorded entries only: pg_status merely fills in ranks
+        # whose ring buffer holds nothing for this group (its counters mix in p2p ops).
+        recorded = [v[1] for r, v in group.views.items() if v[1] is not None and r in lasts]
+        if recorded:
+            gmax = max(recorded)
+            firsts = [v[0] for r, v in group.views.items() if v[0] is not None and r in lasts]
+            gfirst = min(firsts) if firsts else gmax
+            lagging = {r: v for r, v in lasts.items() if v is None or v < gmax}
+            if lagging:
+                low = min((v for v in lagging.values() if v is not None and v >= 0), default=None)
+                for rank, last in lasts.items():
+                    if last is not None and last >= 0 and (low is None or last > low):
+                        waiting.add(rank)
+                for rank, last in lagging.items():
+                    lag_groups[rank] = lag_groups.get(rank, 0) + 1
+                    if last is None:
+                        continue
+                    deficit = gmax - last if last >= 0 else gmax - gfirst + 1
+                    behind[rank] = max(behind.get(rank, 0), deficit)
+                sig = _majority(group.sigs[gmax]) if gmax in group.sigs else None
+                op, size, dtype = _sig_json(sig)
+                rows.append(MissingRow(name, group.desc, op, size, dtype, gmax, sorted(lagging)))
+                div_seq = low + 1 if low is not None else (gfirst if any(v == -1 for v in lagging.values())
+                                                            else gmax)
+                first_missing = sorted(r for r, v in lagging.items()
+                                       if v is None or v < div_seq)
+                divergences.append((group.times.get(div_seq, 1 << 62), -len(first_missing), name,
+                                    div_seq, first_missing))
+        # --- p2p lag (weaker: per-rank p2p counters only align in symmetric pipelines)
+        p2p = {r: v[2] for r, v in group.views.items() if v[2] is not None}
+        if len(p2p) > 1:
+            top = max(p2p.values())
+            for rank, last in p2p.items():
+                if last < top:
+                    p2p_behind[rank] = max(p2p_behind.get(rank, 0), top - last)
+        # --- op / size / dtype mismatches at the same seq
+        for seq in sorted(group.sigs):
+            bucket = group.sigs[seq]
+            if len(bucket) < 2:
+                continue
+            ref = _majority(bucket)
+            for sig, (count, sample) in bucket.items():
+                if sig == ref:
+                    continue
+                field_name = ("op_type" if sig[0] != ref[0] else "dtype" if sig[2] != ref[2]
+                              else "size")
+                if field_name == "size" and any(k in ref[0] for k in _UNEVEN_OPS):
+                    continue
+                index = {"op_type": 0, "size": 1, "dtype": 2}[field_name]
+                mismatches.append(Mismatch(name, group.desc, seq, field_name,
+                                           _sig_json(ref)[index], _sig_json(sig)[index], sorted(sample)))
+
+    mismatch_ranks: dict[int, int] = {}
+    for mm in mismatches:
+        for rank in mm.ranks:
+            mismatch_ranks[rank] = mismatch_ranks.get(rank, 0) + 1
+    lagging_all = set(lag_groups)
+    primary = (lagging_all - waiting) | set(mismatch_ranks) | without_dump
+    if not primary and lagging_all:  # every laggard waits on another (a cycle): keep the worst
+        worst = max(behind.get(r, 0) for r in lagging_all)
+        primary = {r for r in lagging_all if behind.get(r, 0) == worst}
+    if not primary and p2p_behind:
+        primary = set(p2p_behind)
+
+    def strength(rank: int) -> tuple[int, int, int, int]:
+        return (-mismatch_ranks.get(rank, 0), -lag_groups.get(rank, 0), -behind.get(rank, 0), rank)
+
+    suspects = sorted(primary, key=strength)
+    secondary = sorted((lagging_all & waiting) - primary)
+    first_div: dict[str, Any] | None = None
+    if divergences:
+        _, _, name, seq, ranks = min(divergences)
+        group = merger.groups[name]
+        sig = _majority(group.sigs[seq]) if seq in group.sigs else None
+        first_div = {"pg_id": name, "pg_desc": group.desc, "collective_seq_id": seq,
+                     "op_type": _sig_json(sig)[0], "ranks": ranks}
+    elif mismatches:
+        mm = min(mismatches, key=lambda m: (m.collective_seq_id, m.pg_id))
+        sig = _majority(merger.groups[mm.pg_id].sigs[mm.collective_seq_id])
+        first_div = {"pg_id": mm.pg_id, "pg_desc": mm.pg_desc, "collective_seq_id": mm.collective_seq_id,
+                     "op_type": sig[0], "ranks": mm.ranks}
+    backends = merger.backends - {"unknown"}
+    return FrResult(
+        no_dumps=not read,
+        dumps_read=sorted(read),
+        ranks_without_dump=sorted(without_dump),
+        skipped_files=sorted(merger.skipped, key=lambda s: s.file),
+        expected_ranks=sorted(expected),
+        missing_ranks=sorted(rows, key=lambda r: (len(r.pg_id), r.pg_id)),
+        ranks_behind=behind,
+        first_divergence=first_div,
+        suspect_ranks=suspects,
+        scope=scope_of(suspects, gpus_per_node, segment_size),
+        secondary_ranks=secondary,
+        mismatches=mismatches,
+        p2p_behind=p2p_behind,
+        backend=",".join(sorted(backends)) or "unknown",
+        gpus_per_node=gpus_per_node,
+        segment_size=segment_size,
+    )
+
+
+# ---------------------------------------------------------------- discovery + entry points
+
+
+def find_dumps(fr_path: str, pattern: str = DEFAULT_PATTERN) -> list[str]:
+    """Dump files under a directory, or matching a prefix path like upstream's `DIR/_dump_`."""
+    if os.path.isdir(fr_path):
+        directory = fr_path
+    else:
+        directory, prefix = os.path.split(fr_path)
+        directory = directory or "."
+        pattern = prefix + "*"
+    if not os.path.isdir(directory):
+        return []
+    return sorted(os.path.join(directory, name) for name in os.listdir(directory)
+                  if fnmatch.fnmatch(name, pattern) and os.path.isfile(os.path.join(directory, name)))
+
+
+def _read_all(paths: list[str], workers: int | None) -> Iterator[RankSummary | SkippedFile]:
+    token = os.urandom(8).hex()
+    if workers is None:
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if workers <= 1 or len(paths) < PARALLEL_MIN_FILES:
+        yield from _summarize_chunk(paths, token)
+        return
+    chunks = [paths[i:i + CHUNK] for i in range(0, len(paths), CHUNK)]
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("forkserver")) as pool:
+        for chunk in pool.map(_summarize_chunk, chunks, [token] * len(chunks)):
+            yield from chunk
+
+
+def analyze(paths: Iterable[str], *, world_size: int | None = None, gpus_per_node: int = 4,
+            segment_size: int = 32, workers: int | None = None) -> FrResult:
+    """Analyze the given dump files (one per rank); unreadable files are skipped and reported."""
+    merger = _Merger()
+    for item in _read_all(list(paths), workers):
+        merger.add(item)
+    return _analyze(merger, world_size, gpus_per_node, segment_size)
+
+
+def analyze_dir(fr_path: str, pattern: str = DEFAULT_PATTERN, **kwargs: Any) -> FrResult:
+    return analyze(find_dumps(fr_path, pattern), **kwargs)
+
+
+def _write_atomic(path: str, text: str) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-" + os.path.basename(path))
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="faultloop fr", description=__doc__.splitlines()[0])
+    parser.add_argument("--fr-path", required=True, help="dump directory, or a prefix path like DIR/_dump_")
+    parser.add_argument("-p", "--pattern", default=DEFAULT_PATTERN, help="file name glob (default %(default)s)")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--gpus-per-node", type=int, default=4)
+    parser.add_argument("--segment-size", type=int, default=32)
+    parser.add_argument("--world-size", type=int, default=None, help="expected ranks 0..N-1 (else from pg_config)")
+    parser.add_argument("--workers", type=int, default=None, help="reader processes (default: usable cores)")
+    parser.add_argument("--output-json", help="also write fr.json here (atomically)")
+    parser.add_argument("--output-text", help="also write the table here (atomically)")
+    args = parser.parse_args(argv)
+    result = analyze_dir(args.fr_path, args.pattern, world_size=args.world_size,
+                         gpus_per_node=args.gpus_per_node, segment_size=args.segment_size,
+                         workers=args.workers)
+    as_json = json.dumps(result.to_json(), indent=2) + "\n"
+    table = result.to_table()
+    if args.output_json:
+        _write_atomic(args.output_json, as_json)
+    if args.output_text:
+        _write_atomic(args.output_text, table)
+    sys.stdout.write(as_json if args.format == "json" else table)
+    return 0
