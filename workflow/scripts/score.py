@@ -1,0 +1,14 @@
+"""score rule: gather every pool cell's score.json into the session's scores.tsv."""
+
+from pathlib import Path
+
+from faultloop import score
+from faultloop.pool import Cell
+from faultloop.workflow import logged
+
+with logged(snakemake.log[0]):
+    session = Path(snakemake.params.session)
+    cells = [Cell.from_name(name) for name in snakemake.params.cells]
+    rows = score.gather_rows(session, cells)
+    score.write_scores_tsv(rows, Path(snakemake.output.tsv))
+    print(f"{len(rows)} cells gathered into {snakemake.output.tsv}")
