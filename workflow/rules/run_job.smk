@@ -26,7 +26,16 @@ if not REJUDGE:
             gpu_jobs=1,
             nodes=lambda wildcards: CELL[wildcards.cell].nodes,
             runtime=config["run_job"]["runtime_minutes"],
-            mem_mb=lambda wildcards: CELL[wildcards.cell].nodes
-            * config["run_job"]["mem_mb_per_node"],
+            # SLURM only (the local executor ignores these). sbatch --mem is per node. mpi makes
+            # the job step run this rule's script in the batch shell, which launches the ranks
+            # across the allocation with srun itself; without it the plugin wraps the rule as
+            # ONE task. The plugin refuses tasks_per_node < 2 for mpi jobs, hence the max.
+            mem_mb=config["run_job"]["mem_mb_per_node"],
+            tasks_per_node=max(2, config["gpus_per_node"]),
+            mpi="srun",
+            slurm_partition=config.get("slurm", {}).get("partition", ""),
+            slurm_account=config.get("slurm", {}).get("account", ""),
+            gres=config.get("slurm", {}).get("gres", ""),
+            slurm_extra=config.get("slurm", {}).get("extra", ""),
         script:
             "../scripts/run_job.py"
