@@ -25,6 +25,6 @@ localrules:
 
 
 rule all:
+    default_target: True
     input:
         rules.aggregate_report.output,
-    default_target: True

@@ -9,6 +9,8 @@ rule strip_log:
         log=cell_path(layout.STRIPPED_LOG),
     log:
         rule_log("strip_log"),
+    conda:
+        "../envs/faultloop.yaml"
     script:
         "../scripts/strip_log.py"
 
@@ -21,6 +23,8 @@ rule logsage:
         json=cell_path(layout.LOGSAGE_JSON),
     log:
         rule_log("logsage"),
+    conda:
+        "../envs/faultloop.yaml"
     params:
         settings=config["logsage"],
         version=LOGSAGE_VERSION,
@@ -36,6 +40,8 @@ rule fr_analysis:
         json=cell_path(layout.FR_JSON),
     log:
         rule_log("fr_analysis"),
+    conda:
+        "../envs/faultloop.yaml"
     params:
         checkpoints=lambda wildcards: f"{SESSION}/{wildcards.cell}/checkpoints",
         gpus_per_node=config["gpus_per_node"],

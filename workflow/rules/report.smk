@@ -11,8 +11,10 @@ rule aggregate_report:
         junit=f"{SESSION}/junit.xml",
     log:
         f"{SESSION}/logs/aggregate_report.log",
+    conda:
+        "../envs/faultloop.yaml"
     params:
-        session=str(SESSION),
+        session=lambda wildcards, output: str(Path(output.report).parent),
         gpus_per_node=config["gpus_per_node"],
         segment_size=config["fr_segment_size"],
         analyzer_version=f"logsage-{LOGSAGE_VERSION}",

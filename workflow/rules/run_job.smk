@@ -9,19 +9,9 @@ if not REJUDGE:
             manifest=cell_path(layout.MANIFEST),
         log:
             rule_log("run_job"),
-        params:
-            truth=truth,
-            cell_dir=lambda wildcards: f"{SESSION}/{wildcards.cell}",
-            session=str(SESSION),
-            workload=WORKLOAD.name,
-            workload_script=WORKLOAD.script,
-            gpus_per_node=config["gpus_per_node"],
-            fault_delay=config["fault_delay"],
-            settings=config["run_job"],
-            max_attempts=config["run_job"]["infra_retries"] + 1,
-            # Changes after an infrastructure failure, so the next invocation retries this cell.
-            infra_failures=lambda wildcards: infra_failures(SESSION / wildcards.cell),
         retries: config["run_job"]["infra_retries"]
+        conda:
+            "../envs/faultloop.yaml"
         resources:
             gpu_jobs=1,
             nodes=lambda wildcards: CELL[wildcards.cell].nodes,
@@ -37,5 +27,17 @@ if not REJUDGE:
             slurm_account=config.get("slurm", {}).get("account", ""),
             gres=config.get("slurm", {}).get("gres", ""),
             slurm_extra=config.get("slurm", {}).get("extra", ""),
+        params:
+            truth=truth,
+            cell_dir=lambda wildcards: f"{SESSION}/{wildcards.cell}",
+            session=lambda wildcards, output: str(Path(output.manifest).parent.parent),
+            workload=WORKLOAD.name,
+            workload_script=WORKLOAD.script,
+            gpus_per_node=config["gpus_per_node"],
+            fault_delay=config["fault_delay"],
+            settings=config["run_job"],
+            max_attempts=config["run_job"]["infra_retries"] + 1,
+            # Changes after an infrastructure failure, so the next invocation retries this cell.
+            infra_failures=lambda wildcards: infra_failures(SESSION / wildcards.cell),
         script:
             "../scripts/run_job.py"

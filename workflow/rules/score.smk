@@ -14,6 +14,8 @@ rule judge_score:
         score=cell_path(layout.SCORE_JSON),
     log:
         rule_log("judge_score"),
+    conda:
+        "../envs/faultloop.yaml"
     params:
         truth=truth,
         gpus_per_node=config["gpus_per_node"],
@@ -31,8 +33,10 @@ rule score:
         tsv=f"{SESSION}/{layout.SCORES_TSV}",
     log:
         f"{SESSION}/logs/score.log",
+    conda:
+        "../envs/faultloop.yaml"
     params:
-        session=str(SESSION),
+        session=lambda wildcards, output: str(Path(output.tsv).parent),
         # Every pool cell in priority order; cells outside this invocation keep their stored
         # score, cells never run are listed as such.
         cells=[c.name for c in POOL],
