@@ -166,6 +166,10 @@ ready() {
 }
 
 cmd_install() {
+    if [[ -x /usr/sbin/slurmctld && -x /usr/sbin/slurmd && -x /usr/sbin/munged && -x /usr/bin/sbatch ]]; then
+        log "already installed: $(slurmctld -V)"
+        return
+    fi
     [[ $(id -u) == 0 ]] || die "install needs root"
     apt-get update
     DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
