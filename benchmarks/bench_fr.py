@@ -1,0 +1,156 @@
+"""Benchmark the FR analyzer against torch's own (torchfrtrace) and the unpickle floor.
+
+On the same synthetic dumps in the same run, each tool runs as its own process; the table shows
+wall time, peak memory (sum of RSS over the tool's process tree, sampled every 20 ms), ratios,
+and whether faultloop's suspects equal the ranks torchfrtrace reports missing.
+
+usage: python benchmarks/bench_fr.py [--sizes 64 1024] [--entries 2000] [--torch-max 8192]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fr_synth import generate  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FLOOR = ("import glob, pickle, sys\n"
+         "for f in sorted(glob.glob(sys.argv[1] + '/_dump_*')):\n"
+         "    with open(f, 'rb') as fh: pickle.load(fh)\n")
+
+
+@dataclass(slots=True)
+class Run:
+    seconds: float
+    peak_bytes: int
+    stdout: str
+    ok: bool
+    note: str = ""
+
+
+def _tree_rss(root: int) -> int:
+    """Sum of RSS over `root` and its descendants, from /proc."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    page = os.sysconf("SC_PAGE_SIZE")
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(name)
+        children.setdefault(int(fields[1]), []).append(pid)
+        rss[pid] = int(fields[21]) * page
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        todo.extend(children.get(pid, []))
+    return total
+
+
+def measure(cmd: list[str], timeout: float, mem_limit: int | None = None) -> Run:
+    def limit() -> None:
+        if mem_limit:
+            resource.setrlimit(resource.RLIMIT_AS, (mem_limit, mem_limit))
+
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=limit)
+    peak = 0
+    out_parts: list[str] = []
+    import threading
+
+    reader = threading.Thread(target=lambda: out_parts.append(proc.stdout.read()), daemon=True)
+    reader.start()
+    note = ""
+    while proc.poll() is None:
+        peak = max(peak, _tree_rss(proc.pid))
+        if time.perf_counter() - start > timeout:
+            proc.kill()
+            note = f"timeout {timeout:.0f}s"
+            break
+        time.sleep(0.02)
+    proc.wait()
+    seconds = time.perf_counter() - start
+    reader.join()
+    return Run(seconds, peak, "".join(out_parts), proc.returncode == 0 and not note,
+               note or ("" if proc.returncode == 0 else f"exit {proc.returncode}"))
+
+
+def torch_missing(stdout: str) -> set[int]:
+    ranks: set[int] = set()
+    for match in re.finditer(r"missing ranks: \{([\d, ]*)\}", stdout):
+        ranks.update(int(x) for x in match.group(1).split(",") if x.strip())
+    return ranks
+
+
+def bench(size: int, entries: int, torch_max: int, torch_timeout: float, out_root: str) -> dict:
+    hung, missing = {size // 3}, {size // 2 + 1}
+    out = os.path.join(out_root, f"synth_{size}x{entries}")
+    stamp = os.path.join(out, ".complete")
+    if not os.path.exists(stamp):
+        generate(out, size, entries, hung, missing)
+        open(stamp, "w").close()
+    py = sys.executable
+    subprocess.run(["sh", "-c", f"cat {out}/_dump_* > /dev/null"], check=True)  # warm the page cache
+    floor = measure([py, "-c", FLOOR, out], timeout=3600)
+    ours = measure([py, "-m", "faultloop.cli", "fr", "--fr-path", out, "--format", "json"], timeout=3600)
+    suspects = json.loads(ours.stdout)["suspect_ranks"] if ours.ok else None
+    row = {"ranks": size, "entries": entries, "floor": floor, "faultloop": ours, "torch": None,
+           "suspects": suspects, "truth": sorted(hung | missing)}
+    if size <= torch_max:
+        row["torch"] = measure([py, "-m", "torch.distributed.flight_recorder.fr_trace", out, "-p", "_dump_",
+                                "--allow-incomplete-ranks"], timeout=torch_timeout, mem_limit=16 << 30)
+    return row
+
+
+def fmt(row: dict) -> str:
+    floor, ours, torch = row["floor"], row["faultloop"], row["torch"]
+    gib = 1 << 30
+    if torch is None:
+        t_time, t_mem, speedup, agree = "skipped", "-", "-", "-"
+    elif not torch.ok:
+        t_time, t_mem, speedup, agree = f"failed ({torch.note}, {torch.seconds:.1f} s)", \
+            f"{torch.peak_bytes / gib:.2f}", "-", "-"
+    else:
+        t_time, t_mem = f"{torch.seconds:.2f}", f"{torch.peak_bytes / gib:.2f}"
+        speedup = f"{torch.seconds / ours.seconds:.1f}x"
+        agree = "yes" if set(row["suspects"] or []) == torch_missing(torch.stdout) else \
+            f"no (torch {sorted(torch_missing(torch.stdout))})"
+    return (f"| {row['ranks']} x {row['entries']} | {ours.seconds:.2f} | {ours.peak_bytes / gib:.2f} | "
+            f"{floor.seconds:.2f} | {floor.peak_bytes / gib:.2f} | {t_time} | {t_mem} | "
+            f"{ours.seconds / floor.seconds:.2f} | {speedup} | {row['suspects']} (truth {row['truth']}) | "
+            f"{agree} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 1024])
+    parser.add_argument("--entries", type=int, default=2000)
+    parser.add_argument("--torch-max", type=int, default=8192, help="largest size torchfrtrace runs at")
+    parser.add_argument("--torch-timeout", type=float, default=1800)
+    parser.add_argument("--out", default=os.path.join(HERE, "out"))
+    args = parser.parse_args()
+    print("| ranks x entries | faultloop s | faultloop GiB | floor s | floor GiB | torchfrtrace s | "
+          "torchfrtrace GiB | faultloop/floor | torchfrtrace/faultloop | faultloop suspects | "
+          "agree with torchfrtrace |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for size in args.sizes:
+        print(fmt(bench(size, args.entries, args.torch_max, args.torch_timeout, args.out)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
