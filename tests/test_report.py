@@ -1,0 +1,264 @@
+"""faultloop.report: report contents checked against the scores, history, JUnit, HTML, heatmap, judge."""
+
+from __future__ import annotations
+
+import json
+import math
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from faultloop import layout, report, score
+from faultloop.faults import RESTART, STOP
+from faultloop.llm import LLMSettings
+from faultloop.pool import Cell, load_pool
+from openai_server import OpenAIServer, Reply, openai_server  # noqa: F401
+
+KEY = "sk-report-SECRET-1234"
+TABLE_HEADER = ("| # | FAULT_TYPE | NODES | RANK | ITER | JOB_ID | STATE | run_valid | restart_correct | rank_primary "
+                "| rank_any | fault_described | fr_rank_correct | judge_notes |")
+
+
+def verdict(restart: str, primary: list[int], secondary: list[int], category: str, ftype: str | None,
+            version: str, evidence: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"restart": restart, "primary_ranks": primary, "secondary_ranks": secondary, "fault_category": category,
+            "fault_type": ftype, "explanation": "e", "evidence": evidence or [], "checkpoint_saved": False,
+            "mode": "deterministic", "analyzer_version": version}
+
+
+def good(cell: Cell, version: str) -> dict[str, Any]:
+    from faultloop.faults import FAULTS
+    f = FAULTS[cell.fault_type]
+    return verdict(f.restart, [cell.rank], [], f.category, f.name, version)
+
+
+def put_cell(session: Path, cell: Cell, ls: dict[str, Any] | None, suspects: list[int] | None,
+             *, valid: bool = True, log: list[str] | None = None, judge: tuple[LLMSettings, str] | None = None) -> None:
+    """Write a cell's artifacts as run_job / logsage / fr would, then score it like judge_score."""
+    d = session / cell.name
+    (d / "analysis").mkdir(parents=True, exist_ok=True)
+    layout.write_json_atomic(d / layout.MANIFEST, {
+        "job_id": f"job-{cell.name}", "state": "FAILED", "run_valid": valid,
+        "invalid_reason": None if valid else "fault never fired"})
+    if ls is not None:
+        layout.write_json_atomic(d / layout.LOGSAGE_JSON, ls)
+        layout.write_atomic(d / layout.LOGSAGE_TEXT, f"{ls['restart']}\n{ls['explanation']}\n")
+    fr = {"no_dumps": suspects is None, "suspect_ranks": suspects or []}
+    layout.write_json_atomic(d / layout.FR_JSON, fr)
+    layout.write_atomic(d / layout.FR_TEXT, f"0 | default_pg | allreduce | [[4]] | [Float] | {suspects}\n")
+    layout.write_atomic(d / layout.STRIPPED_LOG, "\n".join(log or ["0: step 1", "1: step 1"]) + "\n")
+    truth = score.Truth(cell, 4, 32)
+    s = score.score_cell_dir(d, truth, judge_mode=judge[1] if judge else "code", llm=judge[0] if judge else None)
+    score.write_score(s, d / layout.SCORE_JSON)
+
+
+def gather(session: Path, cells: list[Cell]) -> Path:
+    out = session / layout.SCORES_TSV
+    score.write_scores_tsv(score.gather_rows(session, cells), out)
+    return out
+
+
+def run_report(session: Path, tsv: Path, *extra: str) -> str:
+    assert report.main(["--scores", str(tsv), "--session-dir", str(session), *extra]) == 0
+    return (session / layout.REPORT_MD).read_text()
+
+
+A = Cell("SIGKILL", 1, 5, 2)
+B = Cell("GPU_SLEEP", 0, 5, 2)
+C = Cell("GPU_ERROR", 1, 5, 2)
+D = Cell("SIGTERM", 2, 5, 1)
+E = Cell("SEGFAULT", 3, 5, 1)
+F = Cell("SIGKILL", 0, 5, 2)
+GPU_ERROR_LOG = [
+    "0: [iter 4] loss 1.0",
+    "1: [iter 4] loss 1.0",
+    "1: RuntimeError: CUDA error: an illegal memory access was encountered",
+    "0: [rank0] watchdog caught collective operation timeout: WorkNCCL(SeqNum=17, OpType=ALLREDUCE)",
+    "0: process exited",
+]
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> tuple[Path, Path]:
+    s = tmp_path / "session"
+    put_cell(s, A, good(A, "v1"), [1])
+    put_cell(s, B, verdict(RESTART, [1], [0], "hang", "GPU_SLEEP", "v1"), [0, 1])
+    put_cell(s, C, verdict(RESTART, [0], [], "gpu_error", None, "v1",
+                           evidence=[{"line": 4, "text": GPU_ERROR_LOG[3], "kind": "collective_timeout", "rank": 0}]),
+             None, log=GPU_ERROR_LOG)
+    (s / D.name).mkdir()
+    layout.write_json_atomic(s / D.name / layout.INFRA_FAILURE, {"job_id": "99", "state": "FAILED", "run_valid": False,
+                                                                 "invalid_reason": "srun: container start failed"})
+    put_cell(s, F, good(F, "v1"), [0], valid=False)
+    return s, gather(s, [A, B, C, D, E, F])
+
+
+def test_report_markdown(session: tuple[Path, Path]) -> None:
+    s, tsv = session
+    md = run_report(s, tsv)
+    lines = md.splitlines()
+    assert lines[0] == "# Fault Injection Experiment Report"
+    assert "Analyzer version: `v1`" in md
+    start = lines.index(TABLE_HEADER)
+    table = [line.split(" | ") for line in lines[start + 2:start + 8]]
+    assert [row[0].lstrip("| ") for row in table] == ["1", "2", "3", "4", "5", "6"]
+    assert [row[1] for row in table] == ["SIGKILL", "GPU_SLEEP", "GPU_ERROR", "SIGTERM", "SEGFAULT", "SIGKILL"]
+    assert table[0][5:13] == [f"job-{A.name}", "FAILED", "true", "true", "true", "true", "true", "rank"]
+    assert table[1][7:13] == ["true", "true", "false", "true", "true", "node"]
+    assert table[2][7:13] == ["true", "false", "false", "false", "partial", "no_dumps"]
+    assert table[3][5:8] == ["99", "INFRA_FAILURE", "N/A"]
+    assert table[4][5:7] == ["-", "NOT_RUN"]
+    assert table[5][7:9] == ["false", "N/A"]
+    assert "3 scored, 1 pass all of" in md and "3 not scored" in md
+    # rates: invalid F, infra D and not-run E never enter a rate
+    rates = {line.split(" | ")[0].lstrip("| ") + "/" + line.split(" | ")[1]: line.split(" | ")
+             for line in lines if line.startswith("| ") and "%" in line}
+    assert rates["SIGKILL/2"][2] == "1/1 (100%)"
+    assert rates["GPU_SLEEP/2"][2:4] == ["0/1 (0%)", "1/1 (100%)"]  # overall, restart_correct
+    assert rates["**all**/"][2] == "1/3 (33%)" and rates["**all**/"][3] == "2/3 (67%)"
+    assert "SIGTERM/1" not in rates and "SEGFAULT/1" not in rates
+    not_scored = md.split("### Not scored")[1].split("## Failure-mode patterns")[0]
+    assert all(c.name in not_scored for c in (D, E, F)) and "srun: container start failed" in not_scored
+    patterns = md.split("## Failure-mode patterns")[1].split("## Evidence")[0]
+    assert f"| rank_primary=false, rank_any=true | 1 | {B.name} |" in patterns
+    assert f"| restart_correct=false for GPU_ERROR | 1 | {C.name} |" in patterns
+    assert f"| fr_rank_correct=no_dumps | 1 | {C.name} |" in patterns
+    assert f"| fault_described=partial for crash types | 1 | {C.name} |" in patterns
+    assert "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC" in patterns
+    assert "rank_any=false for rank-0" not in patterns  # B's rank 0 was named (as secondary)
+    evidence = md.split("## Evidence for failing cells")[1]
+    assert A.name not in evidence and B.name in evidence
+    c_part = evidence.split(f"### {C.name}")[1]
+    assert "L3 [MISSED; injected rank + fault signature] `1: RuntimeError: CUDA error: an illegal memory" in c_part
+    assert "L4 [collective_timeout, rank 0] `0: [rank0] watchdog caught" in c_part
+    assert "Verdict: restart `RESTART IMMEDIATE`, primary [0]" in c_part
+    assert "Stop condition: not met" in md and "First recorded analyzer version" in md
+    assert [p.name for p in (s / "history").iterdir()] == ["1_v1.tsv"]
+
+
+def test_junit_html_heatmap(session: tuple[Path, Path]) -> None:
+    s, tsv = session
+    run_report(s, tsv)
+    suite = ET.parse(s / "junit.xml").getroot()
+    assert suite.tag == "testsuite" and suite.get("tests") == "6"
+    assert (suite.get("failures"), suite.get("skipped")) == ("2", "3")
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    assert list(cases) == [c.name for c in (A, B, C, D, E, F)]
+    assert len(cases[A.name]) == 0
+    assert cases[B.name].find("failure").get("message") == "rank_primary=false; fr_rank_correct=node"
+    assert cases[C.name].find("failure").get("message") == ("restart_correct=false; rank_primary=false; "
+                                                            "fault_described=partial; fr_rank_correct=no_dumps")
+    assert "container start failed" in cases[D.name].find("skipped").get("message")
+    assert cases[E.name].find("skipped").get("message").startswith("not_run")
+    assert suite.find("properties/property").get("value") == "v1"
+    html = (s / "report.html").read_text()
+    assert '<table id="cells">' in html and html.count("<tr>") == 7
+    assert all(c.name.split("_")[1] in html for c in (A, B, C)) and "data:image/png;base64," in html
+    assert (s / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_failing_cells_and_pool(session: tuple[Path, Path], tmp_path: Path) -> None:
+    _, tsv = session
+    assert report.failing_cells(tsv) == [B, C]
+    assert report.failing_cells(tsv, include_unscored=True) == [B, C, D, E, F]
+    pool = tmp_path / "failed.tsv"
+    assert report.write_failing_pool(tsv, pool) == [B, C]
+    assert load_pool(pool_file=pool, gpus_per_node=4) == [B, C]
+    pool2 = tmp_path / "failed2.tsv"
+    run_report(tsv.parent, tsv, "--failing-pool", str(pool2))
+    assert pool2.read_text().splitlines()[0] == "FAULT_TYPE\tRANK\tITER\tNODES"
+
+
+def test_iterations_fixed_regressed_stop(tmp_path: Path) -> None:
+    s = tmp_path / "s"
+    x, y, z = Cell("SIGKILL", 1, 5, 2), Cell("GPU_SLEEP", 3, 5, 1), Cell("SIGTERM", 0, 5, 1)
+    bad_y = verdict(STOP, [3], [], "hang", "GPU_SLEEP", "v1")
+
+    def iteration(version: str, x_ok: bool, y_ok: bool, z_ok: bool) -> str:
+        for cell, ok in ((x, x_ok), (y, y_ok), (z, z_ok)):
+            ls = good(cell, version) if ok else dict(bad_y, analyzer_version=version, primary_ranks=[cell.rank])
+            put_cell(s, cell, ls, [cell.rank])
+        return run_report(s, gather(s, [x, y, z]))
+
+    iteration("v1", True, False, False)
+    md = iteration("v1", True, False, False)  # same version again: replaces, adds nothing
+    assert sorted(p.name for p in (s / "history").iterdir()) == ["1_v1.tsv"]
+    md = iteration("v2", False, True, False)
+    assert sorted(p.name for p in (s / "history").iterdir()) == ["1_v1.tsv", "2_v2.tsv"]
+    comp = md.split("## Iteration comparison")[1].split("## Pass rates")[0]
+    assert "Against iteration 1 (`v1`)" in comp
+    assert f"- Regressed (1): {x.name} (fault_described=false)" in comp
+    assert f"- Fixed (1): {y.name}" in comp and f"- Still failing (1): {z.name}" in comp
+    assert comp.index("Regressed") < comp.index("Fixed")
+    assert md.index(f"**REGRESSED since the previous version: 1 cell(s): {x.name}**") < md.index(TABLE_HEADER)
+    assert "Stop condition: not met" in md
+    md = iteration("v3", True, True, True)
+    assert "Stop condition: not met" in md and "do not pass in the previous version" in md
+    assert f"- Fixed (2): {x.name}, {z.name}" in md and "- Regressed (0): -" in md
+    md = iteration("v4", True, True, True)
+    assert "Stop condition: HOLDS: every cell passes in analyzer versions v3 and v4" in md
+    html = (s / "report.html").read_text()
+    assert "HOLDS" in html
+    # a reverted analyzer (v1 again) becomes the newest iteration, still one entry per version
+    iteration("v1", True, False, False)
+    assert sorted(p.name for p in (s / "history").iterdir()) == ["2_v2.tsv", "3_v3.tsv", "4_v4.tsv", "5_v1.tsv"]
+
+
+def test_stop_condition_needs_every_cell_scored(tmp_path: Path) -> None:
+    s = tmp_path / "s"
+    x, missing = Cell("SIGKILL", 1, 5, 2), Cell("SIGINT", 1, 5, 2)
+    for version in ("v1", "v2"):
+        put_cell(s, x, good(x, version), [1])
+        md = run_report(s, gather(s, [x, missing]))
+    assert "Stop condition: not met: 1 of 2 cells do not pass in this version" in md
+
+
+def test_mixed_analyzer_versions_warned(tmp_path: Path) -> None:
+    s = tmp_path / "s"
+    x, y = Cell("SIGKILL", 1, 5, 2), Cell("SIGINT", 1, 5, 2)
+    put_cell(s, x, good(x, "old"), [1])
+    put_cell(s, y, good(y, "new"), [1])
+    tsv = gather(s, [x, y])
+    md = run_report(s, tsv, "--analyzer-version", "new")
+    assert "Analyzer version: `new`" in md and "several analyzer versions" in md
+    assert [p.name for p in (s / "history").iterdir()] == ["1_new.tsv"]
+
+
+def test_cohen_kappa() -> None:
+    assert report.cohen_kappa(["t", "t", "f", "f"], ["t", "f", "f", "f"]) == pytest.approx(0.5)
+    assert report.cohen_kappa(["a", "b"], ["a", "b"]) == pytest.approx(1.0)
+    assert report.cohen_kappa(["a", "b"], ["b", "a"]) == pytest.approx(-1.0)
+    assert math.isnan(report.cohen_kappa(["a", "a"], ["a", "a"]))
+
+
+def test_judge_agreement_over_http(openai_server: OpenAIServer, tmp_path: Path) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_text(KEY)
+    llm = LLMSettings(base_url=openai_server.base_url, model="judge", api_key_file=str(key_file), timeout_s=0.5,
+                      max_retries=0)
+    s = tmp_path / "s"
+    cells = [Cell("SIGKILL", r, 5, 2) for r in range(5)]
+    agree = {"restart_correct": "true", "rank_primary": "true", "rank_any": "true", "fault_described": "true",
+             "fr_rank_correct": "rank", "notes": "ok"}
+    openai_server.script(
+        Reply.json(agree), Reply.json(agree),
+        Reply.json(dict(agree, rank_primary="false", fault_described="partial")),
+        Reply("not json"),
+        Reply(f"bad key {KEY}", status=401),
+    )
+    for i, cell in enumerate(cells):
+        ls = good(cell, "v1") if i != 2 else verdict(STOP, [cell.rank], [], "crash", None, "v1")
+        put_cell(s, cell, ls, [cell.rank], judge=(llm, "both"))
+    md = run_report(s, gather(s, cells))
+    judge = md.split("## LLM judge vs code")[1]
+    # code: cell 2 has fault_described=partial, rank_primary=true; the judge said false/partial there
+    assert "| restart_correct | 3/3 | n/a |" in judge
+    assert "| rank_primary | 2/3 | 0.00 |" in judge
+    assert "| fault_described | 3/3 | 1.00 |" in judge
+    assert "Judge failures (recorded in the cells, code scores used): 2" in judge
+    assert len(openai_server.requests) == 5
+    for path in s.rglob("*"):
+        if path.is_file():
+            assert KEY.encode() not in path.read_bytes(), path
