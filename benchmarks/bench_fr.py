@@ -4,7 +4,7 @@ On the same synthetic dumps in the same run, each tool runs as its own process; 
 wall time, peak memory (sum of RSS over the tool's process tree, sampled every 20 ms), ratios,
 and whether faultloop's suspects equal the ranks torchfrtrace reports missing.
 
-usage: python benchmarks/bench_fr.py [--sizes 64 1024] [--entries 2000] [--torch-max 8192]
+usage: python benchmarks/bench_fr.py [--sizes 64 1024] [--entries 2000] [--torch-max 8192] [--with-missing]
 """
 
 from __future__ import annotations
@@ -97,9 +97,11 @@ def torch_missing(stdout: str) -> set[int]:
     return ranks
 
 
-def bench(size: int, entries: int, torch_max: int, torch_timeout: float, out_root: str) -> dict:
-    hung, missing = {size // 3}, {size // 2 + 1}
-    out = os.path.join(out_root, f"synth_{size}x{entries}")
+def bench(size: int, entries: int, torch_max: int, torch_timeout: float, out_root: str,
+          with_missing: bool) -> dict:
+    # torchfrtrace names no rank once a dump is missing, so agreement is checked on hangs only
+    hung, missing = {size // 3}, ({size // 2 + 1} if with_missing else set())
+    out = os.path.join(out_root, f"synth_{size}x{entries}" + ("_missing" if with_missing else ""))
     stamp = os.path.join(out, ".complete")
     if not os.path.exists(stamp):
         generate(out, size, entries, hung, missing)
@@ -143,13 +145,15 @@ def main() -> None:
     parser.add_argument("--torch-max", type=int, default=8192, help="largest size torchfrtrace runs at")
     parser.add_argument("--torch-timeout", type=float, default=1800)
     parser.add_argument("--out", default=os.path.join(HERE, "out"))
+    parser.add_argument("--with-missing", action="store_true", help="also drop one rank's dump")
     args = parser.parse_args()
     print("| ranks x entries | faultloop s | faultloop GiB | floor s | floor GiB | torchfrtrace s | "
           "torchfrtrace GiB | faultloop/floor | torchfrtrace/faultloop | faultloop suspects | "
           "agree with torchfrtrace |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for size in args.sizes:
-        print(fmt(bench(size, args.entries, args.torch_max, args.torch_timeout, args.out)), flush=True)
+        print(fmt(bench(size, args.entries, args.torch_max, args.torch_timeout, args.out,
+                        args.with_missing)), flush=True)
 
 
 if __name__ == "__main__":

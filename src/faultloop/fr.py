@@ -549,8 +549,11 @@ def _analyze(merger: _Merger, world_size: int | None, gpus_per_node: int,
     for mm in mismatches:
         for rank in mm.ranks:
             mismatch_ranks[rank] = mismatch_ranks.get(rank, 0) + 1
-    lagging_all = set(lag_groups)
-    primary = (lagging_all - waiting) | set(mismatch_ranks) | without_dump
+    # A missing dump is evidence only against ranks that did dump (the CPU crash case); when
+    # most or all ranks left none, absence says nothing about who failed first.
+    absent = without_dump if read and len(without_dump) < len(read) else set()
+    lagging_all = set(lag_groups) - (without_dump - absent)
+    primary = (lagging_all - waiting) | set(mismatch_ranks) | absent
     if not primary and lagging_all:  # every laggard waits on another (a cycle): keep the worst
         worst = max(behind.get(r, 0) for r in lagging_all)
         primary = {r for r in lagging_all if behind.get(r, 0) == worst}
