@@ -378,12 +378,15 @@ def cell_evidence(session_dir: Path, row: ScoreRow) -> CellEvidence:
     logsage = _json_or(_read(cell_dir / layout.LOGSAGE_JSON), {})
     cited = [e for e in logsage.get("evidence", []) if isinstance(e, dict)]
     cited_lines = {e.get("line") for e in cited}
+    cited_texts = {str(e.get("text", "")).strip() for e in cited}
     lines = _read(cell_dir / layout.STRIPPED_LOG).splitlines()
     by_rank = rank_pattern(row.cell.rank)
     signature = re.compile(SIGNATURES.get(row.cell.fault_type, r"$^"), re.IGNORECASE)
     strong, weak = [], []
     last: EvidenceLine | None = None
     for number, text in enumerate(lines, start=1):
+        if text.strip() in cited_texts:
+            cited_lines.add(number)  # analyzers may number lines differently; the text is the same
         named = bool(by_rank.search(text))
         signed = bool(signature.search(text))
         if named:
@@ -492,15 +495,15 @@ def render_markdown(rep: Report) -> str:
     comp = rep.comparison
     out = [TITLE, ""]
     versions = analyzer_versions(rows)
-    out.append(f"Analyzer version: `{rep.fingerprint}` (iteration {rep.history[-1].number if rep.history else 1}"
-               f", history in `{HISTORY_DIR}/`)")
+    number = rep.history[-1].number if rep.history else 1
+    out.append(f"- Analyzer version: `{rep.fingerprint}` (iteration {number}, history in `{HISTORY_DIR}/`)")
     if len(versions) > 1:
         mixed = ", ".join(f"`{v}` x{n}" for v, n in versions.most_common())
-        out.append(f"Warning: the scored cells come from several analyzer versions ({mixed}); re-run the analysis.")
+        out.append(f"- Warning: the scored cells come from several analyzer versions ({mixed}); re-run the analysis.")
     passed = sum(r.passed for r in scored)
-    out += [f"Cells: {len(rows)} in the pool, {len(scored)} scored, {passed} pass all of "
+    out += [f"- Cells: {len(rows)} in the pool, {len(scored)} scored, {passed} pass all of "
             f"{', '.join(STOP_DIMENSIONS)}; {len(apart)} not scored (listed apart, excluded from every rate).",
-            f"Stop condition: {'HOLDS' if rep.stop[0] else 'not met'}: {rep.stop[1]}.", ""]
+            f"- Stop condition: {'HOLDS' if rep.stop[0] else 'not met'}: {rep.stop[1]}.", ""]
     if comp.regressed:
         out.append(f"**REGRESSED since the previous version: {len(comp.regressed)} cell(s): "
                    f"{_cells(r for r, _ in comp.regressed)}**")
@@ -524,6 +527,8 @@ def render_markdown(rep: Report) -> str:
             "; `overall` = all four stop-condition dimensions.", ""]
     rate_rows = []
     for (fault, nodes), grp in groups(rows).items():
+        if not any(r.scored for r in grp):
+            continue  # only unscored cells: listed below, no rate
         rate_rows.append([fault, nodes, str(rate(grp, lambda r: r.passed)),
                           *(str(rate(grp, dim_pass(d))) for d in RATE_DIMENSIONS)])
     rate_rows.append(["**all**", "", str(rate(rows, lambda r: r.passed)),
