@@ -224,6 +224,9 @@ def test_mixed_analyzer_versions_warned(tmp_path: Path) -> None:
     md = run_report(s, tsv, "--analyzer-version", "new")
     assert "Analyzer version: `new`" in md and "several analyzer versions" in md
     assert [p.name for p in (s / "history").iterdir()] == ["1_new.tsv"]
+    # the workflow names the markdown with --output
+    assert report.main(["--scores", str(tsv), "--session-dir", str(s), "--output", str(tmp_path / "r.md")]) == 0
+    assert (tmp_path / "r.md").read_text().startswith("# Fault Injection Experiment Report\n")
 
 
 def test_cohen_kappa() -> None:

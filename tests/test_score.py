@@ -267,6 +267,8 @@ def judged(server: OpenAIServer, tmp_path: Path, mode: str, manifest: dict[str, 
     key_file.write_text(KEY)
     lines = [f"{i % 8}: line {i}" for i in range(500)]
     lines.insert(450, "1: [2026] FAULT INJECTION: Rank 1 will inject fault SIGKILL at 5")
+    lines.insert(451, "1: [workload:1] nvrx bookkeeping")  # upstream's exclude_nvrx_logs drops these
+    lines.insert(452, "1: [workload:1] Cycle: 3 kept")
     d = make_cell(tmp_path, cell, manifest=manifest or job(), ls=logsage(), frj=fr([1]), log_lines=lines)
     out = d / layout.SCORE_JSON
     assert main(cli_args(d, out, cell, "--judge-mode", mode, "--llm-base-url", server.base_url,
@@ -287,8 +289,9 @@ def test_judge_both_keeps_code_grades(openai_server: OpenAIServer, tmp_path: Pat
     assert "fault_type: SIGKILL" in prompt and "injected rank: 1" in prompt
     assert "node of the injected rank: 0" in prompt and "ranks 0-7" in prompt
     assert "STOP - DONT RESTART IMMEDIATE (hard kill, OOM or external pressure)" in prompt
-    assert "line 499" in prompt and "line 100\n" in prompt and "line 99\n" not in prompt  # last 400 lines
+    assert "line 499" in prompt and "line 101\n" in prompt and "line 100\n" not in prompt  # last 400 lines
     assert "FAULT INJECTION" not in prompt
+    assert "nvrx bookkeeping" not in prompt and "Cycle: 3 kept" in prompt
     assert "Attribution: Primary issues: [1]" in prompt and "default_pg | allreduce" in prompt
     assert "GPUS_PER_NODE=4, FR_SEGMENT_SIZE=32" in prompt
     assert req.body["response_format"]["json_schema"]["strict"] is True

@@ -666,7 +666,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--scores", type=Path, required=True, help="scores.tsv from `faultloop score --gather`")
     p.add_argument("--session-dir", type=Path, required=True)
     p.add_argument("--analyzer-version", help="analyzer fingerprint (default: the scored cells' majority)")
-    p.add_argument("--report", type=Path, help=f"default <session>/{layout.REPORT_MD}")
+    p.add_argument("--report", "--output", dest="report", type=Path, help=f"default <session>/{layout.REPORT_MD}")
     p.add_argument("--heatmap", type=Path, help=f"default <session>/{HEATMAP_PNG}")
     p.add_argument("--html", type=Path, help=f"default <session>/{REPORT_HTML}")
     p.add_argument("--junit", type=Path, help=f"default <session>/{JUNIT_XML}")

@@ -297,6 +297,15 @@ notes: one sentence naming the main gap or confirming success.
 """
 
 
+def judge_log_tail(text: str) -> list[str]:
+    """The log upstream's judge reads: markers stripped, exclude_nvrx_logs applied, last 400 lines."""
+    lines = [
+        line for line in strip_markers(text.splitlines())
+        if "nvidia_resiliency_ext" not in line and ("[workload:" not in line or "Cycle:" in line)
+    ]
+    return lines[-LOG_TAIL_LINES:]
+
+
 def run_judge(settings: LLMSettings, truth: Truth, inputs: JudgeInputs) -> dict[str, Any]:
     """Ask the LLM judge; a failure becomes {"error": ...} in the cell instead of an exception."""
     record: dict[str, Any] = {"model": settings.model, "base_url": settings.base_url}
@@ -354,9 +363,8 @@ def score_cell_dir(
         if llm is None or not llm.base_url or not llm.model:
             apply_judge(score, {"error": "judge mode needs an LLM base_url and model"}, judge_mode)
         else:
-            lines = list(strip_markers(_read_text(cell_dir / layout.STRIPPED_LOG).splitlines()))
             inputs = JudgeInputs(
-                lines[-LOG_TAIL_LINES:],
+                judge_log_tail(_read_text(cell_dir / layout.STRIPPED_LOG)),
                 _read_text(cell_dir / layout.LOGSAGE_TEXT),
                 _read_text(cell_dir / layout.FR_TEXT),
             )
