@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import Any
 import pytest
 
 from faultloop import layout, report, score
-from faultloop.faults import RESTART, STOP
+from faultloop.faults import FAULTS, RESTART, STOP
 from faultloop.llm import LLMSettings
 from faultloop.pool import Cell, load_pool
 from openai_server import OpenAIServer, Reply, openai_server  # noqa: F401
@@ -29,7 +28,6 @@ def verdict(restart: str, primary: list[int], secondary: list[int], category: st
 
 
 def good(cell: Cell, version: str) -> dict[str, Any]:
-    from faultloop.faults import FAULTS
     f = FAULTS[cell.fault_type]
     return verdict(f.restart, [cell.rank], [], f.category, f.name, version)
 
