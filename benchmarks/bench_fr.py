@@ -1,7 +1,8 @@
 """Benchmark the FR analyzer against torch's own (torchfrtrace) and the unpickle floor.
 
 On the same synthetic dumps in the same run, each tool runs as its own process; the table shows
-wall time, peak memory (sum of RSS over the tool's process tree, sampled every 20 ms), ratios,
+wall time and CPU time, peak memory (sum of RSS over the tool's process tree, sampled every
+20 ms), ratios,
 and whether faultloop's suspects equal the ranks torchfrtrace reports missing.
 
 usage: python benchmarks/bench_fr.py [--sizes 64 1024] [--entries 2000] [--torch-max 8192] [--with-missing]
@@ -35,6 +36,7 @@ class Run:
     stdout: str
     ok: bool
     note: str = ""
+    cpu_seconds: float = 0.0
 
 
 def _tree_rss(root: int) -> int:
@@ -76,18 +78,22 @@ def measure(cmd: list[str], timeout: float, mem_limit: int | None = None) -> Run
     reader = threading.Thread(target=lambda: out_parts.append(proc.stdout.read()), daemon=True)
     reader.start()
     note = ""
-    while proc.poll() is None:
+    # wait4 instead of Popen.poll: it also returns the CPU time of the tool and the workers it reaped
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
         peak = max(peak, _tree_rss(proc.pid))
-        if time.perf_counter() - start > timeout:
+        if not note and time.perf_counter() - start > timeout:
             proc.kill()
             note = f"timeout {timeout:.0f}s"
-            break
         time.sleep(0.02)
-    proc.wait()
     seconds = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
     reader.join()
     return Run(seconds, peak, "".join(out_parts), proc.returncode == 0 and not note,
-               note or ("" if proc.returncode == 0 else f"exit {proc.returncode}"))
+               note or ("" if proc.returncode == 0 else f"exit {proc.returncode}"),
+               usage.ru_utime + usage.ru_stime)
 
 
 def torch_missing(stdout: str) -> set[int]:
@@ -132,8 +138,11 @@ def fmt(row: dict) -> str:
         speedup = f"{torch.seconds / ours.seconds:.1f}x"
         agree = "yes" if set(row["suspects"] or []) == torch_missing(torch.stdout) else \
             f"no (torch {sorted(torch_missing(torch.stdout))})"
-    return (f"| {row['ranks']} x {row['entries']} | {ours.seconds:.2f} | {ours.peak_bytes / gib:.2f} | "
-            f"{floor.seconds:.2f} | {floor.peak_bytes / gib:.2f} | {t_time} | {t_mem} | "
+    if torch is not None and torch.ok:
+        t_time += f" ({torch.cpu_seconds:.1f})"
+    return (f"| {row['ranks']} x {row['entries']} | {ours.seconds:.2f} ({ours.cpu_seconds:.1f}) | "
+            f"{ours.peak_bytes / gib:.2f} | {floor.seconds:.2f} ({floor.cpu_seconds:.1f}) | "
+            f"{floor.peak_bytes / gib:.2f} | {t_time} | {t_mem} | "
             f"{ours.seconds / floor.seconds:.2f} | {speedup} | {row['suspects']} (truth {row['truth']}) | "
             f"{agree} |")
 
@@ -147,6 +156,8 @@ def main() -> None:
     parser.add_argument("--out", default=os.path.join(HERE, "out"))
     parser.add_argument("--with-missing", action="store_true", help="also drop one rank's dump")
     args = parser.parse_args()
+    print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
+          "times are wall seconds (CPU seconds of the process tree)")
     print("| ranks x entries | faultloop s | faultloop GiB | floor s | floor GiB | torchfrtrace s | "
           "torchfrtrace GiB | faultloop/floor | torchfrtrace/faultloop | faultloop suspects | "
           "agree with torchfrtrace |")

@@ -23,7 +23,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
-from multiprocessing import get_context
+from multiprocessing import get_all_start_methods, get_context
 from typing import Any
 
 DEFAULT_PATTERN = "_dump_*"
@@ -623,7 +623,10 @@ def _read_all(paths: list[str], workers: int | None) -> Iterator[RankSummary | S
         yield from _summarize_chunk(paths, token)
         return
     chunks = [paths[i:i + CHUNK] for i in range(0, len(paths), CHUNK)]
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("forkserver")) as pool:
+    # fork: workers start in milliseconds and need no importable __main__ (forkserver/spawn
+    # re-run the caller's main module); they only run the pure reduction above.
+    method = "fork" if "fork" in get_all_start_methods() else "spawn"
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context(method)) as pool:
         for chunk in pool.map(_summarize_chunk, chunks, [token] * len(chunks)):
             yield from chunk
 
