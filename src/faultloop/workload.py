@@ -410,10 +410,13 @@ def _flush_metrics(thread_id: int) -> None:
 
 
 def _spawn_worker(sig: signal.Signals) -> None:
-    """A forked child signals this process, as an external sender would (upstream's way)."""
+    """A forked child signals this process, as an external sender would (upstream's way). It
+    waits a moment so the signal lands in the training loop, not in the parent's at-fork hooks
+    (where a raising handler's exception would be ignored)."""
     parent = os.getpid()
     if os.fork() == 0:
         try:
+            time.sleep(0.2)
             os.kill(parent, sig)
         finally:
             os._exit(0)
