@@ -217,3 +217,27 @@ def test_gloo_crash_absence_of_dump_is_evidence(tmp_path: Path) -> None:
     assert result.dumps_read == [0, 2, 3]
     assert result.ranks_without_dump == [1]
     assert result.suspect_ranks == [1] and result.scope == "rank"
+
+
+@pytest.mark.slow
+def test_cpu_workload_cells_name_the_injected_rank(tmp_path: Path) -> None:
+    """The project's own job (faultloop run-job, 1 node x 4 ranks): a hang and a dump-less crash."""
+    cells = {"GPU_SLEEP": 1, "SIGKILL": 2}
+    procs = {
+        fault: subprocess.Popen(
+            [sys.executable, "-m", "faultloop.cli", "run-job", "--cell-dir", str(tmp_path / fault),
+             "--fault-type", fault, "--rank", str(rank), "--iter", "3", "--nodes", "1",
+             "--gpus-per-node", "4", "--iterations", "8", "--pg-timeout-s", "5"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for fault, rank in cells.items()
+    }
+    for fault, proc in procs.items():
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-2000:]
+        assert json.loads((tmp_path / fault / "job.json").read_text())["fault_fired"] is True
+    hang = fr.analyze_dir(str(tmp_path / "GPU_SLEEP" / "checkpoints"))
+    assert hang.dumps_read == [0, 1, 2, 3]
+    assert hang.suspect_ranks == [1] and hang.scope == "rank" and hang.ranks_behind == {1: 1}
+    crash = fr.analyze_dir(str(tmp_path / "SIGKILL" / "checkpoints"))
+    assert crash.ranks_without_dump == [2]
+    assert crash.suspect_ranks == [2] and crash.scope == "rank"

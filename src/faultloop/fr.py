@@ -50,7 +50,7 @@ class UnsafeDumpError(pickle.UnpicklingError):
 class _PlainUnpickler(pickle.Unpickler):
     """Builds only what pickle opcodes build without globals: dicts, lists, tuples, scalars."""
 
-    def find_class(self, module: str, name: str) -> Any:  # noqa: D401 - pickle hook
+    def find_class(self, module: str, name: str) -> Any:
         raise UnsafeDumpError(f"refused global {module}.{name}")
 
     def persistent_load(self, pid: Any) -> Any:
@@ -79,8 +79,9 @@ def load_dump(path: str) -> dict[str, Any]:
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError,
             KeyError, AttributeError, MemoryError, OverflowError, RecursionError) as exc:
         raise ValueError(f"{path}: not a readable dump ({type(exc).__name__}: {exc})") from None
-    if not isinstance(dump, dict) or not isinstance(dump.get("entries", []), list) \
-            or not isinstance(dump.get("pg_config", {}), dict) or not ("entries" in dump or "pg_config" in dump):
+    is_dump = (isinstance(dump, dict) and ("entries" in dump or "pg_config" in dump)
+               and isinstance(dump.get("entries", []), list) and isinstance(dump.get("pg_config", {}), dict))
+    if not is_dump:
         raise ValueError(f"{path}: not a flight-recorder dump (no entries/pg_config)")
     return dump
 
@@ -480,7 +481,7 @@ def _analyze(merger: _Merger, world_size: int | None, gpus_per_node: int,
         members = set(merger.texts.get(group.ranks_key or "", ()))
         if not members:
             members = set(group.views)
-            if group.desc == "default_pg" or name == "0" and not members - expected:
+            if group.desc == "default_pg" or name == "0":  # gloo: the default group spans the job
                 members |= expected
         # --- sequence lag
         lasts: dict[int, int | None] = {}
