@@ -140,7 +140,7 @@ def test_pool_runs_end_to_end_on_slurm(slurm_cluster, tmp_path):
         tmp_path,
         POOL,
         gpus_per_node=2,
-        run_job={"iterations": 8, "runtime_minutes": 5, "mem_mb_per_node": 2000},
+        run_job={"runtime_minutes": 10, "mem_mb_per_node": 2000},
     )
     sampler = QueueSampler(CELLS)
     sampler.start()
