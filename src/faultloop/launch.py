@@ -51,6 +51,7 @@ class RankExit:
     exitcode: int
     time: float
     stopped_by_launcher: bool = False
+    last_output: str = ""  # the rank's last non-empty line: the infra-failure reason
 
     @property
     def signal(self) -> str | None:
@@ -155,10 +156,13 @@ class LabelledWriter:
     def __init__(self, stream: IO[bytes]) -> None:
         self._stream = stream
         self._lock = threading.Lock()
+        self.last: dict[int, bytes] = {}  # per rank: last non-empty line of its own output
 
-    def line(self, label: int, text: bytes | str) -> None:
+    def line(self, label: int, text: bytes | str, from_rank: bool = True) -> None:
         data = text.encode() if isinstance(text, str) else text
         with self._lock:
+            if from_rank and data.strip():
+                self.last[label] = data.strip()
             self._stream.write(f"{label}: ".encode() + data.rstrip(b"\n") + b"\n")
             self._stream.flush()
 
@@ -196,7 +200,7 @@ class NodeLauncher:
         self.stopping = False  # the launcher has begun stopping ranks itself
 
     def say(self, level: str, message: str) -> None:
-        self.out.line(self.label, glog(level, message))
+        self.out.line(self.label, glog(level, message), from_rank=False)
 
     def run(self) -> int:
         a = self.args
@@ -212,6 +216,8 @@ class NodeLauncher:
         for thread in pumps:
             thread.join(timeout=5)
         exits = [w.exit for w in self.workers if w.exit]
+        for e in exits:
+            e.last_output = self.out.last.get(e.rank, b"").decode(errors="replace")
         failures = sorted((e for e in exits if e.exitcode != 0), key=lambda e: e.time)
         if failures:
             self._print_summary(failures)
@@ -329,7 +335,7 @@ class NodeLauncher:
             lines.append("  <NO_OTHER_FAILURES>")
         lines += ["-" * 60, "Root Cause (first observed failure):", *block(0, failures[0]), rule]
         for text in lines:
-            self.out.line(self.label, text)
+            self.out.line(self.label, text, from_rank=False)
 
 
 def _signal(worker: Worker, sig: signal.Signals) -> None:
@@ -391,14 +397,6 @@ def parse_markers(lines: Iterable[str], rank: int) -> tuple[float | None, float 
         elif m.group(3) == "firing fault" and fired is None:
             fired = t
     return scheduled, fired
-
-
-def last_line_of(lines: list[str], rank: int) -> str:
-    prefix = f"{rank}: "
-    for line in reversed(lines):
-        if line.startswith(prefix) and line[len(prefix):].strip() and "faultloop/launch.py]" not in line:
-            return line[len(prefix):].strip()
-    return "(no output)"
 
 
 class RunJob:
@@ -511,7 +509,8 @@ class RunJob:
                       f"iteration {a.iter} + {a.fault_delay:g} s")
         elif fired is None:
             first = failures[0] if failures else None
-            why = (f"rank {first.rank} ended with exitcode {first.exitcode}: {last_line_of(lines, first.rank)}"
+            why = (f"rank {first.rank} ended with exitcode {first.exitcode}: "
+                   f"{first.last_output or '(no output)'}"
                    if first else f"state {state}")
             reason = f"job failed before the fault fired ({why})"
             infra = True

@@ -131,7 +131,8 @@ class FlightRecorder:
                 log(f"flight recorder dump failed: {exc!r}")
                 return
             self._final = final
-        log(f"flight recorder: dumped {len(data)} bytes to {self.path} ({reason})")
+        # the file name only: the cell's path names the fault
+        log(f"flight recorder: dumped {len(data)} bytes to {self.path.name} ({reason})")
 
 
 class Device:
