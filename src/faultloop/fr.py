@@ -203,18 +203,21 @@ def _reduce_entries(entries: list[Any], config: dict[str, Any], groups: dict[str
     """
     names = [e["process_group"][0] for e in entries]
     p2p_flags = [bool(e["is_p2p"]) for e in entries]
-    index_to_name = {str(i): n for i, n in {(e["pg_id"], n) for e, n in zip(entries, names)}}
+    index_to_name = {str(i): n for i, n in set(zip([e["pg_id"] for e in entries], names))}
     descs = {}
     for e, n in zip(entries, names):
         if n not in descs:
             descs[n] = str(e["process_group"][1]) if len(e["process_group"]) > 1 else ""
     coll: dict[str, list[int]] = {}
     p2p: dict[str, list[int]] = {}
-    for e, n, is_p2p in zip(entries, names, p2p_flags):
-        if is_p2p:
-            p2p.setdefault(n, []).append(e["p2p_seq_id"])
-        else:
-            coll.setdefault(n, []).append(e["collective_seq_id"])
+    if len(descs) == 1 and not any(p2p_flags):  # the common case: one group, collectives only
+        coll[names[0]] = [e["collective_seq_id"] for e in entries]
+    else:
+        for e, n, is_p2p in zip(entries, names, p2p_flags):
+            if is_p2p:
+                p2p.setdefault(n, []).append(e["p2p_seq_id"])
+            else:
+                coll.setdefault(n, []).append(e["collective_seq_id"])
     for name, desc in descs.items():
         view = groups.get(name)
         if view is None:
