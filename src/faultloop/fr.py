@@ -109,13 +109,14 @@ class RankSummary:
     rank: int
     file: str
     backend: str
-    n_entries: int
     groups: dict[str, GroupView]
     ranks_texts: dict[str, str]  # digest -> ranks text, sent once per worker per analysis
 
 
 @dataclass(slots=True)
 class SkippedFile:
+    """A file that could not be used (unsafe, truncated, empty, foreign); `rank` from its name."""
+
     file: str
     error: str
     rank: int | None = None
@@ -191,7 +192,7 @@ def summarize(path: str, token: str) -> RankSummary:
 
     if backend != "gloo":
         _apply_nccl_status(dump.get("pg_status"), list(config), index_to_name, groups)
-    return RankSummary(rank, path, backend, len(entries), groups, texts)
+    return RankSummary(rank, path, backend, groups, texts)
 
 
 def _reduce_entries(entries: list[Any], config: dict[str, Any], groups: dict[str, GroupView],
