@@ -17,6 +17,7 @@ HOW TO PATCH BETWEEN LOOP ITERATIONS
 from __future__ import annotations
 
 import argparse
+import fcntl
 import importlib.util
 import json
 import os
@@ -25,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
@@ -85,19 +87,20 @@ RULES: tuple[Rule, ...] = (
     Rule("nccl_heartbeat", TIMEOUT, ("eartbeat monitor timed out",), r"[Hh]eartbeat monitor timed out"),
     Rule("dist_timeout", TIMEOUT, ("DistBackendError",), r"DistBackendError.*[Tt]ime(?:d ?out)"),
     # -- OOM and GPU errors (before the generic NCCL/CUDA rows) ------------------------------
-    Rule("cuda_oom", OOM_KIND, ("of memory", "OutOfMemory"), r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory"),
-    Rule("host_oom", OOM_KIND, ("oom-kill", "oom_kill", "of memory", "MemoryError"),
+    Rule("cuda_oom", OOM_KIND, ("ut of memory", "OutOfMemory"), r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory"),
+    Rule("host_oom", OOM_KIND, ("oom-kill", "oom_kill", "ut of memory", "MemoryError"),
          r"oom[-_]kill|Out of memory: Kill|\bMemoryError\b|[Mm]emory cgroup out of memory"),
     Rule("cuda_error", GPU, ("CUDA error", "cuda error", "AcceleratorError"),
          r"CUDA error: \w|unhandled cuda error|AcceleratorError", "GPU_ERROR"),
     Rule("xid", GPU, ("NVRM: Xid",), r"NVRM: Xid \(", "GPU_ERROR"),
     Rule("ecc", GPU, ("ECC error",), r"[Uu]ncorrectable ECC error", "GPU_ERROR"),
     # -- peer lost: the rank's partner died or the link broke --------------------------------
-    Rule("peer_closed", PEER_LOST, ("peer",), r"[Cc]onnection closed by (?:remote )?peer|reset by peer|remote peer"),
+    Rule("peer_closed", PEER_LOST, ("by peer", "remote peer"), r"[Cc]onnection closed by (?:remote )?peer|reset by peer|remote peer"),
     Rule("nccl_remote", PEER_LOST, ("remote process", "ncclRemoteError"), r"ncclRemoteError|remote process exited"),
     Rule("broken_pipe", PEER_LOST, ("Broken pipe",), r"Broken pipe"),
     Rule("nccl_error", PEER_LOST, ("NCCL error",), r"NCCL error"),
-    Rule("ib_error", NETWORK_KIND, ("NET/IB", "retry counter"), r"NET/IB.*(?:[Ee]rror|failed)|transport retry counter exceeded"),
+    Rule("ib_error", NETWORK_KIND, ("Got completion", "retry counter"),
+         r"NET/IB.*Got completion.*(?:[Ee]rror|status=[1-9])|transport retry counter exceeded"),
     # -- fatal errors (faulthandler, shells, srun) ------------------------------------------
     Rule("fatal_segv", FATAL, ("Fatal Python error: Segm",), r"Fatal Python error: Segmentation fault", "SEGFAULT"),
     Rule("fatal_bus", FATAL, ("Fatal Python error: Bus",), r"Fatal Python error: Bus error", "SEGFAULT"),
@@ -108,7 +111,7 @@ RULES: tuple[Rule, ...] = (
     Rule("shell_abort", FATAL, ("Aborted (core",), r"Aborted \(core dumped\)", "OS_ABORT"),
     # -- a Python traceback (classified by its exception line, read after the scan) ----------
     Rule("traceback", TRACEBACK, ("Traceback",), r"^Traceback \(most recent call last\):"),
-    Rule("signal_received", SIGNAL, ("eceived SIG", "eceived signal", "ot signal", "aught signal"),
+    Rule("signal_received", SIGNAL, ("eceived SIG", "eceived signal", "got signal", "aught signal"),
          r"(?i)\b(?:received|got|caught) (?:signal[: ]*)?(SIG[A-Z0-9]+|\d+)"),
     # -- the launcher (torchrun / faultloop node-launch wording) ----------------------------
     Rule("rank_failed", DEATH, ("failed (exitcode",), r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)"),
@@ -118,7 +121,7 @@ RULES: tuple[Rule, ...] = (
     Rule("launcher_signal", JOB_SIGNAL, ("SignalException", "received a stop signal"),
          r"SignalException: Process \d+ got signal|[Ll]auncher received a stop signal"),
     # -- SLURM --------------------------------------------------------------------------------
-    Rule("preempted", SLURM, ("PREEMPT", "preempted"), r"DUE TO PREEMPTION|\b[Pp]reempted\b", "PREEMPTION"),
+    Rule("preempted", SLURM, ("PREEMPTION", "preempted"), r"DUE TO PREEMPTION|\b[Pp]reempted\b", "PREEMPTION"),
     Rule("time_limit", SLURM, ("TIME LIMIT", "time limit"), r"DUE TO TIME LIMIT|[Tt]ime limit (?:of \S+ s )?reached", "TIME_LIMIT"),
     Rule("node_fail", SLURM, ("NODE_FAIL", "NODE FAIL", "ode failure"), r"NODE_FAIL|DUE TO NODE FAIL|[Nn]ode failure", "NODE_FAIL"),
     Rule("cancelled", SLURM, ("CANCELLED",), r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED", "CANCELLED"),
@@ -128,7 +131,7 @@ RULES: tuple[Rule, ...] = (
     Rule("faulthandler_timeout", STACK_DUMP, ("Timeout (",), r"^Timeout \(\d+:\d\d:\d\d"),
     Rule("nccl_progress", PROGRESS, ("last enqueued",), r"last enqueued (?:NCCL )?work: (-?\d+)"),
     Rule("monitored_barrier", BARRIER, ("monitoredBarrier",), r"Ranks? ([\d, ]+) failed to pass monitoredBarrier"),
-    Rule("checkpoint_saved", CHECKPOINT, ("heckpoint",), r"(?i)\bsaved checkpoint|checkpoint (?:saved|written)"),
+    Rule("checkpoint_saved", CHECKPOINT, ("aved checkpoint", "heckpoint saved", "heckpoint written"), r"(?i)\bsaved checkpoint|checkpoint (?:saved|written)"),
     Rule("job_done", DONE, ("training is done", "raining finished", "raining completed"),
          r"after training is done|[Tt]raining (?:finished|completed)"),
 )
@@ -176,6 +179,8 @@ MAX_BLOCKS_PER_RANK = 2
 BLOCK_LINES = 400
 CHUNK = 8 << 20
 CENSUS_BYTES = 4 << 20
+MIN_RANGE_BYTES = 64 << 20  # below this one grep does the whole file
+_SENTINEL = b"\x01faultloop-logsage-range-end\x01"
 
 _COMPILED = tuple((rule, re.compile(rule.pattern)) for rule in RULES)
 ANCHORS: tuple[str, ...] = tuple(sorted({a for rule in RULES for a in rule.anchors}))
@@ -308,22 +313,92 @@ def _ere_escape(literal: str) -> str:
     return re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\1", literal)
 
 
-def _scan_grep(path: Path, grep: str) -> Iterator[_Hit]:
-    """GNU grep as the prefilter: multi-literal search in C, line numbers and byte offsets."""
-    pattern = "|".join(_ere_escape(a) for a in ANCHORS)
+def _scan_grep(path: Path, grep: str, jobs: int = 0) -> Iterator[_Hit]:
+    """GNU grep as the prefilter (multi-literal search in C), over `jobs` line-aligned byte ranges
+    at once. Each range is fed to its own grep through a pipe (sendfile, no copy in Python) and
+    ends with a sentinel line whose number says how many lines the range had; outputs are read
+    in range order, so hits come out in file order and nothing is buffered here."""
+    size = path.stat().st_size
+    jobs = jobs or min(4, os.cpu_count() or 1)
+    bounds = _line_bounds(path, size, max(1, min(jobs, size // MIN_RANGE_BYTES)))
+    pattern = "|".join(_ere_escape(a) for a in (*ANCHORS, _SENTINEL.decode()))
     env = {**os.environ, "LC_ALL": "C"}
-    proc = subprocess.Popen([grep, "-a", "-n", "-b", "-E", pattern, "--", str(path)], stdout=subprocess.PIPE,
-                            env=env)
-    assert proc.stdout is not None
+    ranges = []
     try:
-        for raw in proc.stdout:
-            line_no, offset, text = raw.split(b":", 2)
-            yield _Hit(int(line_no), int(offset), text.rstrip(b"\r\n").decode("utf-8", "replace"))
+        for start, end in zip(bounds, bounds[1:]):
+            proc = subprocess.Popen([grep, "-a", "-n", "-b", "-E", pattern], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, env=env)
+            assert proc.stdin is not None and proc.stdout is not None
+            _grow_pipe(proc.stdout)
+            feeder = threading.Thread(target=_feed, args=(path, start, end, proc.stdin), daemon=True)
+            feeder.start()
+            ranges.append((start, proc, feeder))
+        line_base = 0
+        for start, proc, feeder in ranges:
+            assert proc.stdout is not None
+            lines_in_range = 0
+            for raw in proc.stdout:
+                line_no, offset, text = raw.split(b":", 2)
+                text = text.rstrip(b"\r\n")
+                if text == _SENTINEL:
+                    lines_in_range = int(line_no) - 1
+                    continue
+                yield _Hit(line_base + int(line_no), start + int(offset), text.decode("utf-8", "replace"))
+            rc = proc.wait()
+            feeder.join()
+            if rc not in (0, 1):
+                raise OSError(f"grep failed on {path} (exit {rc})")
+            line_base += lines_in_range
     finally:
-        proc.stdout.close()
-        rc = proc.wait()
-    if rc not in (0, 1):
-        raise OSError(f"grep failed on {path} (exit {rc})")
+        for _, proc, _ in ranges:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            if proc.stdout:
+                proc.stdout.close()
+
+
+def _line_bounds(path: Path, size: int, parts: int) -> list[int]:
+    """Byte offsets that cut the file into `parts` ranges, each starting at a line start."""
+    bounds = [0]
+    with open(path, "rb") as f:
+        for i in range(1, parts):
+            f.seek(size * i // parts)
+            f.readline()
+            pos = f.tell()
+            if bounds[-1] < pos < size:
+                bounds.append(pos)
+    return bounds + [size]
+
+
+def _feed(path: Path, start: int, end: int, pipe: IO[bytes]) -> None:
+    """Copy bytes [start, end) of the file into grep's stdin in the kernel, then the sentinel."""
+    try:
+        with open(path, "rb") as f:
+            fd, out, offset = f.fileno(), pipe.fileno(), start
+            while offset < end:
+                sent = os.sendfile(out, fd, offset, min(end - offset, 1 << 30))
+                if sent == 0:
+                    break
+                offset += sent
+            f.seek(end - 1 if end else 0)
+            newline = b"" if end == 0 or f.read(1) == b"\n" else b"\n"
+        pipe.write(newline + _SENTINEL + b"\n")
+    except BrokenPipeError:  # the reader stopped early
+        pass
+    finally:
+        try:
+            pipe.close()
+        except BrokenPipeError:
+            pass
+
+
+def _grow_pipe(stream: IO[bytes]) -> None:
+    """A bigger pipe lets later ranges' greps run ahead while earlier output is read (Linux)."""
+    try:
+        fcntl.fcntl(stream.fileno(), 1031, 1 << 20)  # F_SETPIPE_SZ
+    except OSError:
+        pass
 
 
 def _scan_python(path: Path) -> Iterator[_Hit]:
@@ -422,9 +497,9 @@ def _add(facts: _Facts, ev: Evidence) -> None:
     facts.hints.setdefault(ev.rank, {}).setdefault(ev.rule, ev)
 
 
-def _scan(path: Path, facts: _Facts, use_grep: bool) -> None:
-    grep = shutil.which("grep") if use_grep else None
-    hits = _scan_grep(path, grep) if grep else _scan_python(path)
+def _scan(path: Path, facts: _Facts, settings: Settings) -> None:
+    grep = shutil.which("grep") if settings.use_grep else None
+    hits = _scan_grep(path, grep, settings.jobs) if grep else _scan_python(path)
     block_count: dict[tuple[str, int | None], int] = {}
     for hit in hits:
         label, inner, text = _split_prefix(hit.text)
@@ -774,6 +849,7 @@ class Settings:
 
     mode: str = "deterministic"
     use_grep: bool = True
+    jobs: int = 0  # parallel grep ranges for big logs; 0: one per CPU, at most 4
     llm: Any = None  # faultloop.llm.LLMSettings in llm mode
 
 
@@ -812,7 +888,7 @@ def _analyze_path(path: Path, settings: Settings) -> Verdict:
                        else "the log is empty", "", [], False)
     facts = _Facts()
     _census(path, facts)
-    _scan(path, facts, settings.use_grep)
+    _scan(path, facts, settings)
     _read_blocks(path, facts)
     if not facts.labelled:  # a single process: its lines are rank 0's
         _single_process(facts)
@@ -978,7 +1054,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--mode llm needs --llm-base-url and --llm-model")
         llm_settings = LLMSettings(args.llm_base_url, args.llm_model, args.llm_api_key_file or None,
                                    args.llm_api_key_env, args.llm_timeout, args.llm_max_retries)
-        verdict = analyze_with_llm(path, Settings("llm", not args.no_grep, llm_settings))
+        verdict = analyze_with_llm(path, Settings(mode="llm", use_grep=not args.no_grep, llm=llm_settings))
     elif args.mode == "upstream":
         try:
             verdict = run_upstream(path, Settings("upstream"))
