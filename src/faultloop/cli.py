@@ -9,6 +9,7 @@ import sys
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "pool": ("faultloop.pool", "validate a pool and print its cells"),
     "where": ("faultloop.config", "print the session folder and report path for key=value overrides"),
+    "cell": ("faultloop.workflow", "the per-cell workflow steps: run (run_job) and strip-log"),
     "run-job": ("faultloop.launch", "run one pool cell's training job and write its manifest"),
     "node-launch": ("faultloop.launch", "launch one node's ranks (used under srun)"),
     "logsage": ("faultloop.logsage", "attribute a failed job from its log"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import fcntl
 import json
@@ -83,7 +84,7 @@ def update_tracking(session: Path, cell: Cell, job_id: str, cell_dir: Path) -> N
                 fields = line.split("\t")
                 if len(fields) == len(layout.TRACKING_COLUMNS):
                     rows[Path(fields[-1]).name] = fields
-        rows[cell.name] = [job_id, cell.fault_type, str(cell.rank), str(cell.iter), str(cell.nodes), str(cell_dir)]
+        rows[cell.name] = [job_id, cell.fault_type, str(cell.rank), str(cell.iter), str(cell.nodes), str(cell_dir.resolve())]
         lines = ["\t".join(layout.TRACKING_COLUMNS)] + ["\t".join(r) for r in rows.values()]
         layout.write_atomic(tracking, "\n".join(lines) + "\n")
 
@@ -115,3 +116,130 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
             raise ValueError(f"expected key=value, got {pair!r}")
         overrides[key] = yaml.safe_load(value) if value else ""
     return overrides
+
+
+def strip_log(manifest_path: Path, output: Path) -> int:
+    """Write the analyzers' copy of a cell's main log with every ground-truth line removed."""
+    from faultloop.faults import strip_markers
+
+    manifest = json.loads(manifest_path.read_text())
+    main_log = manifest.get("main_log")
+    source = manifest_path.parent / main_log if main_log else None
+    lines: list[str] = []
+    if source is None or not source.is_file():
+        print(f"no main log for this run ({source}); the analyzers get an empty log", file=sys.stderr)
+    else:
+        with open(source, errors="replace") as handle:
+            lines = list(strip_markers(handle))
+    layout.write_atomic(output, "".join(lines))
+    print(f"{source}: kept {len(lines)} lines", file=sys.stderr)
+    return len(lines)
+
+
+def run_site_workload(script: Path, cell: Cell, cell_dir: Path, env: Mapping[str, str]) -> dict[str, Any]:
+    """Run a site's workload script with upstream's job contract and describe the run.
+
+    The script writes the main log to logs/slurm/<JOB_ID>.*.1.main_workload.log, FR dumps under
+    checkpoints/, and the FAULT INJECTION marker; the marker is the evidence the fault fired.
+    """
+    import os
+    import subprocess
+    import time
+    import uuid
+
+    job_id = os.environ.get("SLURM_JOB_ID") or f"local-{uuid.uuid4().hex[:8]}"
+    for sub in layout.CELL_SUBDIRS:
+        (cell_dir / sub).mkdir(parents=True, exist_ok=True)
+    start = time.time()
+    with open(cell_dir / "logs/slurm" / f"{job_id}.launch.out", "w") as out:
+        status = subprocess.run(["bash", str(script)], env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT).returncode
+    logs = sorted((cell_dir / "logs/slurm").glob(f"{job_id}.*.1.main_workload.log"))
+    fired = bool(logs) and "FAULT INJECTION" in logs[0].read_text(errors="replace")
+    return {
+        "job_id": job_id, "workload": script.name, "fault_type": cell.fault_type, "fault_rank": cell.rank,
+        "fault_iter": cell.iter, "nodes": cell.nodes, "gpus_per_node": int(env["GPUS_PER_NODE"]),
+        "world_size": cell.nodes * int(env["GPUS_PER_NODE"]),
+        "state": "COMPLETED" if status == 0 else "FAILED",
+        "main_log": str(logs[0].relative_to(cell_dir)) if logs else None,
+        "launch_out": f"logs/slurm/{job_id}.launch.out",
+        "node_names": [], "rank_exits": {}, "start_time": start, "fault_scheduled_time": None,
+        "fault_fired_time": None, "end_time": time.time(), "fault_fired": fired, "run_valid": fired,
+        "invalid_reason": None if fired else "no FAULT INJECTION marker in the main log",
+    }  # fmt: skip
+
+
+def run_cell(args: argparse.Namespace, launch_argv: list[str]) -> int:
+    """run_job's body: launch one cell's job; retry infrastructure failures a bounded number of times.
+
+    A job that died before its fault fired is not an attribution miss. Snakemake retries it
+    (`retries:`, this run's `--attempt`); after the last attempt the cell is recorded as
+    INFRA_FAILED so the report can list it apart, and the next invocation retries exactly it.
+    """
+    import os
+    import shutil
+
+    from faultloop import launch
+
+    cell = Cell.from_name(args.cell)
+    session = Path(args.session)
+    cell_dir = session / cell.name
+    # A re-run replaces the previous run's artifacts; stale dumps would mislead the FR analyzer.
+    for sub in ("logs/slurm", "checkpoints"):
+        shutil.rmtree(cell_dir / sub, ignore_errors=True)
+    (cell_dir / layout.INFRA_FAILURE).unlink(missing_ok=True)
+    manifest_path = cell_dir / layout.MANIFEST
+    if args.workload_script != "builtin":
+        env = {
+            "FAULT_TYPE": cell.fault_type, "FAULT_RANK": str(cell.rank), "FAULT_AT_ITER": str(cell.iter),
+            "FAULT_DELAY": str(args.fault_delay), "GPUS_PER_NODE": str(args.gpus_per_node),
+            "EXPERIMENT_DIR": str(cell_dir.resolve()), "BASE_EXPERIMENTS_DIR": str(session.parent.parent.resolve()),
+        }  # fmt: skip
+        manifest = run_site_workload(Path(args.workload_script), cell, cell_dir, env)
+        target = manifest_path if manifest["run_valid"] else cell_dir / layout.INFRA_FAILURE
+        layout.write_json_atomic(target, manifest)
+        status = 0 if manifest["run_valid"] else 1
+    else:
+        status = int(launch.main(["--cell-dir", str(cell_dir), *launch_argv]) or 0)
+    if args.cleanup_cmd:
+        os.system(args.cleanup_cmd)
+    infra_path = cell_dir / layout.INFRA_FAILURE
+    if status != 0 and infra_path.is_file():
+        failure = json.loads(infra_path.read_text())
+        reason = failure.get("invalid_reason") or "the job died before its fault fired"
+        if args.attempt < args.max_attempts:
+            print(f"infrastructure failure, attempt {args.attempt} of {args.max_attempts}: {reason}", file=sys.stderr)
+            return 1
+        failure.update(state="INFRA_FAILED", run_valid=False, invalid_reason=reason)
+        record_infra_failure(cell_dir, failure)
+        layout.write_json_atomic(manifest_path, failure)
+        print(f"infrastructure failure after {args.max_attempts} attempts: {reason}", file=sys.stderr)
+    elif status != 0:
+        print(f"faultloop run-job exited {status}", file=sys.stderr)
+        return status
+    manifest = json.loads(manifest_path.read_text())
+    update_tracking(session, cell, str(manifest.get("job_id", "")), cell_dir)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    """`faultloop cell run|strip-log`: the per-cell workflow steps (run by Snakemake's rules)."""
+    parser = argparse.ArgumentParser(prog="faultloop cell", description=main.__doc__)
+    sub = parser.add_subparsers(dest="step", required=True)
+    run = sub.add_parser("run", help="run_job: launch the cell's job (launcher options after --)")
+    run.add_argument("--session", required=True)
+    run.add_argument("--cell", required=True, help="cell name, n<N>_<FAULT>_r<R>_i<I>")
+    run.add_argument("--attempt", type=int, default=1)
+    run.add_argument("--max-attempts", type=int, default=1)
+    run.add_argument("--workload-script", default="builtin")
+    run.add_argument("--gpus-per-node", type=int, default=4)
+    run.add_argument("--fault-delay", type=float, default=0.0)
+    run.add_argument("--cleanup-cmd", default="")
+    strip = sub.add_parser("strip-log", help="write the analyzers' copy of the main log, markers removed")
+    strip.add_argument("--manifest", type=Path, required=True)
+    strip.add_argument("--output", type=Path, required=True)
+    own, rest = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
+    args = parser.parse_args(own)
+    if args.step == "strip-log":
+        strip_log(args.manifest, args.output)
+        return 0
+    return run_cell(args, rest)

@@ -11,8 +11,10 @@ rule strip_log:
         rule_log("strip_log"),
     conda:
         "../envs/faultloop.yaml"
-    script:
-        "../scripts/strip_log.py"
+    params:
+        cli=FAULTLOOP,
+    shell:
+        "{params.cli} cell strip-log --manifest {input.manifest:q} --output {output.log:q} > {log:q} 2>&1"
 
 
 rule logsage:
@@ -26,10 +28,13 @@ rule logsage:
     conda:
         "../envs/faultloop.yaml"
     params:
-        settings=config["logsage"],
+        cli=FAULTLOOP,
+        mode=config["logsage"]["mode"],
+        llm=llm_flags(config["logsage"]) if config["logsage"]["mode"] == "llm" else "",
         version=LOGSAGE_VERSION,
-    script:
-        "../scripts/logsage.py"
+    shell:
+        "{params.cli} logsage --log-path {input.log:q} --mode {params.mode} {params.llm}"
+        " --output-text {output.text:q} --output-json {output.json:q} > {log:q} 2>&1"
 
 
 rule fr_analysis:
@@ -43,9 +48,16 @@ rule fr_analysis:
     conda:
         "../envs/faultloop.yaml"
     params:
-        checkpoints=lambda wildcards: f"{SESSION}/{wildcards.cell}/checkpoints",
+        cli=FAULTLOOP,
+        checkpoints=lambda wildcards, input: str(
+            Path(input.manifest).parent / "checkpoints"
+        ),
+        world_size=lambda wildcards: CELL[wildcards.cell].nodes
+        * config["gpus_per_node"],
         gpus_per_node=config["gpus_per_node"],
         segment_size=config["fr_segment_size"],
         version=FR_VERSION,
-    script:
-        "../scripts/fr_analysis.py"
+    shell:
+        "{params.cli} fr --fr-path {params.checkpoints:q} --world-size {params.world_size}"
+        " --gpus-per-node {params.gpus_per_node} --segment-size {params.segment_size}"
+        " --output-text {output.text:q} --output-json {output.json:q} > {log:q} 2>&1"

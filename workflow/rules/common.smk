@@ -1,4 +1,5 @@
 # Configuration, the pool and the cell bookkeeping every stage shares.
+import shlex
 import sys
 from pathlib import Path
 
@@ -67,6 +68,43 @@ SCORE_VERSION = fl_config.source_fingerprint(
 REPORT_VERSION = fl_config.source_fingerprint(fl_report)
 
 
+# Per-cell rules run the faultloop CLI from this checkout with the workflow's own Python. They are
+# shell rules rather than script rules: Snakemake re-reads a script's source for every job while
+# planning, which dominated planning time on large pools.
+FAULTLOOP = (
+    f"PYTHONPATH={shlex.quote(str(Path(workflow.basedir) / 'src'))} "
+    f"{shlex.quote(sys.executable)} -m faultloop.cli"
+)
+
+
+def llm_flags(settings):
+    """Command-line flags for an LLM endpoint (the key is passed as a file path, never itself)."""
+    llm = settings.get("llm", {})
+    flags = [
+        "--llm-base-url", llm.get("base_url", ""),
+        "--llm-model", llm.get("model", ""),
+        "--llm-timeout", str(llm.get("timeout_s", 60)),
+        "--llm-max-retries", str(llm.get("max_retries", 2)),
+    ]  # fmt: skip
+    if llm.get("api_key_file"):
+        flags += ["--llm-api-key-file", llm["api_key_file"]]
+    return shlex.join(flags)
+
+
+def launch_flags(wildcards):
+    """The built-in workload's launcher options for one cell."""
+    cell, run = CELL[wildcards.cell], config["run_job"]
+    return shlex.join(
+        [
+            "--fault-type", cell.fault_type, "--rank", str(cell.rank), "--iter", str(cell.iter),
+            "--nodes", str(cell.nodes), "--gpus-per-node", str(config["gpus_per_node"]),
+            "--fault-delay", str(config["fault_delay"]), "--iterations", str(run["iterations"]),
+            "--pg-timeout-s", str(run["pg_timeout_s"]), "--stall-timeout-s", str(run["stall_timeout_s"]),
+            "--kill-grace-s", str(run["kill_grace_s"]), "--job-timeout-s", str(run["job_timeout_s"]),
+        ]
+    )  # fmt: skip
+
+
 wildcard_constraints:
     cell=r"n\d+_[A-Z_]+_r\d+_i\d+",
 
@@ -80,12 +118,6 @@ def rule_log(rule):
     return f"{SESSION}/logs/{rule}/{{cell}}.log"
 
 
-def truth(wildcards):
-    """The injected truth of one cell, for the stages that need it (never the analyzers)."""
-    cell = CELL[wildcards.cell]
-    return {
-        "fault_type": cell.fault_type,
-        "rank": cell.rank,
-        "iter": cell.iter,
-        "nodes": cell.nodes,
-    }
+def truth_flags(cell):
+    """The injected truth of one cell, for the scorer (never given to the analyzers)."""
+    return ["--fault-type", cell.fault_type, "--rank", str(cell.rank), "--iter", str(cell.iter), "--nodes", str(cell.nodes)]  # fmt: skip

@@ -14,6 +14,7 @@ if not REJUDGE:
             "../envs/faultloop.yaml"
         resources:
             gpu_jobs=1,
+            attempt=lambda wildcards, attempt: attempt,
             nodes=lambda wildcards: CELL[wildcards.cell].nodes,
             runtime=config["run_job"]["runtime_minutes"],
             # SLURM only (the local executor ignores these). sbatch --mem is per node. mpi makes
@@ -28,16 +29,19 @@ if not REJUDGE:
             gres=config.get("slurm", {}).get("gres", ""),
             slurm_extra=config.get("slurm", {}).get("extra", ""),
         params:
-            truth=truth,
-            cell_dir=lambda wildcards: f"{SESSION}/{wildcards.cell}",
+            cli=FAULTLOOP,
             session=lambda wildcards, output: str(Path(output.manifest).parent.parent),
-            workload=WORKLOAD.name,
+            max_attempts=config["run_job"]["infra_retries"] + 1,
             workload_script=WORKLOAD.script,
             gpus_per_node=config["gpus_per_node"],
             fault_delay=config["fault_delay"],
-            settings=config["run_job"],
-            max_attempts=config["run_job"]["infra_retries"] + 1,
+            cleanup=config["run_job"].get("cleanup_cmd", ""),
+            launch=launch_flags,
             # Changes after an infrastructure failure, so the next invocation retries this cell.
             infra_failures=lambda wildcards: infra_failures(SESSION / wildcards.cell),
-        script:
-            "../scripts/run_job.py"
+        shell:
+            "{params.cli} cell run --session {params.session:q} --cell {wildcards.cell}"
+            " --attempt {resources.attempt} --max-attempts {params.max_attempts}"
+            " --workload-script {params.workload_script:q} --gpus-per-node {params.gpus_per_node}"
+            " --fault-delay {params.fault_delay} --cleanup-cmd={params.cleanup:q}"
+            " -- {params.launch} > {log:q} 2>&1"

@@ -17,13 +17,18 @@ rule judge_score:
     conda:
         "../envs/faultloop.yaml"
     params:
-        truth=truth,
+        cli=FAULTLOOP,
+        cell_dir=lambda wildcards, input: str(Path(input.manifest).parent),
+        truth=lambda wildcards: shlex.join(truth_flags(CELL[wildcards.cell])),
         gpus_per_node=config["gpus_per_node"],
         segment_size=config["fr_segment_size"],
-        judge=config["judge"],
+        mode=config["judge"]["mode"],
+        llm=llm_flags(config["judge"]) if config["judge"]["mode"] != "code" else "",
         version=SCORE_VERSION,
-    script:
-        "../scripts/judge_score.py"
+    shell:
+        "{params.cli} score --cell-dir {params.cell_dir:q} {params.truth}"
+        " --gpus-per-node {params.gpus_per_node} --segment-size {params.segment_size}"
+        " --judge-mode {params.mode} {params.llm} --output {output.score:q} > {log:q} 2>&1"
 
 
 rule score:
@@ -36,6 +41,7 @@ rule score:
     conda:
         "../envs/faultloop.yaml"
     params:
+        cli=FAULTLOOP,
         session=lambda wildcards, output: str(Path(output.tsv).parent),
         # Every pool cell in priority order; cells outside this invocation keep their stored
         # score, cells never run are listed as such.

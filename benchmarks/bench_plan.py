@@ -1,0 +1,63 @@
+"""Seconds to plan (dry run) pools of 1,000 and 10,000 cells with the local profile.
+
+Target: under 60 s for 10,000 cells on 2 cores. The pool is synthetic (every fault type at
+many ranks and iterations on 8 nodes); planning cost does not depend on which cells they are.
+
+    python benchmarks/bench_plan.py [--sizes 1000 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from faultloop.faults import FAULT_NAMES
+from faultloop.pool import Cell, write_pool_file
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def synthetic_pool(size: int) -> list[Cell]:
+    combos = itertools.product(range(1, 10_000), range(32), FAULT_NAMES)
+    return [Cell(fault, rank, iteration, 8) for iteration, rank, fault in itertools.islice(combos, size)]
+
+
+def plan_seconds(size: int) -> tuple[float, int]:
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        for name in ("Snakefile", "workflow", "config", "profiles", "src"):
+            src = REPO / name
+            (shutil.copytree if src.is_dir() else shutil.copy2)(src, work / name)
+        write_pool_file(synthetic_pool(size), work / "pool.tsv")
+        start = time.perf_counter()
+        result = subprocess.run(
+            [str(Path(sys.executable).parent / "snakemake"), "-n", "-q", "--profile", "profiles/local",
+             "--config", "pool_file=pool.tsv"],
+            cwd=work, capture_output=True, text=True,
+        )
+        elapsed = time.perf_counter() - start
+        if result.returncode != 0:
+            raise SystemExit(result.stderr[-2000:])
+        jobs = sum(int(line.split()[-1]) for line in result.stdout.splitlines() if line.startswith("run_job "))
+        return elapsed, jobs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
+    args = parser.parse_args()
+    print("| cells | run_job planned | dry run (s) | target |")
+    print("|---|---|---|---|")
+    for size in args.sizes:
+        seconds, jobs = plan_seconds(size)
+        print(f"| {size} | {jobs} | {seconds:.1f} | {'< 60 s' if size >= 10000 else ''} |")
+
+
+if __name__ == "__main__":
+    main()
