@@ -418,13 +418,15 @@ def gather_rows(session_dir: Path, cells: Iterable[Cell]) -> list[dict[str, str]
         cell_dir = session_dir / cell.name
         score = _read_json(cell_dir / layout.SCORE_JSON)
         infra = _read_json(cell_dir / layout.INFRA_FAILURE)
-        if score is not None:
-            rows.append(score_row(score))
-        elif infra is not None:
+        # infra_failure.json is cleared when a run starts, so one that exists describes the
+        # latest run: never scored, even though the chain produced a score.json for it.
+        if infra is not None:
             why = str(infra.get("invalid_reason") or "the job could not start")
             state = str(infra.get("state") or "?")
             rows.append(_unscored_row(cell, "INFRA_FAILURE", INFRA_FAILURE, f"infrastructure ({state}): {why}",
                                       str(infra.get("job_id") or "")))
+        elif score is not None:
+            rows.append(score_row(score))
         elif (cell_dir / layout.MANIFEST).exists():
             rows.append(_unscored_row(cell, "NOT_RUN", NOT_RUN, "ran but not scored yet"))
         else:
