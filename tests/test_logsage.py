@@ -19,11 +19,11 @@ from openai_server import OpenAIServer, Reply, openai_server  # noqa: F401
 DATA = Path(__file__).parent / "data" / "logs"
 CORPUS = DATA / "cpu_gloo"
 TRUTH = DATA / "cpu_gloo_truth.tsv"
-HAS_GREP = shutil.which("grep") is not None
+TOOLS = [t for t in ("rg", "grep") if shutil.which(t)]
 
 
-def verdict(name: str, use_grep: bool = True) -> logsage.Verdict:
-    return logsage.analyze_log(DATA / name, logsage.Settings(use_grep=use_grep))
+def verdict(name: str, prefilter: str = "auto") -> logsage.Verdict:
+    return logsage.analyze_log(DATA / name, logsage.Settings(prefilter=prefilter))
 
 
 # -- GPU-cluster logs (NCCL wording, srun / torchrun prefixes) ---------------------------------
@@ -137,14 +137,19 @@ def _big_log(path: Path, n_lines: int) -> list[tuple[int, str]]:
     return planted
 
 
-@pytest.mark.skipif(not HAS_GREP, reason="no grep")
+@pytest.fixture(scope="module")
+def big_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tuple[int, str]]]:
+    path = tmp_path_factory.mktemp("big") / "big.log"
+    return path, _big_log(path, 200_000)  # ~25 MB: several 8 MB blocks, and 3 tool ranges
+
+
+@pytest.mark.parametrize("tool", TOOLS)
 @pytest.mark.parametrize("jobs", [1, 3])
-def test_grep_and_python_prefilters_agree_across_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                        jobs: int) -> None:
-    path = tmp_path / "big.log"
-    planted = _big_log(path, 200_000)  # ~25 MB: several 8 MB blocks, and 3 grep ranges
+def test_tool_and_python_prefilters_agree_across_blocks(big_log: tuple[Path, list[tuple[int, str]]], tool: str,
+                                                        monkeypatch: pytest.MonkeyPatch, jobs: int) -> None:
+    path, planted = big_log
     monkeypatch.setattr(logsage, "MIN_RANGE_BYTES", 1 << 20)
-    grep_hits = [(h.line, h.offset, h.text) for h in logsage._scan_grep(path, shutil.which("grep") or "grep", jobs)]
+    grep_hits = [(h.line, h.offset, h.text) for h in logsage._scan_tool(path, shutil.which(tool) or tool, jobs)]
     py_hits = [(h.line, h.offset, h.text) for h in logsage._scan_python(path)]
     assert grep_hits == py_hits
     assert [(line, text) for line, _, text in py_hits] == planted
@@ -156,8 +161,9 @@ def test_grep_and_python_prefilters_agree_across_blocks(tmp_path: Path, monkeypa
 
 @pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("*.log")))
 def test_prefilters_give_the_same_verdict(name: str) -> None:
-    a, b = verdict(name, use_grep=True).to_json(), verdict(name, use_grep=False).to_json()
-    assert a == b
+    reference = verdict(name, "python").to_json()
+    for tool in TOOLS:
+        assert verdict(name, tool).to_json() == reference, tool
 
 
 def test_fingerprint_follows_settings() -> None:

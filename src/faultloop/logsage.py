@@ -1,7 +1,8 @@
 """logsage: attribute a failed distributed job from its log (which rank, what fault, restart?).
 
 Deterministic and offline by default. The log is streamed: a cheap prefilter (every rule's
-literal anchors, run by GNU grep when present, else one compiled regex over 8 MB blocks) picks the
+literal anchors, searched by ripgrep or GNU grep when present, else by one compiled regex over 8 MB
+blocks) picks the
 few lines worth a look; only those go through the rules below. Multi-line records (Python
 tracebacks, torchrun's failure summary) are read afterwards by seeking to their byte offsets.
 State is bounded (per-rank first/last evidence, capped evidence list), so memory stays flat.
@@ -174,11 +175,13 @@ SRUN_WORDS = {"Killed": "SIGKILL", "Segmentation fault": "SIGSEGV", "Aborted": "
               "Interrupt": "SIGINT", "Bus error": "SIGBUS"}
 
 ANALYZER_NAME = "faultloop-logsage"
+NEVER = 1 << 62  # a line number after every line
 MAX_EVIDENCE = 60
 MAX_BLOCKS_PER_RANK = 2
+MAX_LABEL_PAIRS = 1 << 16
 BLOCK_LINES = 400
 CHUNK = 8 << 20
-CENSUS_BYTES = 4 << 20
+CENSUS_BYTES = 2 << 20
 MIN_RANGE_BYTES = 64 << 20  # below this one grep does the whole file
 _SENTINEL = b"\x01faultloop-logsage-range-end\x01"
 
@@ -279,8 +282,8 @@ class _Facts:
 
     labelled: bool = False
     world_size: int = 0
-    ranks_seen: set[int] = field(default_factory=set)
-    label_inner: dict[int, set[int]] = field(default_factory=dict)
+    label_pairs: set[tuple[int | None, int | None]] = field(default_factory=set)  # (srun label, inner)
+    layout: tuple[int, int] = (-1, 0)  # (label pairs seen, ranks per node if labels are nodes)
     first: dict[tuple[str, int | None], Evidence] = field(default_factory=dict)  # (kind, rank)
     hints: dict[int | None, dict[str, Evidence]] = field(default_factory=dict)  # rank -> rule -> first
     evidence: list[Evidence] = field(default_factory=list)
@@ -313,21 +316,42 @@ def _ere_escape(literal: str) -> str:
     return re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\1", literal)
 
 
-def _scan_grep(path: Path, grep: str, jobs: int = 0) -> Iterator[_Hit]:
-    """GNU grep as the prefilter (multi-literal search in C), over `jobs` line-aligned byte ranges
-    at once. Each range is fed to its own grep through a pipe (sendfile, no copy in Python) and
-    ends with a sentinel line whose number says how many lines the range had; outputs are read
-    in range order, so hits come out in file order and nothing is buffered here."""
+def _tool_command(tool: str) -> list[str]:
+    """A prefilter reading stdin and printing `line:byte offset:text` for lines with an anchor."""
+    literals = (*ANCHORS, _SENTINEL.decode())
+    if Path(tool).name == "rg":  # ripgrep: SIMD multi-literal search (Teddy), several times grep's
+        return [tool, "-a", "-n", "-b", "--no-heading", "--no-filename", "--no-config", "-F",
+                *(f"--regexp={a}" for a in literals), "-"]
+    return [tool, "-a", "-n", "-b", "-E", "|".join(_ere_escape(a) for a in literals)]
+
+
+def _find_tool(prefilter: str) -> str | None:
+    """The prefilter to run: ripgrep, else GNU grep (auto), or the named one; None: Python."""
+    names = {"auto": ("rg", "grep"), "rg": ("rg",), "grep": ("grep",), "python": ()}[prefilter]
+    for name in names:
+        found = shutil.which(name)
+        if found:
+            return found
+    if prefilter in ("rg", "grep"):
+        raise RuntimeError(f"prefilter {prefilter} is not installed")
+    return None
+
+
+def _scan_tool(path: Path, tool: str, jobs: int = 0) -> Iterator[_Hit]:
+    """An external prefilter (rg or grep) over `jobs` line-aligned byte ranges at once.
+
+    Each range is fed to its own process through a pipe (sendfile: no copy in Python) and ends
+    with a sentinel line whose number says how many lines the range had; outputs are read in
+    range order, so hits come out in file order and nothing is buffered here."""
     size = path.stat().st_size
     jobs = jobs or min(4, os.cpu_count() or 1)
     bounds = _line_bounds(path, size, max(1, min(jobs, size // MIN_RANGE_BYTES)))
-    pattern = "|".join(_ere_escape(a) for a in (*ANCHORS, _SENTINEL.decode()))
     env = {**os.environ, "LC_ALL": "C"}
     ranges = []
     try:
         for start, end in zip(bounds, bounds[1:]):
-            proc = subprocess.Popen([grep, "-a", "-n", "-b", "-E", pattern], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, env=env)
+            proc = subprocess.Popen(_tool_command(tool), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    env=env)
             assert proc.stdin is not None and proc.stdout is not None
             _grow_pipe(proc.stdout)
             feeder = threading.Thread(target=_feed, args=(path, start, end, proc.stdin), daemon=True)
@@ -347,7 +371,7 @@ def _scan_grep(path: Path, grep: str, jobs: int = 0) -> Iterator[_Hit]:
             rc = proc.wait()
             feeder.join()
             if rc not in (0, 1):
-                raise OSError(f"grep failed on {path} (exit {rc})")
+                raise OSError(f"{tool} failed on {path} (exit {rc})")
             line_base += lines_in_range
     finally:
         for _, proc, _ in ranges:
@@ -458,18 +482,34 @@ def _note_rank(facts: _Facts, label: int | None, inner: int | None) -> None:
     if label is None and inner is None:
         return
     facts.labelled = True
-    if label is not None:
-        seen = facts.label_inner.setdefault(label, set())
-        if inner is not None and len(seen) < 1024:
-            seen.add(inner)
-    facts.ranks_seen.add(label if label is not None else inner)  # resolved again in _resolve_rank
+    if len(facts.label_pairs) < MAX_LABEL_PAIRS:
+        facts.label_pairs.add((label, inner))
+
+
+def _seen_ranks(facts: _Facts) -> set[int]:
+    ranks = {_resolve_rank(facts, label, inner, "") for label, inner in facts.label_pairs}
+    return {r for r in ranks if r is not None}
+
+
+def _node_local_size(facts: _Facts) -> int:
+    """Ranks per node when srun labels are node indices, else 0 (cached per label-pair count)."""
+    if facts.layout[0] != len(facts.label_pairs):
+        inners: dict[int, set[int]] = {}
+        for lab, inn in facts.label_pairs:
+            if lab is not None and inn is not None:
+                inners.setdefault(lab, set()).add(inn)
+        node_mode = any(len(v) > 1 for v in inners.values())
+        facts.layout = (len(facts.label_pairs), 1 + max(max(v) for v in inners.values()) if node_mode else 0)
+    return facts.layout[1]
 
 
 def _resolve_rank(facts: _Facts, label: int | None, inner: int | None, text: str) -> int | None:
-    """Global rank: srun label, unless labels are node indices (one torchrun per srun task)."""
-    if label is not None and inner is not None and any(len(v) > 1 for v in facts.label_inner.values()):
-        local = 1 + max(max(v) for v in facts.label_inner.values() if v)
-        return label * local + inner
+    """Global rank: srun label, unless labels are node indices (one torchrun per srun task: a
+    label then carries several torchrun local ranks, and global = label * local size + local)."""
+    if label is not None and inner is not None:
+        local = _node_local_size(facts)
+        if local:
+            return label * local + inner
     if label is not None:
         return label
     if inner is not None:
@@ -498,8 +538,8 @@ def _add(facts: _Facts, ev: Evidence) -> None:
 
 
 def _scan(path: Path, facts: _Facts, settings: Settings) -> None:
-    grep = shutil.which("grep") if settings.use_grep else None
-    hits = _scan_grep(path, grep, settings.jobs) if grep else _scan_python(path)
+    tool = _find_tool(settings.prefilter)
+    hits = _scan_tool(path, tool, settings.jobs) if tool else _scan_python(path)
     block_count: dict[tuple[str, int | None], int] = {}
     for hit in hits:
         label, inner, text = _split_prefix(hit.text)
@@ -623,7 +663,6 @@ def _parse_summary(facts: _Facts, f: IO[bytes], offset: int, label: int | None, 
             ex.signal = _signal_of(code) or ex.signal
             if pid is not None:
                 facts.pid_rank[pid] = rank
-            facts.ranks_seen.add(rank)
             rank = None
 
 
@@ -637,8 +676,8 @@ def _signal_of(code: int | None) -> str | None:
     return None
 
 
-def _read_blocks(path: Path, facts: _Facts) -> dict[int | None, list[_Traceback]]:
-    tracebacks: dict[int | None, list[_Traceback]] = {}
+def _read_blocks(path: Path, facts: _Facts) -> None:
+    """Parse the tracebacks and launcher summaries found by the scan; turn them into evidence."""
     with open(path, "rb") as f:
         for kind, line, offset, label, inner in facts.blocks:
             if kind == SUMMARY:
@@ -648,7 +687,6 @@ def _read_blocks(path: Path, facts: _Facts) -> dict[int | None, list[_Traceback]
             if tb is None:
                 continue
             rank = _resolve_rank(facts, label, inner, tb.exc_text)
-            tracebacks.setdefault(rank, []).append(tb)
             found = _classify(tb.exc_text)
             kind_ = found[0].kind if found and found[0].kind in (TIMEOUT, PEER_LOST, GPU, OOM_KIND) else EXCEPTION_KIND
             rule = found[0].name if found and kind_ != EXCEPTION_KIND else "python_exception"
@@ -661,7 +699,6 @@ def _read_blocks(path: Path, facts: _Facts) -> dict[int | None, list[_Traceback]
             ex.exitcode = code if ex.exitcode is None else ex.exitcode
             ex.signal = ex.signal or _signal_of(code)
             _add(facts, Evidence(ev.line, ev.text, DEATH, rank, ev.rule, SIGNAL_FAULT.get(_signal_of(code) or "")))
-    return tracebacks
 
 
 def _exception_hint(tb: _Traceback) -> str:
@@ -684,75 +721,67 @@ def _exception_hint(tb: _Traceback) -> str:
 # -- attribution ---------------------------------------------------------------------------------
 
 
-def _line_of(facts: _Facts, kind: str, rank: int | None) -> int | None:
-    ev = facts.first.get((kind, rank))
-    return ev.line if ev else None
-
-
 def _ranks_with(facts: _Facts, kinds: Iterable[str]) -> set[int]:
     kinds = set(kinds)
     return {r for (k, r) in facts.first if k in kinds and r is not None}
 
 
 def _attribute(facts: _Facts) -> tuple[str, list[int], list[int], list[Evidence], str]:
-    """(cause, primary ranks, secondary ranks, key evidence, reasoning)."""
+    """(cause, primary ranks, secondary ranks, key evidence, reasoning), in this order:
+    1. the scheduler ended the job (preemption, node failure, time limit);
+    2. it was cancelled from outside before any rank failed;
+    3. a crash: some rank failed on its own (its first origin precedes its own symptoms and the
+       launcher's stop) before anyone timed out -> the earliest such rank;
+    4. a hang: ranks timed out first -> the ranks that did not (see _hang_culprits);
+    5. peers were lost and nobody failed visibly -> a rank that died silently, else the network;
+    6. no failure: the application finished, or no errors were found."""
     job = {ev.hint: ev for (k, _), ev in facts.first.items() if k == SLURM}
     for cause in ("PREEMPTION", "NODE_FAIL", "TIME_LIMIT"):
         if cause in job:
             return cause, [], sorted(_ranks_with(facts, SYMPTOMS + ORIGINS)), [job[cause]], \
-                f"the scheduler ended the job ({job[cause].text})"
+                f"the scheduler ended the job: {job[cause].text}"
 
-    closed_line = {facts.pid_rank[p]: ln for p, ln in facts.closed_pids.items() if p in facts.pid_rank}
-    ranks = _ranks_with(facts, SYMPTOMS + ORIGINS) | facts.ranks_seen | set(facts.exits)
-    symptom_at = {r: min(l for k in SYMPTOMS if (l := _line_of(facts, k, r)) is not None)
+    stopped_at = {facts.pid_rank[p]: ln for p, ln in facts.closed_pids.items() if p in facts.pid_rank}
+    symptom_at = {r: min(facts.first[(k, r)].line for k in SYMPTOMS if (k, r) in facts.first)
                   for r in _ranks_with(facts, SYMPTOMS)}
-    # clean origin: the rank failed on its own before it suffered or the launcher stopped it
     origin_at: dict[int, Evidence] = {}
-    for r in ranks:
-        limit = min(symptom_at.get(r, 1 << 62), closed_line.get(r, 1 << 62))
-        evs = [facts.first[(k, r)] for k in ORIGINS if (k, r) in facts.first]
-        evs = [e for e in evs if e.line < limit]
-        if evs:
-            origin_at[r] = min(evs, key=lambda e: e.line)
-    first_timeout = min((facts.first[(TIMEOUT, r)].line for r in _ranks_with(facts, [TIMEOUT])), default=None)
-    first_symptom = min(symptom_at.values(), default=None)
-    first_origin = min((e.line for e in origin_at.values()), default=None)
-    secondary_pool = set(symptom_at) | set(closed_line)
+    for r in _ranks_with(facts, ORIGINS):
+        limit = min(symptom_at.get(r, NEVER), stopped_at.get(r, NEVER))
+        own = [facts.first[(k, r)] for k in ORIGINS if (k, r) in facts.first and facts.first[(k, r)].line < limit]
+        if own:
+            origin_at[r] = min(own, key=lambda e: e.line)
+    first_origin = min((e.line for e in origin_at.values()), default=NEVER)
+    first_symptom = min(symptom_at.values(), default=NEVER)
+    first_timeout = min((facts.first[(TIMEOUT, r)].line for r in _ranks_with(facts, [TIMEOUT])), default=NEVER)
+    victims = set(symptom_at) | set(stopped_at)
 
-    job_stop = facts.first.get((JOB_SIGNAL, None)) or next(
-        (ev for (k, _), ev in facts.first.items() if k == JOB_SIGNAL), None)
-    if "CANCELLED" in job or job_stop:
-        ev = job.get("CANCELLED") or job_stop
-        assert ev is not None
-        earliest = min(x for x in (first_origin, first_symptom) if x is not None) if (first_origin or first_symptom) else None
-        if earliest is None or ev.line < earliest:
-            return "CANCELLED", [], sorted(secondary_pool | set(origin_at)), [ev], \
-                "the job was stopped from outside before any rank failed"
+    stop = job.get("CANCELLED") or next((ev for (k, _), ev in facts.first.items() if k == JOB_SIGNAL), None)
+    if stop and stop.line < min(first_origin, first_symptom):
+        return "CANCELLED", [], sorted(victims | set(origin_at)), [stop], \
+            "the job was stopped from outside before any rank failed"
 
-    if origin_at and (first_timeout is None or first_origin < first_timeout):  # type: ignore[operator]
-        before = [r for r, e in origin_at.items() if first_symptom is None or e.line < first_symptom]
-        primary = sorted(before) if len(before) > 1 else [min(origin_at, key=lambda r: origin_at[r].line)]
-        cause = _crash_cause(facts, primary[0])
+    if origin_at and first_origin < first_timeout:
+        early = sorted(r for r, e in origin_at.items() if e.line < first_symptom)
+        primary = early if len(early) > 1 else [min(origin_at, key=lambda r: origin_at[r].line)]
         keys = [origin_at[r] for r in primary]
-        return cause, primary, sorted((secondary_pool | set(origin_at)) - set(primary)), keys, \
-            f"rank {primary[0]} failed first on its own ({keys[0].rule} at line {keys[0].line}); " \
-            f"the others only show symptoms"
+        return _crash_cause(facts, primary[0]), primary, sorted((victims | set(origin_at)) - set(primary)), keys, \
+            f"rank {primary[0]} failed on its own first ({keys[0].rule}, line {keys[0].line}) while the " \
+            f"other ranks only show symptoms or were stopped by the launcher"
 
-    if first_timeout is not None:
-        primary, why = _hang_culprits(facts, ranks, symptom_at, first_timeout)
+    if first_timeout < NEVER:
+        primary, why = _hang_culprits(facts, symptom_at, first_timeout)
         cause = _hang_cause(facts, primary[0]) if len(primary) == 1 else "HANG"
         keys = [facts.first[(TIMEOUT, r)] for r in sorted(_ranks_with(facts, [TIMEOUT]))[:3]]
-        return cause, primary, sorted(secondary_pool - set(primary)), keys, why
+        return cause, primary, sorted(victims - set(primary)), keys, why
 
-    if symptom_at:  # peers lost and nobody failed visibly: a silent death or the network
-        dead = sorted(r for r, ex in facts.exits.items() if r not in symptom_at and r not in closed_line
-                      and (ex.signal or ex.exitcode))
-        if dead:
-            return _crash_cause(facts, dead[0]), dead[:1], sorted(secondary_pool - set(dead[:1])), \
-                [facts.first[(PEER_LOST, r)] for r in sorted(symptom_at)[:3]], \
-                f"rank {dead[0]} died without a word while its peers lost their connection to it"
-        keys = [ev for (k, _), ev in facts.first.items() if k in (PEER_LOST, NETWORK_KIND)][:3]
-        return "NETWORK", [], sorted(secondary_pool), keys, "connections broke but no rank failed on its own"
+    if symptom_at:
+        silent = sorted(r for r, ex in facts.exits.items()
+                        if r not in symptom_at and r not in stopped_at and (ex.signal or ex.exitcode))
+        keys = [facts.first[(PEER_LOST, r)] for r in sorted(symptom_at) if (PEER_LOST, r) in facts.first][:3]
+        if silent:
+            return _crash_cause(facts, silent[0]), silent[:1], sorted(victims - set(silent[:1])), keys, \
+                f"rank {silent[0]} died without a word while its peers lost their connection to it"
+        return "NETWORK", [], sorted(victims), keys, "connections broke but no rank failed on its own"
 
     net = [ev for (k, _), ev in facts.first.items() if k == NETWORK_KIND]
     if net:
@@ -763,13 +792,11 @@ def _attribute(facts: _Facts) -> tuple[str, list[int], list[int], list[Evidence]
     return "", [], [], [], "no errors found"
 
 
-def _hang_culprits(facts: _Facts, ranks: set[int], symptom_at: dict[int, int],
-                   first_timeout: int) -> tuple[list[int], str]:
+def _hang_culprits(facts: _Facts, symptom_at: dict[int, int], first_timeout: int) -> tuple[list[int], str]:
     """In a hang the victims time out; the culprit is the odd one out that did not."""
     if facts.barrier_missing:
         return sorted(facts.barrier_missing), "ranks named by monitoredBarrier as missing"
-    world = set(range(facts.world_size)) if facts.world_size else set()
-    world |= ranks
+    world = set(range(facts.world_size)) | _seen_ranks(facts) | set(facts.exits) | _ranks_with(facts, ORIGINS)
     quiet = sorted(world - set(symptom_at))
     if len(quiet) > 1:  # narrow: stuck outside a collective, or stopped by the launcher
         stopped = {facts.pid_rank[p] for p in facts.closed_pids if p in facts.pid_rank}
@@ -845,10 +872,10 @@ def _signal_name(text: str) -> str | None:
 
 @dataclass(frozen=True)
 class Settings:
-    """How to analyze: the mode, the LLM endpoint for llm mode, and whether grep may prefilter."""
+    """How to analyze: the mode, the LLM endpoint for llm mode, and which prefilter reads the log."""
 
     mode: str = "deterministic"
-    use_grep: bool = True
+    prefilter: str = "auto"  # auto (rg, else grep, else Python) | rg | grep | python
     jobs: int = 0  # parallel grep ranges for big logs; 0: one per CPU, at most 4
     llm: Any = None  # faultloop.llm.LLMSettings in llm mode
 
@@ -976,7 +1003,7 @@ def analyze_with_llm(path: Path, settings: Settings) -> Verdict:
     stays beside it, and replaces it (with the error recorded) when the model fails."""
     from faultloop import llm
 
-    det = analyze_log(path, Settings(mode="deterministic", use_grep=settings.use_grep))
+    det = analyze_log(path, Settings(prefilter=settings.prefilter, jobs=settings.jobs))
     version = analyzer_fingerprint(_fingerprint_settings(settings))
     if det.restart in (NO_LOGS, ERRORS_NOT_FOUND):
         det.analyzer_version, det.extra = version, {"llm_error": None, "requested_mode": "llm"}
@@ -1038,7 +1065,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output-text", help="also write the text form here")
     parser.add_argument("--output-json", help="also write the JSON form here")
     parser.add_argument("--mode", choices=("deterministic", "llm", "upstream"), default="deterministic")
-    parser.add_argument("--no-grep", action="store_true", help="prefilter in Python even if grep is present")
+    parser.add_argument("--prefilter", choices=("auto", "rg", "grep", "python"), default="auto",
+                        help="line prefilter: ripgrep, GNU grep or pure Python (auto: the first present)")
     parser.add_argument("--llm-base-url", default="")
     parser.add_argument("--llm-model", default="")
     parser.add_argument("--llm-api-key-file", default=None)
@@ -1054,7 +1082,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--mode llm needs --llm-base-url and --llm-model")
         llm_settings = LLMSettings(args.llm_base_url, args.llm_model, args.llm_api_key_file or None,
                                    args.llm_api_key_env, args.llm_timeout, args.llm_max_retries)
-        verdict = analyze_with_llm(path, Settings(mode="llm", use_grep=not args.no_grep, llm=llm_settings))
+        verdict = analyze_with_llm(path, Settings(mode="llm", prefilter=args.prefilter, llm=llm_settings))
     elif args.mode == "upstream":
         try:
             verdict = run_upstream(path, Settings("upstream"))
@@ -1062,7 +1090,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"faultloop logsage: {exc}", file=sys.stderr)
             return 2
     else:
-        verdict = analyze_log(path, Settings(use_grep=not args.no_grep))
+        verdict = analyze_log(path, Settings(prefilter=args.prefilter))
     text, js = verdict.to_text(), json.dumps(verdict.to_json(), indent=2) + "\n"
     if args.output_text:
         _write_atomic(args.output_text, text)
