@@ -282,3 +282,20 @@ def test_accuracy_on_real_cpu_gloo_logs(tmp_path: Path) -> None:
     assert restart_ok == n, report
     assert only_primary >= 0.95 * n, report
     assert type_ok >= 0.90 * n, report
+
+
+def test_srun_labels_that_are_node_indices(tmp_path: Path) -> None:
+    """srun --label with one torchrun per node: label = node, [defaultN] = local rank."""
+    lines = [f"{node}: [default{local}]:> initialized rank {node * 4 + local} world_size=8"
+             for node in range(2) for local in range(4)]
+    lines += [
+        "1: [default2]:Traceback (most recent call last):",
+        '1: [default2]:  File "/w/train.py", line 90, in step',
+        "1: [default2]:    torch.cuda.synchronize()",
+        "1: [default2]:RuntimeError: CUDA error: an illegal memory access was encountered",
+    ]
+    lines += [f"{node}: [default{local}]:RuntimeError: NCCL error: remote process exited or there was a network error"
+              for node in range(2) for local in range(4) if (node, local) != (1, 2)]
+    v = logsage.analyze_log(lines)
+    assert (v.primary_ranks, v.fault_type, v.restart) == ([6], "GPU_ERROR", STOP)
+    assert v.secondary_ranks == [0, 1, 2, 3, 4, 5, 7]

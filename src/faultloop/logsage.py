@@ -2,8 +2,7 @@
 
 Deterministic and offline by default. The log is streamed: a cheap prefilter (every rule's
 literal anchors, searched by ripgrep or GNU grep when present, else by one compiled regex over 8 MB
-blocks) picks the
-few lines worth a look; only those go through the rules below. Multi-line records (Python
+blocks) picks the few lines worth a look; only those go through the rules below. Multi-line records (Python
 tracebacks, torchrun's failure summary) are read afterwards by seeking to their byte offsets.
 State is bounded (per-rank first/last evidence, capped evidence list), so memory stays flat.
 
@@ -28,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
@@ -174,7 +173,6 @@ SIGNAL_NUMBERS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 7: "SIGBUS", 9: "SIGKI
 SRUN_WORDS = {"Killed": "SIGKILL", "Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT", "Terminated": "SIGTERM",
               "Interrupt": "SIGINT", "Bus error": "SIGBUS"}
 
-ANALYZER_NAME = "faultloop-logsage"
 NEVER = 1 << 62  # a line number after every line
 MAX_EVIDENCE = 60
 MAX_BLOCKS_PER_RANK = 2
@@ -196,8 +194,6 @@ _EXC_RE = re.compile(r"^([A-Za-z_][\w.]*)(?::\s?(.*))?$")
 _SIGNAL_NAME_RE = re.compile(r"\bSIG(?:USR[12]|HUP|TERM|INT|QUIT|ALRM)\b|\bsignal \d+\b", re.I)
 _SUMMARY_RANK_RE = re.compile(r"^\s*rank\s*:\s*(\d+)(?: \(local_rank: (\d+)\))?")
 _SUMMARY_EXIT_RE = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)(?: \(pid: (\d+)\))?")
-_COLLECTIVE_FRAME_RE = re.compile(r"distributed_c10d|all_reduce|allreduce|barrier|all_gather|reduce_scatter|"
-                                  r"broadcast|\bwait\b.*work|_wait_for|monitored_barrier")
 
 
 # -- records -------------------------------------------------------------------------------------
@@ -595,7 +591,6 @@ def _srun_task(facts: _Facts, m: re.Match[str], ev: Evidence) -> None:
 class _Traceback:
     """A rank's Python traceback, reduced to what attribution needs."""
 
-    header_line: int
     exc_line: int
     exc_text: str
     exc_class: str
@@ -604,7 +599,8 @@ class _Traceback:
     innermost_source: str
 
 
-def _same_source(facts: _Facts, raw: str, label: int | None, inner: int | None) -> tuple[bool, str]:
+def _same_source(raw: str, label: int | None, inner: int | None) -> tuple[bool, str]:
+    """Whether a line comes from the same rank stream as a block's first line, and its text."""
     lab, inn, text = _split_prefix(raw)
     return (lab == label and inn == inner), text
 
@@ -618,11 +614,11 @@ def _read_block(f: IO[bytes], offset: int) -> Iterator[str]:
         yield raw.rstrip(b"\r\n").decode("utf-8", "replace")
 
 
-def _parse_traceback(facts: _Facts, f: IO[bytes], line: int, offset: int, label: int | None,
-                     inner: int | None) -> _Traceback | None:
+def _parse_traceback(f: IO[bytes], line: int, offset: int, label: int | None, inner: int | None) -> _Traceback | None:
+    """The exception line and innermost frame of the traceback starting at `offset` (same rank)."""
     frames: list[tuple[str, str]] = []  # (function, source line)
     for i, raw in enumerate(_read_block(f, offset)):
-        mine, text = _same_source(facts, raw, label, inner)
+        mine, text = _same_source(raw, label, inner)
         if not mine or i == 0:
             continue
         fm = _FRAME_RE.match(text)
@@ -637,7 +633,7 @@ def _parse_traceback(facts: _Facts, f: IO[bytes], line: int, offset: int, label:
         if not em or not frames:
             return None
         func, source = frames[-1]
-        return _Traceback(line, line + i, text.strip(), em.group(1), (em.group(2) or "").strip(), func, source)
+        return _Traceback(line + i, text.strip(), em.group(1), (em.group(2) or "").strip(), func, source)
     return None
 
 
@@ -645,7 +641,7 @@ def _parse_summary(facts: _Facts, f: IO[bytes], offset: int, label: int | None, 
     """torchrun's ChildFailedError report: rank -> exitcode and pid."""
     rank: int | None = None
     for i, raw in enumerate(_read_block(f, offset)):
-        mine, text = _same_source(facts, raw, label, inner)
+        mine, text = _same_source(raw, label, inner)
         if not mine:
             continue
         if i and text.startswith("====="):
@@ -683,7 +679,7 @@ def _read_blocks(path: Path, facts: _Facts) -> None:
             if kind == SUMMARY:
                 _parse_summary(facts, f, offset, label, inner)
                 continue
-            tb = _parse_traceback(facts, f, line, offset, label, inner)
+            tb = _parse_traceback(f, line, offset, label, inner)
             if tb is None:
                 continue
             rank = _resolve_rank(facts, label, inner, tb.exc_text)
