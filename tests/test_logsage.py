@@ -188,10 +188,7 @@ def test_cli_writes_both_forms(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 
 def test_cli_upstream_mode_without_package_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("faultloop")
-    import importlib.util
-
-    if importlib.util.find_spec("logsage") is not None:
+    if not logsage._missing_module("logsage"):
         pytest.skip("upstream logsage is installed here")
     assert logsage.main(["--log-path", str(DATA / "empty.log"), "--mode", "upstream"]) == 2
     assert "not installed" in capsys.readouterr().err

@@ -79,6 +79,8 @@ class Rule:
 
 
 # fmt: off
+# RULES: the table to patch (see "HOW TO PATCH" above). kind decides the role of a line: symptom,
+# origin, launcher/scheduler fact or context; hint names the fault or cause it points to.
 RULES: tuple[Rule, ...] = (
     # -- hang symptoms: the rank waited for a peer that never came ---------------------------
     Rule("gloo_timeout", TIMEOUT, ("Timed out waiting",), r"Timed out waiting \d+ ?ms for (?:recv|send) operation"),
@@ -1012,7 +1014,7 @@ def analyze_with_llm(path: Path, settings: Settings) -> Verdict:
         answer = llm.chat_json(settings.llm, LLM_SYSTEM, user, LLM_SCHEMA, schema_name="logsage_verdict")
     except llm.LLMError as exc:
         det.analyzer_version = version
-        det.extra = {"requested_mode": "llm", "llm_error": str(exc), "deterministic": None}
+        det.extra = {"requested_mode": "llm", "llm_error": str(exc)}
         return det
     verdict = Verdict(answer["restart"], sorted(answer["primary_ranks"]), sorted(answer["secondary_ranks"]),
                       answer["fault_category"], answer["fault_type"], answer["explanation"],
@@ -1025,22 +1027,34 @@ def analyze_with_llm(path: Path, settings: Settings) -> Verdict:
 # -- upstream adapter ----------------------------------------------------------------------------
 
 
+UPSTREAM_MODULE = "nvidia_resiliency_ext.attribution.log_analyzer.nvrx_logsage"
+
+
 def run_upstream(path: Path, settings: Settings) -> Verdict:
-    """Run NVRx's `logsage` package (if installed) for side-by-side comparison."""
-    if importlib.util.find_spec("logsage") is None:
-        raise RuntimeError("upstream mode needs the `logsage` package (pip install logsage); it is not installed")
-    proc = subprocess.run([sys.executable, "-m", "logsage", "--log-path", str(path)], capture_output=True,
-                          text=True, timeout=3600, check=False)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"upstream logsage failed (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
-    restart = next((d for d in faults.RESTART_DECISIONS if lines[0].startswith(d)), lines[0])
-    attr = next((ln for ln in lines if ln.startswith("Attribution:")), "")
-    groups = re.findall(r"\[([^\]]*)\]", attr)
-    nums = [[int(x) for x in re.findall(r"\d+", g)] for g in groups] + [[], []]
-    return Verdict(restart, nums[0], nums[1], OTHER, None, lines[1] if len(lines) > 1 else "",
-                   "\n".join(lines[3:-1]), [], "checkpoint_saved: true" in proc.stdout.lower(), mode="upstream",
-                   analyzer_version=analyzer_fingerprint(_fingerprint_settings(settings)))
+    """Run NVRx's log analyzer (the `logsage` package behind nvrx_logsage.py), when installed, for a
+    side-by-side comparison. It needs its own LLM endpoint and key (its environment); its output is
+    parsed for the decision, the attribution lists and checkpoint_saved, whatever its layout."""
+    missing = [m for m in ("logsage", UPSTREAM_MODULE) if _missing_module(m)]
+    if missing:
+        raise RuntimeError(f"upstream mode needs NVRx's log analyzer; not installed: {', '.join(missing)}")
+    proc = subprocess.run([sys.executable, "-m", UPSTREAM_MODULE, "--log-path", str(path), "--exclude_nvrx_logs",
+                           "--emit-stdout"], capture_output=True, text=True, timeout=3600, check=False)
+    out = proc.stdout
+    decision = re.search("|".join(map(re.escape, (*faults.RESTART_DECISIONS, "LLM FAILURE"))), out)
+    if proc.returncode != 0 or not decision:
+        raise RuntimeError(f"upstream log analyzer failed (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
+    attr = re.search(r"Primary issues: \[([^\]]*)\],? Secondary issues: \[([^\]]*)\]", out)
+    primary, secondary = ([int(x) for x in re.findall(r"\d+", g)] for g in (attr.groups() if attr else ("", "")))
+    checkpoint = bool(re.search(r"checkpoint_saved\W+true", out, re.I))
+    return Verdict(decision.group(0), primary, secondary, OTHER, None, out.strip()[:2000], "", [], checkpoint,
+                   mode="upstream", analyzer_version=analyzer_fingerprint(_fingerprint_settings(settings)))
+
+
+def _missing_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is None
+    except ModuleNotFoundError:  # a parent package is missing
+        return True
 
 
 # -- CLI -----------------------------------------------------------------------------------------
