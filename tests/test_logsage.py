@@ -34,6 +34,8 @@ def verdict(name: str, prefilter: str = "auto") -> logsage.Verdict:
     [
         # 15 ranks print the NCCL watchdog timeout; rank 11 says nothing and is killed by srun
         ("nccl_hang_16r.log", RESTART, [11], "hang", "SIGSTOP"),
+        # every rank times out; only rank 3's stack dump waits on the device, not in a collective
+        ("nccl_gpu_hang_stacks_8r.log", RESTART, [3], "hang", "GPU_SLEEP"),
         # every rank times out; monitoredBarrier names the missing one
         ("nccl_barrier_4r.log", RESTART, [2], "hang", None),
         # rank 9's own CUDA error; the others see ncclRemoteError and abort afterwards

@@ -195,6 +195,9 @@ _FRAME_RE = re.compile(r'^\s+File "([^"]*)", line (\d+),? in (\S+)')
 _EXC_RE = re.compile(r"^([A-Za-z_][\w.]*)(?::\s?(.*))?$")
 _SIGNAL_NAME_RE = re.compile(r"\bSIG(?:USR[12]|HUP|TERM|INT|QUIT|ALRM)\b|\bsignal \d+\b", re.I)
 _SUMMARY_RANK_RE = re.compile(r"^\s*rank\s*:\s*(\d+)(?: \(local_rank: (\d+)\))?")
+_COLLECTIVE_FRAME_RE = re.compile(r"distributed_c10d|\b(?:all_reduce|allreduce|all_gather|reduce_scatter|broadcast|"
+                                  r"barrier|monitored_barrier|all_to_all)\b")
+_DEVICE_WAIT_RE = re.compile(r"synchroni[sz]e|cuda|wait_stream|\bEvent\b|_sleep")
 _SUMMARY_EXIT_RE = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)(?: \(pid: (\d+)\))?")
 
 
@@ -293,6 +296,7 @@ class _Facts:
     killed_pids: set[int] = field(default_factory=set)
     enqueued: dict[int, int] = field(default_factory=dict)
     barrier_missing: set[int] = field(default_factory=set)
+    main_stacks: dict[int, list[str]] = field(default_factory=dict)  # first stack dump per rank
 
 
 # -- scanning ------------------------------------------------------------------------------------
@@ -548,12 +552,13 @@ def _scan(path: Path, facts: _Facts, settings: Settings) -> None:
         rule, m = found
         rank = _resolve_rank(facts, label, inner, text)
         ev = Evidence(hit.line, text.strip(), rule.kind, rank, rule.name, rule.hint)
-        if rule.kind in (TRACEBACK, SUMMARY):
+        if rule.kind in (TRACEBACK, SUMMARY, STACK_DUMP):
             key = (rule.kind, rank)
-            if block_count.get(key, 0) < (MAX_BLOCKS_PER_RANK if rule.kind == TRACEBACK else 8):
+            if block_count.get(key, 0) < (8 if rule.kind == SUMMARY else MAX_BLOCKS_PER_RANK):
                 block_count[key] = block_count.get(key, 0) + 1
                 facts.blocks.append((rule.kind, hit.line, hit.offset, label, inner))
-            continue
+            if rule.kind != STACK_DUMP:
+                continue
         if rule.name == "rank_failed":
             facts.deaths_by_pid.append((int(m.group(3)), int(m.group(1)), ev))
             continue
@@ -639,6 +644,30 @@ def _parse_traceback(f: IO[bytes], line: int, offset: int, label: int | None, in
     return None
 
 
+def _main_stack(f: IO[bytes], offset: int, label: int | None, inner: int | None) -> list[str]:
+    """The main thread's frames ("file function", innermost first) in a faulthandler stack dump:
+    the thread run from <module>, else the last one listed."""
+    threads: list[list[str]] = []
+    for i, raw in enumerate(_read_block(f, offset)):
+        mine, text = _same_source(raw, label, inner)
+        if not mine or i == 0:
+            continue
+        if text.startswith(("Thread 0x", "Current thread 0x")):
+            threads.append([])
+            continue
+        frame = _FRAME_RE.match(text)
+        if frame and threads:
+            threads[-1].append(f"{frame.group(1)} {frame.group(3)}")
+        elif text.strip():
+            break
+    return next((t for t in threads if any(fr.endswith(" <module>") for fr in t)), threads[-1] if threads else [])
+
+
+def _in_collective(frames: list[str]) -> bool:
+    """A stack waiting in a collective belongs to a victim; the stalled rank is elsewhere."""
+    return any(_COLLECTIVE_FRAME_RE.search(fr) for fr in frames)
+
+
 def _parse_summary(facts: _Facts, f: IO[bytes], offset: int, label: int | None, inner: int | None) -> None:
     """torchrun's ChildFailedError report: rank -> exitcode and pid."""
     rank: int | None = None
@@ -680,6 +709,11 @@ def _read_blocks(path: Path, facts: _Facts) -> None:
         for kind, line, offset, label, inner in facts.blocks:
             if kind == SUMMARY:
                 _parse_summary(facts, f, offset, label, inner)
+                continue
+            if kind == STACK_DUMP:
+                rank = _resolve_rank(facts, label, inner, "")
+                if rank is not None and rank not in facts.main_stacks:
+                    facts.main_stacks[rank] = _main_stack(f, offset, label, inner)
                 continue
             tb = _parse_traceback(f, line, offset, label, inner)
             if tb is None:
@@ -796,12 +830,15 @@ def _hang_culprits(facts: _Facts, symptom_at: dict[int, int], first_timeout: int
         return sorted(facts.barrier_missing), "ranks named by monitoredBarrier as missing"
     world = set(range(facts.world_size)) | _seen_ranks(facts) | set(facts.exits) | _ranks_with(facts, ORIGINS)
     quiet = sorted(world - set(symptom_at))
-    if len(quiet) > 1:  # narrow: stuck outside a collective, or stopped by the launcher
+    outside = sorted(r for r, frames in facts.main_stacks.items() if frames and not _in_collective(frames))
+    if len(quiet) > 1:  # narrow: stuck outside a collective, else stopped by the launcher
         stopped = {facts.pid_rank[p] for p in facts.closed_pids if p in facts.pid_rank}
-        narrowed = [r for r in quiet if r in stopped] or quiet
-        quiet = narrowed
+        quiet = [r for r in quiet if r in outside] or [r for r in quiet if r in stopped] or quiet
     if quiet:
-        return quiet, f"ranks {quiet} never timed out while the others did (first timeout at line {first_timeout})"
+        return quiet, f"rank{'s' if len(quiet) > 1 else ''} {', '.join(map(str, quiet))} never timed out while " \
+                      f"the others did (first timeout at line {first_timeout})"
+    if outside and len(outside) < len(facts.main_stacks):
+        return outside, f"every rank timed out, but only {outside} stalled outside a collective (stack dumps)"
     if facts.enqueued and len(set(facts.enqueued.values())) > 1:
         low = min(facts.enqueued.values())
         behind = sorted(r for r, v in facts.enqueued.items() if v == low)
@@ -812,17 +849,19 @@ def _hang_culprits(facts: _Facts, symptom_at: dict[int, int], first_timeout: int
 def _hang_cause(facts: _Facts, rank: int) -> str:
     """GPU hang, held GIL or stopped process, from what the stalled rank could still print.
 
-    A stuck kernel leaves the rank's threads alive (its Python stall watchdog reports); a held GIL
-    freezes Python threads but faulthandler's C timer still dumps stacks; a stopped process prints
-    nothing. Without a stall watchdog in the job, fall back to how the launcher had to end it.
+    A stuck kernel leaves the rank's threads alive (its Python stall watchdog reports, or its stack
+    waits on the device); a held GIL freezes Python threads but faulthandler's C timer still dumps
+    stacks; a stopped process prints nothing. Else: how the launcher had to end it.
     """
-    watchdog_in_job = bool(_ranks_with(facts, [STALL]) | _ranks_with(facts, [STACK_DUMP]))
-    if watchdog_in_job:
+    if _ranks_with(facts, [STALL]):  # the job has a Python stall watchdog: its silence means something
         if (STALL, rank) in facts.first:
             return "GPU_SLEEP"
-        if (STACK_DUMP, rank) in facts.first:
-            return "LOCK_GIL"
-        return "SIGSTOP"
+        return "LOCK_GIL" if (STACK_DUMP, rank) in facts.first else "SIGSTOP"
+    frames = facts.main_stacks.get(rank)
+    if frames and _DEVICE_WAIT_RE.search(frames[0]):
+        return "GPU_SLEEP"
+    if facts.main_stacks and rank not in facts.main_stacks:
+        return "SIGSTOP"  # the others dumped stacks; a stopped process cannot
     killed = {facts.pid_rank[p] for p in facts.killed_pids if p in facts.pid_rank}
     ex = facts.exits.get(rank)
     if rank in killed or (ex and ex.signal == "SIGKILL"):
