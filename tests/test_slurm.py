@@ -130,6 +130,41 @@ def write_config(tmp_path: Path, pool: str, **extra) -> Path:
     return path
 
 
+def test_cluster_start_is_idempotent(slurm_cluster):
+    """A second start reuses the running daemons and leaves exactly one /etc/hosts line."""
+    pids = {f.name: f.read_text() for f in (slurm_cluster / "run").glob("*.pid")}
+    assert {"munged.pid", "slurmctld.pid"} <= set(pids) and len([p for p in pids if p.startswith("slurmd.")]) >= 3
+    subprocess.run(["bash", str(CLUSTER), "start"], check=True, timeout=120, capture_output=True)
+    assert {f.name: f.read_text() for f in (slurm_cluster / "run").glob("*.pid")} == pids
+    assert Path("/etc/hosts").read_text().count("# faultloop-slurm") == 1
+    assert os.path.realpath("/etc/slurm/slurm.conf") == str(slurm_cluster / "slurm.conf")
+    out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], capture_output=True, text=True, check=True)
+    states = dict(line.split() for line in out.stdout.splitlines())
+    assert all(state in {"idle", "alloc", "mix"} for state in states.values()), states
+    for node in states:  # jobs rendezvous on a node's name, as on a real cluster
+        assert subprocess.run(["getent", "hosts", node], capture_output=True).returncode == 0
+
+
+def test_helpers_work_in_a_stripped_job_step(slurm_cluster, tmp_path):
+    """Inside the plugin's job step only SLURM_JOB_ID survives: faultloop.slurm still finds the
+    allocation's nodes and runs a command once on each (the per-node cleanup)."""
+    marks = tmp_path / "marks.txt"
+    script = tmp_path / "job.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        f"exec env -i PATH={Path(sys.executable).parent}:/usr/bin:/bin HOME=/root "
+        f"SLURM_JOB_ID=$SLURM_JOB_ID PYTHONPATH={REPO / 'src'} {sys.executable} -c '"
+        "from faultloop import slurm; print(\" \".join(slurm.nodes())); "
+        f"slurm.run_per_node(\"echo $SLURMD_NODENAME >> {marks}\")'\n"
+    )
+    out = tmp_path / "out.txt"
+    subprocess.run(["timeout", "-s", "KILL", "120", "sbatch", "--wait", "-o", str(out), "--nodes=3",
+                    "--ntasks-per-node=2", str(script)], check=True, timeout=150, capture_output=True)
+    allocated = out.read_text().split()
+    assert len(set(allocated)) == 3, out.read_text()
+    assert sorted(marks.read_text().split()) == sorted(allocated)
+
+
 POOL = "SIGKILL:1:3:2 GPU_ERROR:2:3:2 WORKLOAD_EXC:3:3:2 SEGFAULT:1:3:1"
 CELLS = ["n2_SIGKILL_r1_i3", "n2_GPU_ERROR_r2_i3", "n2_WORKLOAD_EXC_r3_i3", "n1_SEGFAULT_r1_i3"]
 
