@@ -2,6 +2,15 @@
 # Not defined when re-judging stored runs (`--until score`): no training job is ever planned then.
 
 
+# Retried by the submitting Snakemake only: inside a SLURM job step (remote/subprocess mode)
+# rule-level retries would first re-run the job in the same allocation (3 x 3 attempts).
+RUN_JOB_RETRIES = (
+    0
+    if workflow.remote_exec or workflow.subprocess_exec
+    else config["run_job"]["infra_retries"]
+)
+
+
 if not REJUDGE:
 
     rule run_job:
@@ -9,7 +18,7 @@ if not REJUDGE:
             manifest=cell_path(layout.MANIFEST),
         log:
             rule_log("run_job"),
-        retries: config["run_job"]["infra_retries"]
+        retries: RUN_JOB_RETRIES
         conda:
             "../envs/faultloop.yaml"
         resources:
