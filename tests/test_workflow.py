@@ -17,6 +17,17 @@ def planned(output: str) -> dict[str, int]:
     return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", stats, re.M)}
 
 
+def planned_outputs(output: str, rule: str) -> list[str]:
+    """Output paths of the jobs of one rule in a dry run's listing."""
+    outputs, current = [], None
+    for line in output.splitlines():
+        if line.startswith("rule ") or line.startswith("localrule "):
+            current = line.split()[1].rstrip(":")
+        elif current == rule and line.strip().startswith("output:"):
+            outputs.extend(path.strip() for path in line.split(":", 1)[1].split(","))
+    return outputs
+
+
 def test_default_pool_dry_run_plans_34_cells(workflow_copy):
     result = snakemake(workflow_copy, "-n", "--profile", "profiles/local")
     counts = planned(result.stdout + result.stderr)
