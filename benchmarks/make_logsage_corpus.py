@@ -52,10 +52,12 @@ def cells() -> list[Cell]:
     return out
 
 
-def run_cell(cell: Cell, work: Path, timing: list[str]) -> list[str] | None:
-    """Run one job (one retry on an infrastructure failure); its stripped main log, or None."""
+def run_cell(cell: Cell, name: str, work: Path, timing: list[str]) -> list[str] | None:
+    """Run one job (one retry on an infrastructure failure); its stripped main log, or None.
+    The job runs in a directory named like its opaque log: paths in the log (flight-recorder
+    dumps) must not carry the cell name, which is the truth."""
     for _ in range(2):
-        cell_dir = work / cell.key
+        cell_dir = work / name
         shutil.rmtree(cell_dir, ignore_errors=True)
         cmd = [sys.executable, "-m", "faultloop.cli", "run-job", "--cell-dir", str(cell_dir),
                "--fault-type", cell.fault, "--rank", str(cell.rank), "--iter", "3", "--fault-delay", "0",
@@ -88,13 +90,14 @@ def main(argv: list[str] | None = None) -> int:
     rows: dict[str, Cell] = {}
     with tempfile.TemporaryDirectory(prefix="logsage-corpus-") as tmp, \
             cf.ThreadPoolExecutor(args.jobs) as pool:
-        futures = {pool.submit(run_cell, c, Path(tmp), timing): c for c in todo}
+        names = {c: f"job_{cells().index(c):03d}" for c in todo}
+        futures = {pool.submit(run_cell, c, names[c], Path(tmp), timing): c for c in todo}
         for n, fut in enumerate(cf.as_completed(futures), 1):
             cell = futures[fut]
             lines = fut.result()
             if lines is None:
                 continue
-            name = f"job_{todo.index(cell):03d}.log.gz"
+            name = f"{names[cell]}.log.gz"
             with gzip.open(args.out / name, "wt", encoding="utf-8") as f:
                 f.writelines(lines)
             rows[name] = cell
