@@ -298,3 +298,10 @@ def test_srun_labels_that_are_node_indices(tmp_path: Path) -> None:
     v = logsage.analyze_log(lines)
     assert (v.primary_ranks, v.fault_type, v.restart) == ([6], "GPU_ERROR", STOP)
     assert v.secondary_ranks == [0, 1, 2, 3, 4, 5, 7]
+
+
+def test_silent_death_without_any_exit_record() -> None:
+    """No srun/launcher lines at all: the one rank that lost no peer is the one that died."""
+    lines = [ln for ln in (DATA / "nccl_sigkill_8r.log").read_text().splitlines() if not ln.startswith("srun")]
+    v = logsage.analyze_log(lines)
+    assert (v.restart, v.primary_ranks, v.fault_category, v.fault_type) == (STOP, [6], "crash", None)

@@ -813,6 +813,11 @@ def _attribute(facts: _Facts) -> tuple[str, list[int], list[int], list[Evidence]
         if silent:
             return _crash_cause(facts, silent[0]), silent[:1], sorted(victims - set(silent[:1])), keys, \
                 f"rank {silent[0]} died without a word while its peers lost their connection to it"
+        world = set(range(facts.world_size)) | _seen_ranks(facts)
+        quiet = sorted(world - victims)
+        if len(quiet) == 1:  # no exit record: the one rank that did not lose a peer is the lost peer
+            return "CRASH", quiet, sorted(victims), keys, \
+                f"rank {quiet[0]} is the only rank that did not lose a peer: it died without a word"
         return "NETWORK", [], sorted(victims), keys, "connections broke but no rank failed on its own"
 
     net = [ev for (k, _), ev in facts.first.items() if k == NETWORK_KIND]
