@@ -80,9 +80,10 @@ class QueueSampler(threading.Thread):
                 self.samples += 1
                 queued = 0
                 for line in out.stdout.splitlines():
+                    # The plugin's comment: rule_<rule>_wildcards_<wildcard values>.
                     job_id, comment, _state = line.split("|", 2)
-                    cell = comment.split("cell=")[-1] if "cell=" in comment else ""
-                    if comment.startswith("rule_run_job") and cell in self.cells:
+                    rule, _, cell = comment.removeprefix("rule_").partition("_wildcards_")
+                    if rule == "run_job" and cell in self.cells:
                         queued += 1
                         self.run_job_ids[job_id] = cell
                     elif cell in self.cells:
