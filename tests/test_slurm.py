@@ -263,3 +263,40 @@ def test_dry_run_shows_sbatch_resources_for_2_4_8_nodes(tmp_path):
         assert res["slurm_partition"] == "batch"
         assert res["slurm_account"] == "proj1"
         print(cell, res)
+
+
+@pytest.mark.slow
+def test_site_workload_contract_on_slurm(slurm_cluster, tmp_path):
+    """A site script (tests/data/site_workload.sh) runs inside the run_job allocation with the
+    upstream env contract; its log, marker and nodes land where the analysis expects them, and
+    the cleanup command runs once on every node of the allocation."""
+    cleanup_marks = tmp_path / "cleanup.txt"
+    configfile = write_config(
+        tmp_path,
+        "SIGKILL:2:2:2",
+        gpus_per_node=2,
+        workload="site_stub",
+        workloads={"site_stub": {"script": str(REPO / "tests" / "data" / "site_workload.sh"), "min_nodes": 2,
+                                 "description": "contract stand-in", "pool_file": ""}},
+        run_job={"runtime_minutes": 5, "mem_mb_per_node": 1000,
+                 "cleanup_cmd": f"echo $SLURMD_NODENAME >> {cleanup_marks}"},
+    )
+    proc = subprocess.run(
+        ["timeout", "-s", "KILL", "600", SNAKEMAKE, "--profile", "profiles/slurm", "--configfile", str(configfile),
+         *FAST_POLL],
+        cwd=REPO, env=env_with_venv(), capture_output=True, text=True, timeout=660,
+    )
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-6000:]
+    cell = tmp_path / "results" / "fault_injection" / "slurm_e2e" / "n2_SIGKILL_r2_i2"
+    manifest = json.loads((cell / "job.json").read_text())
+    job_id = manifest["job_id"]
+    assert job_id.isdigit(), manifest  # a SLURM job, not a local run
+    assert manifest["run_valid"] is True and manifest["state"] == "FAILED", manifest
+    main_log = (cell / manifest["main_log"]).read_text()
+    assert manifest["main_log"] == f"logs/slurm/{job_id}.0.1.main_workload.log"
+    ran_on = set(re.findall(r"^\d+: rank \d+ of 4 on (\S+)$", main_log, flags=re.M))
+    assert len(ran_on) == 2 and set(manifest["node_names"]) == ran_on, (ran_on, manifest["node_names"])
+    assert "FAULT INJECTION" not in (cell / "analysis" / "main_workload.log").read_text()
+    assert sorted(cleanup_marks.read_text().split()) == sorted(ran_on)
+    assert (cell / "analysis" / "score.json").is_file()

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from faultloop import layout
+from faultloop import layout, slurm
 from faultloop.pool import Cell
 
 
@@ -162,7 +162,7 @@ def run_site_workload(script: Path, cell: Cell, cell_dir: Path, env: Mapping[str
         "state": "COMPLETED" if status == 0 else "FAILED",
         "main_log": str(logs[0].relative_to(cell_dir)) if logs else None,
         "launch_out": f"logs/slurm/{job_id}.launch.out",
-        "node_names": [], "rank_exits": {}, "start_time": start, "fault_scheduled_time": None,
+        "node_names": slurm.nodes() if slurm.job_id() else [], "rank_exits": {}, "start_time": start, "fault_scheduled_time": None,
         "fault_fired_time": None, "end_time": time.time(), "fault_fired": fired, "run_valid": fired,
         "invalid_reason": None if fired else "no FAULT INJECTION marker in the main log",
     }  # fmt: skip
@@ -175,7 +175,6 @@ def run_cell(args: argparse.Namespace, launch_argv: list[str]) -> int:
     (`retries:`, this run's `--attempt`); after the last attempt the cell is recorded as
     INFRA_FAILED so the report can list it apart, and the next invocation retries exactly it.
     """
-    import os
     import shutil
 
     from faultloop import launch
@@ -201,7 +200,7 @@ def run_cell(args: argparse.Namespace, launch_argv: list[str]) -> int:
     else:
         status = int(launch.main(["--cell-dir", str(cell_dir), *launch_argv]) or 0)
     if args.cleanup_cmd:
-        os.system(args.cleanup_cmd)
+        slurm.run_per_node(args.cleanup_cmd)  # once per node of the allocation under SLURM
     infra_path = cell_dir / layout.INFRA_FAILURE
     if status != 0 and infra_path.is_file():
         failure = json.loads(infra_path.read_text())
