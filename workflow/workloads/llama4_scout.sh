@@ -5,7 +5,8 @@
 #
 # faultloop runs it INSIDE the run_job allocation (not through sbatch) with the contract exported:
 # FAULT_TYPE FAULT_RANK FAULT_AT_ITER FAULT_DELAY GPUS_PER_NODE EXPERIMENT_DIR BASE_EXPERIMENTS_DIR,
-# plus CONTAINER_IMAGE and MEGATRON_REPO_HOST_PATH from the site file. It must leave
+# plus CONTAINER_IMAGE and MEGATRON_REPO_HOST_PATH exported in the shell that starts Snakemake
+# (sbatch --export=ALL carries them here). It must leave
 #   logs/slurm/${SLURM_JOB_ID}.<n>.1.main_workload.log   every rank's output, `srun --label`ed,
 #                                                        with Megatron's "FAULT INJECTION" marker
 #   checkpoints/_dump_<rank>                             NCCL flight-recorder dumps
@@ -13,8 +14,8 @@
 # under EXPERIMENT_DIR. See docs/slurm.md.
 set -euo pipefail
 : "${FAULT_TYPE:?}" "${FAULT_RANK:?}" "${FAULT_AT_ITER:?}" "${EXPERIMENT_DIR:?}" "${SLURM_JOB_ID:?}"
-: "${BASE_EXPERIMENTS_DIR:?}" "${CONTAINER_IMAGE:?set slurm.container_image in config/site.yaml}"
-: "${MEGATRON_REPO_HOST_PATH:?set slurm.megatron_repo_host_path in config/site.yaml}"
+: "${BASE_EXPERIMENTS_DIR:?}" "${CONTAINER_IMAGE:?export CONTAINER_IMAGE before snakemake}"
+: "${MEGATRON_REPO_HOST_PATH:?export MEGATRON_REPO_HOST_PATH before snakemake}"
 export FAULT_DELAY=${FAULT_DELAY:-15} GPUS_PER_NODE=${GPUS_PER_NODE:-4}
 
 # The executor plugin's job step drops SLURM_NNODES and friends: ask the controller.
