@@ -300,3 +300,17 @@ def test_site_workload_contract_on_slurm(slurm_cluster, tmp_path):
     assert "FAULT INJECTION" not in (cell / "analysis" / "main_workload.log").read_text()
     assert sorted(cleanup_marks.read_text().split()) == sorted(ran_on)
     assert (cell / "analysis" / "score.json").is_file()
+
+
+def test_partition_from_default_resources_without_site_file(tmp_path):
+    """Without a site file, `--default-resources slurm_partition=...` reaches run_job."""
+    configfile = write_config(tmp_path, "SIGKILL:1:5:2", gpus_per_node=4)
+    proc = subprocess.run(
+        ["timeout", "-s", "KILL", "300", SNAKEMAKE, "-n", "--profile", "profiles/slurm", "--configfile",
+         str(configfile), "--default-resources", "slurm_partition=viaflag"],
+        cwd=REPO, env=env_with_venv(), capture_output=True, text=True, timeout=360,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    block = re.search(r"rule run_job:\n(.*?)(?:\n\n|\Z)", out, flags=re.S).group(1)
+    assert "slurm_partition=viaflag" in block and "slurm_account" not in block, block

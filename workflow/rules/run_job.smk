@@ -10,6 +10,19 @@ RUN_JOB_RETRIES = (
     else config["run_job"]["infra_retries"]
 )
 
+# sbatch -p / -A / --gres / extra flags from the site file's `slurm:` section (docs/slurm.md);
+# only non-empty values, so that --default-resources can supply them instead.
+SLURM_SITE_RESOURCES = {
+    resource: config.get("slurm", {}).get(key)
+    for resource, key in (
+        ("slurm_partition", "partition"),
+        ("slurm_account", "account"),
+        ("gres", "gres"),
+        ("slurm_extra", "extra"),
+    )
+    if config.get("slurm", {}).get(key)
+}
+
 
 if not REJUDGE:
 
@@ -22,21 +35,18 @@ if not REJUDGE:
         conda:
             "../envs/faultloop.yaml"
         resources:
+            **SLURM_SITE_RESOURCES,
             gpu_jobs=1,
             attempt=lambda wildcards, attempt: attempt,
             nodes=lambda wildcards: CELL[wildcards.cell].nodes,
             runtime=config["run_job"]["runtime_minutes"],
             # SLURM only (the local executor ignores these). sbatch --mem is per node. mpi makes
-            # the job step run this rule's script in the batch shell, which launches the ranks
+            # the job step run this rule's command in the batch shell, which launches the ranks
             # across the allocation with srun itself; without it the plugin wraps the rule as
             # ONE task. The plugin refuses tasks_per_node < 2 for mpi jobs, hence the max.
             mem_mb=config["run_job"]["mem_mb_per_node"],
             tasks_per_node=max(2, config["gpus_per_node"]),
             mpi="srun",
-            slurm_partition=config.get("slurm", {}).get("partition", ""),
-            slurm_account=config.get("slurm", {}).get("account", ""),
-            gres=config.get("slurm", {}).get("gres", ""),
-            slurm_extra=config.get("slurm", {}).get("extra", ""),
         params:
             cli=FAULTLOOP,
             session=lambda wildcards, output: str(Path(output.manifest).parent.parent),
