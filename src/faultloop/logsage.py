@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
 from faultloop import faults
-from faultloop.faults import (CRASH, ERRORS_NOT_FOUND, EXCEPTION, EXTERNAL_SIGNAL, FAULTS, HANG, NETWORK,
-                              NO_LOGS, NONE, OOM, OTHER, RESTART, STOP)
+from faultloop.faults import (CRASH, ERRORS_NOT_FOUND, EXTERNAL_SIGNAL, FAULTS, HANG, NETWORK, NO_LOGS, NONE, OOM,
+                              OTHER, RESTART, STOP)
 
 # -- evidence kinds ------------------------------------------------------------------------------
 # symptoms: the rank only suffered (a victim)
@@ -156,7 +156,6 @@ POLICY: dict[str, Policy] = {
     **{name: Policy(f.category, f.restart, f.rationale) for name, f in FAULTS.items()},
     "HANG": Policy(HANG, RESTART, "transient hang"),
     "CRASH": Policy(CRASH, STOP, "hard crash"),
-    "EXCEPTION": Policy(EXCEPTION, STOP, "code bug"),
     "OOM": Policy(OOM, STOP, "out of memory: the same job will run out again"),
     "NETWORK": Policy(NETWORK, RESTART, "network flap"),
     "EXTERNAL_SIGNAL": Policy(EXTERNAL_SIGNAL, RESTART, "external signal"),
@@ -577,8 +576,10 @@ def _scan(path: Path, facts: _Facts, settings: Settings) -> None:
 
 
 def _srun_task(facts: _Facts, m: re.Match[str], ev: Evidence) -> None:
-    """`srun: error: node: task 3: Killed` -> rank 3 died by SIGKILL (srun task = rank)."""
+    """`srun: error: node: task 3: Killed` -> rank 3 died by SIGKILL (srun task = rank); `Out Of
+    Memory` -> rank 3 was OOM-killed."""
     what = m.group(2).strip()
+    kind = OOM_KIND if what.startswith("Out Of Memory") else DEATH
     sig = next((s for word, s in SRUN_WORDS.items() if what.startswith(word)), None)
     code = re.search(r"exit code (\d+)", what)
     for part in m.group(1).split(","):
@@ -588,7 +589,7 @@ def _srun_task(facts: _Facts, m: re.Match[str], ev: Evidence) -> None:
             ex.signal = ex.signal or sig
             if code and ex.exitcode is None:
                 ex.exitcode = int(code.group(1))
-            _add(facts, Evidence(ev.line, ev.text, DEATH, rank, ev.rule, SIGNAL_FAULT.get(sig or "")))
+            _add(facts, Evidence(ev.line, ev.text, kind, rank, ev.rule, SIGNAL_FAULT.get(sig or "")))
 
 
 # -- multi-line records --------------------------------------------------------------------------
@@ -885,12 +886,11 @@ def _crash_cause(facts: _Facts, rank: int) -> str:
     if (FATAL, rank) in first:
         return first[(FATAL, rank)].hint or "CRASH"
     if (EXCEPTION_KIND, rank) in first:
-        return first[(EXCEPTION_KIND, rank)].hint or "EXCEPTION"
+        return first[(EXCEPTION_KIND, rank)].hint or "WORKLOAD_EXC"
     ex = facts.exits.get(rank)
     if (SIGNAL, rank) in first:
         sig = _signal_name(first[(SIGNAL, rank)].text)
-        if sig in SIGNAL_FAULT:
-            return SIGNAL_FAULT[sig]
+        return SIGNAL_FAULT.get(sig or "", "EXTERNAL_SIGNAL")
     if ex and ex.signal in SIGNAL_FAULT:
         return SIGNAL_FAULT[ex.signal]
     death = next((e for e in hints.values() if e.kind == DEATH and e.hint), None)
