@@ -1,6 +1,6 @@
 # faultloop: inject known faults into distributed training jobs, run the attribution tools on
 # what each job left behind, score their verdicts against the truth, and report the matrix.
-# Per pool cell: run_job -> strip_log -> logsage, fr_analysis -> judge_score; then score
+# Per pool cell: run_job -> logsage, fr_analysis -> judge_score; then score
 # gathers every cell into scores.tsv and aggregate_report writes the session report.
 
 
@@ -16,7 +16,6 @@ include: "workflow/rules/report.smk"
 
 localrules:
     all,
-    strip_log,
     logsage,
     fr_analysis,
     judge_score,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import resource
 import shutil
 import subprocess
 import sys
@@ -28,35 +29,40 @@ def synthetic_pool(size: int) -> list[Cell]:
     return [Cell(fault, rank, iteration, 8) for iteration, rank, fault in itertools.islice(combos, size)]
 
 
-def plan_seconds(size: int) -> tuple[float, int]:
+def plan_seconds(size: int) -> tuple[float, float, int]:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for name in ("Snakefile", "workflow", "config", "profiles", "src"):
             src = REPO / name
             (shutil.copytree if src.is_dir() else shutil.copy2)(src, work / name)
         write_pool_file(synthetic_pool(size), work / "pool.tsv")
+        cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         result = subprocess.run(
-            [str(Path(sys.executable).parent / "snakemake"), "-n", "-q", "--profile", "profiles/local",
+            [str(Path(sys.executable).parent / "snakemake"), "-n", "--quiet", "rules", "reason", "host",
+             "--profile", "profiles/local",
              "--config", "pool_file=pool.tsv"],
             cwd=work, capture_output=True, text=True,
         )
         elapsed = time.perf_counter() - start
+        cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
         if result.returncode != 0:
             raise SystemExit(result.stderr[-2000:])
-        jobs = sum(int(line.split()[-1]) for line in result.stdout.splitlines() if line.startswith("run_job "))
-        return elapsed, jobs
+        output = (result.stdout + result.stderr).split("Job stats:", 1)[1]
+        jobs = int(next(line.split()[-1] for line in output.splitlines() if line.startswith("run_job ")))
+        return elapsed, cpu, jobs
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     args = parser.parse_args()
-    print("| cells | run_job planned | dry run (s) | target |")
-    print("|---|---|---|---|")
+    print("| cells | run_job planned | dry run, wall (s) | dry run, CPU (s) | target |")
+    print("|---|---|---|---|---|")
     for size in args.sizes:
-        seconds, jobs = plan_seconds(size)
-        print(f"| {size} | {jobs} | {seconds:.1f} | {'< 60 s' if size >= 10000 else ''} |")
+        seconds, cpu, jobs = plan_seconds(size)
+        print(f"| {size} | {jobs} | {seconds:.1f} | {cpu:.1f} | {'< 60 s' if size >= 10000 else ''} |")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ def test_default_pool_dry_run_plans_34_cells(workflow_copy):
     result = snakemake(workflow_copy, "-n", "--profile", "profiles/local")
     counts = planned(result.stdout + result.stderr)
     assert counts["run_job"] == 34
-    for rule in ("strip_log", "logsage", "fr_analysis", "judge_score"):
+    for rule in ("logsage", "fr_analysis", "judge_score"):
         assert counts[rule] == 34, rule
     assert counts["score"] == 1 and counts["aggregate_report"] == 1
 

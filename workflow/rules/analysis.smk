@@ -1,26 +1,13 @@
-# The attribution tools, per cell. Their inputs never carry the injected truth: the log is
-# stripped of the injection markers first, and the FR analyzer reads only the dumps.
-
-
-rule strip_log:
-    input:
-        manifest=cell_path(layout.MANIFEST),
-    output:
-        log=cell_path(layout.STRIPPED_LOG),
-    log:
-        rule_log("strip_log"),
-    conda:
-        "../envs/faultloop.yaml"
-    params:
-        cli=FAULTLOOP,
-    shell:
-        "{params.cli} cell strip-log --manifest {input.manifest:q} --output {output.log:q} > {log:q} 2>&1"
+# The attribution tools, per cell. Their inputs never carry the injected truth: logsage reads
+# the main log with every injection marker stripped (the stripped copy is kept as an output for
+# the scorer and the report), and the FR analyzer reads only the dumps.
 
 
 rule logsage:
     input:
-        log=cell_path(layout.STRIPPED_LOG),
+        manifest=cell_path(layout.MANIFEST),
     output:
+        log=cell_path(layout.STRIPPED_LOG),
         text=cell_path(layout.LOGSAGE_TEXT),
         json=cell_path(layout.LOGSAGE_JSON),
     log:
@@ -33,8 +20,9 @@ rule logsage:
         llm=llm_flags(config["logsage"]) if config["logsage"]["mode"] == "llm" else "",
         version=LOGSAGE_VERSION,
     shell:
-        "{params.cli} logsage --log-path {input.log:q} --mode {params.mode} {params.llm}"
-        " --output-text {output.text:q} --output-json {output.json:q} > {log:q} 2>&1"
+        "({params.cli} cell strip-log --manifest {input.manifest:q} --output {output.log:q}"
+        " && {params.cli} logsage --log-path {output.log:q} --mode {params.mode} {params.llm}"
+        " --output-text {output.text:q} --output-json {output.json:q}) > {log:q} 2>&1"
 
 
 rule fr_analysis:
