@@ -2,8 +2,9 @@
 
 Writes realistic srun-labelled logs (Megatron iteration lines, NCCL INFO chatter, torch warnings,
 checkpoint saves, then a 16-rank NCCL hang with rank 11 silent) at two sizes, warms the page cache,
-and times in the same run: `grep -c "Timed out waiting" FILE` and `faultloop logsage` with each
-prefilter: auto (ripgrep if installed, else grep), GNU grep, and pure Python. Peak RSS is the analyzer
+and times in the same run, interleaved: `grep -c "Timed out waiting" FILE` and `faultloop logsage`
+with its prefilters: auto (ripgrep if installed, else grep) and GNU grep; pure Python once on the
+smallest log. Peak RSS is the analyzer
 process's own (wait4), so a flat column means memory does not grow with the log.
 
     python benchmarks/bench_logsage.py [--sizes-mb 256 1024] [--out benchmarks/out]
@@ -79,23 +80,22 @@ def write_log(path: Path, size_mb: int) -> None:
 
 @dataclass
 class Run:
-    """One timed command: best wall time over the repeats and the peak RSS seen."""
+    """One contender on one log: best wall time and CPU time (with its children) over the
+    repeats, and the peak RSS of the analyzer process itself."""
 
-    seconds: float
-    rss_mb: float
-    stdout: str
+    seconds: float = float("inf")
+    cpu_seconds: float = float("inf")
+    rss_mb: float = 0.0
+    stdout: str = ""
 
-
-def timed(cmd: list[str], repeats: int) -> Run:
-    best, rss, out = float("inf"), 0.0, ""
-    for _ in range(repeats):
+    def add(self, cmd: list[str]) -> None:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-        out = proc.stdout.read() if proc.stdout else ""
-        _, _, usage = os.wait4(proc.pid, 0)
-        best = min(best, time.perf_counter() - start)
-        rss = max(rss, usage.ru_maxrss / 1024)
-    return Run(best, rss, out)
+        self.stdout = proc.stdout.read() if proc.stdout else ""
+        _, _, usage = os.wait4(proc.pid, 0)  # includes the children it waited for (rg/grep)
+        self.seconds = min(self.seconds, time.perf_counter() - start)
+        self.cpu_seconds = min(self.cpu_seconds, usage.ru_utime + usage.ru_stime)
+        self.rss_mb = max(self.rss_mb, usage.ru_maxrss / 1024)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,33 +108,38 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     logsage = [sys.executable, "-m", "faultloop.cli", "logsage", "--format", "json", "--log-path"]
     rows = []
-    for size_mb in args.sizes_mb:
+    for n, size_mb in enumerate(args.sizes_mb):
         path = args.out / f"bench_{size_mb}mb.log"
         write_log(path, size_mb)
         size = path.stat().st_size / 1e6
         with open(path, "rb") as f:  # warm the page cache for every contender alike
             while f.read(16 << 20):
                 pass
-        grep = timed(["grep", "-c", GREP_PATTERN, str(path)], args.repeats)
-        fast = timed([*logsage, str(path)], args.repeats)
-        fast_grep = timed([*logsage, str(path), "--prefilter", "grep"], args.repeats)
-        slow = timed([*logsage, str(path), "--prefilter", "python"], 1)
-        for run in (fast, fast_grep, slow):
-            verdict = json.loads(run.stdout)
-            assert verdict["primary_ranks"] == [CULPRIT] and verdict["restart"] == "RESTART IMMEDIATE", verdict
-        rows.append((size, grep, fast, fast_grep, slow))
+        grep, auto, with_grep, python = Run(), Run(), Run(), Run()
+        for _ in range(args.repeats):  # interleaved, so load from others hits every contender alike
+            grep.add(["grep", "-c", GREP_PATTERN, str(path)])
+            auto.add([*logsage, str(path)])
+            with_grep.add([*logsage, str(path), "--prefilter", "grep"])
+        if n == 0:  # the pure-Python fallback is slow: once, on the smallest log
+            python.add([*logsage, str(path), "--prefilter", "python"])
+        for run in (auto, with_grep, python):
+            if run.stdout:
+                verdict = json.loads(run.stdout)
+                assert verdict["primary_ranks"] == [CULPRIT] and verdict["restart"] == "RESTART IMMEDIATE", verdict
+        rows.append((size, grep, auto, with_grep, python))
         if not args.keep:
             path.unlink()
     tool = "rg" if shutil.which("rg") else "grep" if shutil.which("grep") else "python"
-    print(f"cores: {os.cpu_count()}, load average: {os.getloadavg()[0]:.2f}; grep -c pattern {GREP_PATTERN!r}; "
-          f"best of {args.repeats}; auto prefilter = {tool}")
-    print("| log MB | grep -c MB/s | logsage (auto) MB/s | ratio | peak RSS MB | logsage (grep) MB/s | ratio "
-          "| peak RSS MB | logsage (python) MB/s | peak RSS MB |")
+    print(f"cores: {os.cpu_count()}, load average after: {os.getloadavg()[0]:.2f}; grep -c pattern "
+          f"{GREP_PATTERN!r}; best of {args.repeats} interleaved runs; auto prefilter = {tool}")
+    print("| log MB | grep -c MB/s | logsage auto MB/s | ratio | CPU s grep / logsage | peak RSS MB "
+          "| logsage --prefilter grep MB/s | ratio | --prefilter python MB/s | its RSS MB |")
     print("|---" * 10 + "|")
-    for size, grep, fast, fast_grep, slow in rows:
-        print(f"| {size:.0f} | {size / grep.seconds:.0f} | {size / fast.seconds:.0f} | {grep.seconds / fast.seconds:.2f} "
-              f"| {fast.rss_mb:.0f} | {size / fast_grep.seconds:.0f} | {grep.seconds / fast_grep.seconds:.2f} "
-              f"| {fast_grep.rss_mb:.0f} | {size / slow.seconds:.0f} | {slow.rss_mb:.0f} |")
+    for size, grep, auto, with_grep, python in rows:
+        py = f"{size / python.seconds:.0f} | {python.rss_mb:.0f}" if python.stdout else "- | -"
+        print(f"| {size:.0f} | {size / grep.seconds:.0f} | {size / auto.seconds:.0f} | {grep.seconds / auto.seconds:.2f} "
+              f"| {grep.cpu_seconds:.2f} / {auto.cpu_seconds:.2f} | {auto.rss_mb:.0f} "
+              f"| {size / with_grep.seconds:.0f} | {grep.seconds / with_grep.seconds:.2f} | {py} |")
     return 0
 
 

@@ -188,8 +188,11 @@ _COMPILED = tuple((rule, re.compile(rule.pattern)) for rule in RULES)
 ANCHORS: tuple[str, ...] = tuple(sorted({a for rule in RULES for a in rule.anchors}))
 _PREFIX_RE = re.compile(r"^\s*(\d+): ")  # srun --label
 _INNER_RE = re.compile(r"^\[([a-z]*)(\d+)\]: ?")  # torchrun [default3]: / torch [rank3]:
+_LINE_PREFIX_RE = re.compile(r"^[ \t]*(?:(\d+): )?(?:\[[a-z]*(\d+)\]:)?", re.M)  # both, per line
 _TEXT_RANK_RE = re.compile(r"\[(?:PG(?: ID)? \d+ (?:PG GUID \S+ )?)?Rank (\d+)\]")
-_WORLD_RE = re.compile(r"(?i)\bworld[_ ]?size\b\W{0,3}(\d+)|\brank \d+/(\d+)\b|\bnranks (\d+)")
+# world size statements; each starts with a literal, so the regex engine's fast prefix search applies
+_WORLD_RES = tuple(re.compile(p) for p in (r"world_size\W{0,3}(\d+)", r"WORLD_SIZE\W{0,3}(\d+)", r"world size\W{0,3}(\d+)",
+                                          r"rank \d+/(\d+)\b", r"nranks (\d+)"))
 _FRAME_RE = re.compile(r'^\s+File "([^"]*)", line (\d+),? in (\S+)')
 _EXC_RE = re.compile(r"^([A-Za-z_][\w.]*)(?::\s?(.*))?$")
 _SIGNAL_NAME_RE = re.compile(r"\bSIG(?:USR[12]|HUP|TERM|INT|QUIT|ALRM)\b|\bsignal \d+\b", re.I)
@@ -470,13 +473,14 @@ def _census(path: Path, facts: _Facts) -> None:
             parts.append(f.read())
         elif size > CENSUS_BYTES:
             parts.append(f.read())
-    for part in parts:
-        for raw in part.decode("utf-8", "replace").splitlines():
-            label, inner, text = _split_prefix(raw)
-            _note_rank(facts, label, inner)
-            m = _WORLD_RE.search(text)
-            if m:
-                facts.world_size = max(facts.world_size, int(next(g for g in m.groups() if g)))
+    for part in parts:  # whole-block regexes: a Python loop per line would cost more than the scan
+        text = part.decode("utf-8", "replace")
+        for m in _LINE_PREFIX_RE.finditer(text):
+            if m.group(1) or m.group(2):
+                _note_rank(facts, int(m.group(1)) if m.group(1) else None, int(m.group(2)) if m.group(2) else None)
+        for rx in _WORLD_RES:
+            for m in rx.finditer(text):
+                facts.world_size = max(facts.world_size, int(m.group(1)))
 
 
 def _note_rank(facts: _Facts, label: int | None, inner: int | None) -> None:
