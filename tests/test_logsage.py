@@ -112,6 +112,7 @@ def test_policy_matches_the_fault_table_for_every_injected_fault() -> None:
     for name, fault in FAULTS.items():
         assert logsage.POLICY[name].restart == fault.restart
         assert logsage.POLICY[name].category == fault.category
+    assert set(logsage.WHAT_HAPPENED) == set(logsage.POLICY), "every cause needs its explanation wording"
 
 
 def test_every_rule_regex_needs_one_of_its_anchors() -> None:

@@ -166,6 +166,36 @@ POLICY: dict[str, Policy] = {
     "DONE": Policy(NONE, STOP, "the application finished"),
 }
 
+# cause -> what the log shows happened (the explanation's wording)
+WHAT_HAPPENED: dict[str, str] = {
+    "GPU_ERROR": "hit a GPU error (CUDA error / Xid)",
+    "GPU_SLEEP": "stalled outside any collective with its threads alive, as on a stuck GPU kernel, and the "
+                 "others timed out waiting for it",
+    "LOCK_GIL": "froze: its Python threads went silent while faulthandler still dumped its stacks (the GIL "
+                "was held), and the others timed out waiting for it",
+    "SIGSTOP": "went completely silent (a stopped process) and had to be killed, while the others timed out "
+               "waiting for it",
+    "HANG": "stopped making progress and the others timed out waiting for it",
+    "WORKLOAD_EXC": "raised an exception of its own",
+    "ASYNC_EXC": "was interrupted by an exception it did not raise (no message, no raise statement: raised "
+                 "asynchronously from outside the code)",
+    "SIGNAL_EXC": "raised an exception from a signal handler",
+    "OS_ABORT": "aborted (SIGABRT)",
+    "SEGFAULT": "crashed with a segmentation fault",
+    "SIGKILL": "was killed by SIGKILL without a word",
+    "SIGTERM": "was terminated by SIGTERM from outside",
+    "SIGINT": "was interrupted by SIGINT",
+    "CRASH": "died without a word",
+    "OOM": "ran out of memory",
+    "NETWORK": "lost connections without any rank failing on its own (network)",
+    "EXTERNAL_SIGNAL": "received a signal from outside",
+    "PREEMPTION": "was preempted by the scheduler",
+    "CANCELLED": "was cancelled from outside",
+    "NODE_FAIL": "lost a node",
+    "TIME_LIMIT": "hit its time limit",
+    "DONE": "finished",
+}
+
 # exit statuses that name a signal death: negative (Python's Popen), 128+n (shells), srun words
 SIGNAL_FAULT = {"SIGKILL": "SIGKILL", "SIGTERM": "SIGTERM", "SIGINT": "SIGINT", "SIGSEGV": "SEGFAULT",
                 "SIGABRT": "OS_ABORT", "SIGBUS": "SEGFAULT", "SIGHUP": "SIGTERM"}
@@ -973,10 +1003,10 @@ def _analyze_path(path: Path, settings: Settings) -> Verdict:
     policy = POLICY[cause]
     fault_type = cause if cause in FAULTS else None
     evidence = _ordered_evidence(keys, facts.evidence)
-    who = f"rank{'s' if len(primary) != 1 else ''} {', '.join(map(str, primary))}" if primary else "the job"
-    what = fault_type or cause.replace("_", " ").lower()
-    explanation = (f"{who}: {what} ({policy.category}); {policy.why}. Decision: "
-                   f"{'restart' if policy.restart == RESTART else 'do not restart'}.")
+    who = f"Rank{'s' if len(primary) != 1 else ''} {', '.join(map(str, primary))}" if primary else "The job"
+    victims = f" {len(secondary)} other rank{'s' if len(secondary) != 1 else ''} only show symptoms." if secondary else ""
+    explanation = (f"{who} {WHAT_HAPPENED.get(cause, cause.lower())} ({fault_type or cause}, {policy.category})."
+                   f"{victims} {'Restart' if policy.restart == RESTART else 'Do not restart'}: {policy.why}.")
     detail = why + (f"; first evidence line {keys[0].line}: {keys[0].text[:200]}" if keys else "")
     if checkpoint:
         detail += "; a checkpoint was saved (reported, decision kept)"
