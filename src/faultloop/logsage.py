@@ -460,8 +460,9 @@ def _grow_pipe(stream: IO[bytes]) -> None:
 
 
 def _scan_python(path: Path) -> Iterator[_Hit]:
-    """Pure-Python prefilter: one regex over 8 MB blocks, newlines counted only between hits."""
-    anchor_re = re.compile("|".join(re.escape(a) for a in ANCHORS).encode())
+    """Pure-Python prefilter: per 8 MB block, bytes.find for each anchor (C speed, about twice a
+    combined regex), then the hit lines in order, newlines counted only between hits."""
+    anchors = [a.encode() for a in ANCHORS]
     line_no, base = 1, 0  # line number at offset `base`
     carry = b""
     with open(path, "rb") as f:
@@ -474,18 +475,21 @@ def _scan_python(path: Path) -> Iterator[_Hit]:
             if end == 0:
                 carry = data
                 continue
-            pos = counted = 0
-            while True:
-                m = anchor_re.search(data, pos, end)
-                if not m:
-                    break
-                start = data.rfind(b"\n", 0, m.start()) + 1
-                stop = data.find(b"\n", m.end(), end)
+            starts: set[int] = set()
+            for anchor in anchors:
+                i = data.find(anchor, 0, end)
+                while i != -1:
+                    line_start = data.rfind(b"\n", 0, i) + 1
+                    starts.add(line_start)
+                    stop = data.find(b"\n", i, end)
+                    i = data.find(anchor, end if stop == -1 else stop + 1, end)
+            counted = 0
+            for start in sorted(starts):
+                stop = data.find(b"\n", start, end)
                 stop = end if stop == -1 else stop
                 line_no += data.count(b"\n", counted, start)
                 counted = start
                 yield _Hit(line_no, base + start, data[start:stop].rstrip(b"\r").decode("utf-8", "replace"))
-                pos = stop + 1
             line_no += data.count(b"\n", counted, end)
             base += end
             carry = data[end:]
