@@ -318,7 +318,6 @@ class _Facts:
     label_pairs: set[tuple[int | None, int | None]] = field(default_factory=set)  # (srun label, inner)
     layout: tuple[int, int] = (-1, 0)  # (label pairs seen, ranks per node if labels are nodes)
     first: dict[tuple[str, int | None], Evidence] = field(default_factory=dict)  # (kind, rank)
-    hints: dict[int | None, dict[str, Evidence]] = field(default_factory=dict)  # rank -> rule -> first
     evidence: list[Evidence] = field(default_factory=list)
     blocks: list[tuple[str, int, int, int | None, int | None]] = field(default_factory=list)
     exits: dict[int, _Exit] = field(default_factory=dict)
@@ -568,12 +567,12 @@ def _classify(text: str) -> tuple[Rule, re.Match[str]] | None:
 
 
 def _add(facts: _Facts, ev: Evidence) -> None:
+    """Keep the first evidence of each kind per rank (state bounded by kinds x ranks)."""
     key = (ev.kind, ev.rank)
     if key not in facts.first:
         facts.first[key] = ev
         if len(facts.evidence) < MAX_EVIDENCE:
             facts.evidence.append(ev)
-    facts.hints.setdefault(ev.rank, {}).setdefault(ev.rule, ev)
 
 
 def _scan(path: Path, facts: _Facts, settings: Settings) -> None:
@@ -915,7 +914,6 @@ def _hang_cause(facts: _Facts, rank: int) -> str:
 
 def _crash_cause(facts: _Facts, rank: int) -> str:
     """The fault a crashed rank's own evidence names, strongest evidence first."""
-    hints = facts.hints.get(rank, {})
     first = facts.first
     if (GPU, rank) in first:
         return "GPU_ERROR"
@@ -931,9 +929,6 @@ def _crash_cause(facts: _Facts, rank: int) -> str:
         return SIGNAL_FAULT.get(sig or "", "EXTERNAL_SIGNAL")
     if ex and ex.signal in SIGNAL_FAULT:
         return SIGNAL_FAULT[ex.signal]
-    death = next((e for e in hints.values() if e.kind == DEATH and e.hint), None)
-    if death:
-        return death.hint or "CRASH"
     if (NETWORK_KIND, rank) in first:
         return "NETWORK"
     return "CRASH"
@@ -1036,7 +1031,6 @@ def _single_process(facts: _Facts) -> None:
         else:
             moved.setdefault((kind, rank), ev)
     facts.first = moved
-    facts.hints = {0 if r is None else r: h for r, h in facts.hints.items()}
 
 
 def _ordered_evidence(keys: list[Evidence], rest: list[Evidence]) -> list[Evidence]:
