@@ -1014,6 +1014,7 @@ def _analyze_path(path: Path, settings: Settings) -> Verdict:
 
 
 def _has_text(path: Path) -> bool:
+    """Whether the file has anything but whitespace (an empty log is NO LOGS, like upstream's)."""
     with open(path, "rb") as f:
         while block := f.read(1 << 16):
             if block.strip():
@@ -1034,6 +1035,7 @@ def _single_process(facts: _Facts) -> None:
 
 
 def _ordered_evidence(keys: list[Evidence], rest: list[Evidence]) -> list[Evidence]:
+    """The lines behind the decision first, then the rest in log order (capped)."""
     seen = {id(e) for e in keys}
     return keys + sorted((e for e in rest if id(e) not in seen), key=lambda e: e.line)[: MAX_EVIDENCE - len(keys)]
 
