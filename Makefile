@@ -16,7 +16,7 @@ RUN_CONFIG ?= pool_file=config/pools/quick.tsv session=quick
 SNAKEMAKE_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: run test setup slurm-deps lint fmt bench clean-results
+.PHONY: run test setup system-deps lint fmt bench clean-results
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,10 +32,14 @@ run: setup
 	$(BIN)/snakemake --profile profiles/local --config $(RUN_CONFIG) $(SNAKEMAKE_ARGS)
 	@$(BIN)/faultloop where $(RUN_CONFIG) | grep '^report:'
 
-slurm-deps:
+# Debian packages the tests use: SLURM (a real local cluster) and ripgrep (logsage's fastest
+# prefilter; without it logsage falls back to grep).
+system-deps:
 	bash scripts/slurm-cluster.sh install
+	command -v rg >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	  apt-get install -y -qq --no-install-recommends ripgrep) || echo "ripgrep not installed; logsage uses grep"
 
-test: setup slurm-deps
+test: setup system-deps
 	$(BIN)/python -m pytest -ra $(PYTEST_ARGS)
 
 lint: setup

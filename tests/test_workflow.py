@@ -107,3 +107,23 @@ def test_tracking_tsv_upserts_rows(tmp_path):
     assert lines[0] == "JOB_ID\tFAULT_TYPE\tRANK\tITER\tNODES\tEXPERIMENT_DIR"
     assert lines[1] == f"local-3\tSIGKILL\t1\t5\t2\t{(tmp_path / cell.name).resolve()}"
     assert len(lines) == 3
+
+
+def test_strip_log_removes_markers_and_experiment_names(tmp_path):
+    from faultloop.workflow import strip_log
+
+    cell = tmp_path / "n2_SIGKILL_r1_i5"
+    (cell / "logs/slurm").mkdir(parents=True)
+    (cell / "logs/slurm/7.0.1.main_workload.log").write_text(
+        "0: iteration 4/ 30 | lm loss: 1.0\n"
+        "1: [2026-11-30 20:21:45.652328] FAULT INJECTION: Rank 1 will inject fault SIGKILL at 20:21:45\n"
+        "1: nvidia_resiliency_ext.shared_utils.inject_fault CRITICAL sending signal\n"
+        f"0: saving checkpoint to {cell}/checkpoints/iter_5\n"
+        "2: RuntimeError: Connection closed by peer\n"
+    )
+    (cell / "job.json").write_text('{"main_log": "logs/slurm/7.0.1.main_workload.log"}')
+    assert strip_log(cell / "job.json", cell / "out.log") == 3
+    text = (cell / "out.log").read_text()
+    assert "FAULT INJECTION" not in text and "inject_fault" not in text
+    assert "SIGKILL" not in text and "r1_i5" not in text
+    assert f"{tmp_path}/experiment/checkpoints/iter_5" in text and "Connection closed by peer" in text

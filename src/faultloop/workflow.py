@@ -6,11 +6,13 @@ import argparse
 import contextlib
 import fcntl
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from faultloop import layout, slurm
+from faultloop.faults import FAULT_NAMES
 from faultloop.pool import Cell
 
 
@@ -118,6 +120,9 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
     return overrides
 
 
+CELL_DIR_RE = re.compile(r"n\d+_(?:" + "|".join(FAULT_NAMES) + r")_r\d+_i\d+")
+
+
 def strip_log(manifest_path: Path, output: Path) -> int:
     """Write the analyzers' copy of a cell's main log with every ground-truth line removed."""
     from faultloop.faults import strip_markers
@@ -130,7 +135,9 @@ def strip_log(manifest_path: Path, output: Path) -> int:
         print(f"no main log for this run ({source}); the analyzers get an empty log", file=sys.stderr)
     else:
         with open(source, errors="replace") as handle:
-            lines = list(strip_markers(handle))
+            # Experiment folder names (n2_SIGKILL_r1_i5) spell out the truth: a workload that
+            # prints its paths (Megatron prints its arguments) must not give the answer away.
+            lines = [CELL_DIR_RE.sub("experiment", line) for line in strip_markers(handle)]
     layout.write_atomic(output, "".join(lines))
     print(f"{source}: kept {len(lines)} lines", file=sys.stderr)
     return len(lines)
