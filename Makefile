@@ -16,7 +16,7 @@ RUN_CONFIG ?= pool_file=config/pools/quick.tsv session=quick
 SNAKEMAKE_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: run test setup system-deps lint fmt bench clean-results
+.PHONY: run test setup system-deps lint fmt clean-results
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
