@@ -26,8 +26,8 @@ CONFIG = ("pool_file=tiny.tsv", "gpus_per_node=2", "session=loop")
 SESSION = Path("results/fault_injection/loop")
 ANALYZER = Path("src/faultloop/logsage.py")
 # Patches a user might make between iterations: each mis-states one fault's restart decision.
-BREAK_SIGKILL = '\nPOLICY["SIGKILL"] = Policy(CRASH, RESTART, "test patch")\n'
-BREAK_WORKLOAD_EXC = '\nPOLICY["WORKLOAD_EXC"] = Policy(EXCEPTION, RESTART, "test patch")\n'
+BREAK_SIGKILL = '\nPOLICY["SIGKILL"] = Policy("crash", RESTART, "test patch")\n'
+BREAK_WORKLOAD_EXC = '\nPOLICY["WORKLOAD_EXC"] = Policy("exception", RESTART, "test patch")\n'
 
 
 def dry_run(workdir: Path, *args: str) -> str:
@@ -145,6 +145,7 @@ def test_killed_snakemake_loses_no_finished_cell(loop):
     )
     deadline = time.monotonic() + 400
     while time.monotonic() < deadline and not list(session.glob("n*/analysis/score.json")):
+        assert proc.poll() is None, "snakemake ended before the kill"
         time.sleep(0.5)
     os.kill(proc.pid, signal.SIGKILL)  # Snakemake dies mid-run, like a crash
     proc.wait()
