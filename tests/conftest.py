@@ -17,6 +17,7 @@ WORKFLOW_FILES = ("Snakefile", "workflow", "config", "profiles", "src")
 
 def copy_workflow(dest: Path) -> Path:
     """A private copy of the workflow, so tests can patch code and keep results apart."""
+    dest.mkdir(parents=True, exist_ok=True)
     for name in WORKFLOW_FILES:
         source = REPO / name
         if source.is_dir():
