@@ -18,12 +18,13 @@ import os
 import pickle
 import re
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from multiprocessing import get_all_start_methods, get_context
 from typing import Any
+
+from faultloop import layout
 
 DEFAULT_PATTERN = "_dump_*"
 # Collectives kept per (rank, group) for cross-rank comparison: enough to cover the lag of a hang
@@ -653,19 +654,6 @@ def analyze_dir(fr_path: str, pattern: str = DEFAULT_PATTERN, **kwargs: Any) -> 
     return analyze(find_dumps(fr_path, pattern), **kwargs)
 
 
-def _write_atomic(path: str, text: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-" + os.path.basename(path))
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="faultloop fr", description=__doc__.splitlines()[0])
     parser.add_argument("--fr-path", required=True, help="dump directory, or a prefix path like DIR/_dump_")
@@ -684,8 +672,8 @@ def main(argv: list[str] | None = None) -> int:
     as_json = json.dumps(result.to_json(), indent=2) + "\n"
     table = result.to_table()
     if args.output_json:
-        _write_atomic(args.output_json, as_json)
+        layout.write_atomic(args.output_json, as_json)
     if args.output_text:
-        _write_atomic(args.output_text, table)
+        layout.write_atomic(args.output_text, table)
     sys.stdout.write(as_json if args.format == "json" else table)
     return 0

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Iterable
 
+from faultloop import layout
 from faultloop.faults import FAULTS
 
 WORKLOADS = ("cpu_gloo",)
@@ -106,12 +107,6 @@ class Manifest:
     fault_fired: bool
     run_valid: bool
     invalid_reason: str | None
-
-
-def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def glog(level: str, message: str) -> str:
@@ -223,7 +218,7 @@ class NodeLauncher:
             self._print_summary(failures)
         result = NodeResult(self.node_rank, self.node_name, start, time.time(), timed_out,
                             failures[0].rank if failures else None, exits)
-        write_atomic(self.coord / f"node{self.node_rank}.json", json.dumps(asdict(result), indent=1))
+        layout.write_atomic(self.coord / f"node{self.node_rank}.json", json.dumps(asdict(result), indent=1))
         return 1 if failures else 0
 
     def _on_stop(self, signum: int, frame: object) -> None:
@@ -474,7 +469,7 @@ class RunJob:
                  + ("infrastructure failure: " + str(manifest.invalid_reason) if infra else
                     f"run_valid {manifest.run_valid}"))
         target = self.cell / ("infra_failure.json" if infra else "job.json")
-        write_atomic(target, json.dumps(asdict(manifest), indent=2) + "\n")
+        layout.write_atomic(target, json.dumps(asdict(manifest), indent=2) + "\n")
         if infra:
             print(f"faultloop run-job: infrastructure failure in {self.cell.name}: "
                   f"{manifest.invalid_reason}", file=sys.stderr)

@@ -7,14 +7,17 @@ leaks into an error message, an artifact or a log.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
-import openai
+
+if TYPE_CHECKING:
+    import openai
 
 # Local servers (vLLM, llama.cpp, ...) accept any key, but the openai client insists on one.
 PLACEHOLDER_KEY = "no-key"
@@ -87,6 +90,8 @@ def _attempt(
     schema_name: str,
     structured: bool,
 ) -> dict[str, Any]:
+    import openai  # imported on use: the deterministic paths never pay for it
+
     kwargs: dict[str, Any] = {}
     if structured:
         kwargs["response_format"] = {
@@ -135,6 +140,8 @@ def chat_json(settings: LLMSettings, system: str, user: str, schema: dict, *, sc
     with HTTP 400 is asked again without it and its text is parsed for the first JSON object.
     Timeouts, HTTP 5xx and malformed or schema-invalid answers are retried up to max_retries.
     """
+    import openai
+
     key = read_api_key(settings)
     client = openai.OpenAI(
         base_url=settings.base_url,
@@ -165,3 +172,24 @@ def chat_json(settings: LLMSettings, system: str, user: str, schema: dict, *, sc
         client.close()
     tried = "; ".join(f"attempt {i}: {msg}" for i, msg in enumerate(failures, 1))
     raise LLMError(f"LLM request to {where} failed after {len(failures)} attempts: {tried}")
+
+
+def add_cli_arguments(parser: argparse.ArgumentParser, *, timeout_s: float) -> None:
+    """The endpoint flags shared by every command that can ask an LLM (logsage, score)."""
+    parser.add_argument("--llm-base-url", default="")
+    parser.add_argument("--llm-model", default="")
+    parser.add_argument("--llm-api-key-file", default=None)
+    parser.add_argument("--llm-api-key-env", default="OPENAI_API_KEY")
+    parser.add_argument("--llm-timeout", type=float, default=timeout_s)
+    parser.add_argument("--llm-max-retries", type=int, default=2)
+
+
+def settings_from_args(args: argparse.Namespace) -> LLMSettings:
+    return LLMSettings(
+        base_url=args.llm_base_url,
+        model=args.llm_model,
+        api_key_file=args.llm_api_key_file or None,
+        api_key_env=args.llm_api_key_env,
+        timeout_s=args.llm_timeout,
+        max_retries=args.llm_max_retries,
+    )

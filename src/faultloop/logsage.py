@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
-from faultloop import faults
+from faultloop import faults, layout, llm
 from faultloop.faults import (CRASH, ERRORS_NOT_FOUND, EXTERNAL_SIGNAL, FAULTS, HANG, NETWORK, NO_LOGS, NONE, OOM,
                               OTHER, RESTART, STOP)
 
@@ -980,8 +980,8 @@ def analyze_log(path_or_lines: str | os.PathLike[str] | Iterable[str], settings:
 
 
 def _fingerprint_settings(settings: Settings) -> tuple[Any, ...]:
-    llm = settings.llm
-    return (settings.mode, getattr(llm, "model", None), getattr(llm, "base_url", None))
+    endpoint = settings.llm
+    return (settings.mode, getattr(endpoint, "model", None), getattr(endpoint, "base_url", None))
 
 
 def _analyze_path(path: Path, settings: Settings) -> Verdict:
@@ -1077,8 +1077,6 @@ def _tail(path: Path, n: int) -> list[str]:
 def analyze_with_llm(path: Path, settings: Settings) -> Verdict:
     """The LLM's verdict given the engine's evidence and the log tail; the deterministic verdict
     stays beside it, and replaces it (with the error recorded) when the model fails."""
-    from faultloop import llm
-
     det = analyze_log(path, Settings(prefilter=settings.prefilter, jobs=settings.jobs))
     version = analyzer_fingerprint(_fingerprint_settings(settings))
     if det.restart in (NO_LOGS, ERRORS_NOT_FOUND):
@@ -1138,14 +1136,6 @@ def _missing_module(name: str) -> bool:
 # -- CLI -----------------------------------------------------------------------------------------
 
 
-def _write_atomic(path: str, text: str) -> None:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, target)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="faultloop logsage", description="Attribute a failed job from its log.")
     parser.add_argument("--log-path", required=True)
@@ -1155,21 +1145,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=("deterministic", "llm", "upstream"), default="deterministic")
     parser.add_argument("--prefilter", choices=("auto", "rg", "grep", "python"), default="auto",
                         help="line prefilter: ripgrep, GNU grep or pure Python (auto: the first present)")
-    parser.add_argument("--llm-base-url", default="")
-    parser.add_argument("--llm-model", default="")
-    parser.add_argument("--llm-api-key-file", default=None)
-    parser.add_argument("--llm-api-key-env", default="OPENAI_API_KEY")
-    parser.add_argument("--llm-timeout", type=float, default=60.0)
-    parser.add_argument("--llm-max-retries", type=int, default=2)
+    llm.add_cli_arguments(parser, timeout_s=60.0)
     args = parser.parse_args(argv)
     path = Path(args.log_path)
     if args.mode == "llm":
-        from faultloop.llm import LLMSettings
-
         if not args.llm_base_url or not args.llm_model:
             parser.error("--mode llm needs --llm-base-url and --llm-model")
-        llm_settings = LLMSettings(args.llm_base_url, args.llm_model, args.llm_api_key_file or None,
-                                   args.llm_api_key_env, args.llm_timeout, args.llm_max_retries)
+        llm_settings = llm.settings_from_args(args)
         verdict = analyze_with_llm(path, Settings(mode="llm", prefilter=args.prefilter, llm=llm_settings))
     elif args.mode == "upstream":
         try:
@@ -1181,9 +1163,9 @@ def main(argv: list[str] | None = None) -> int:
         verdict = analyze_log(path, Settings(prefilter=args.prefilter))
     text, js = verdict.to_text(), json.dumps(verdict.to_json(), indent=2) + "\n"
     if args.output_text:
-        _write_atomic(args.output_text, text)
+        layout.write_atomic(args.output_text, text)
     if args.output_json:
-        _write_atomic(args.output_json, js)
+        layout.write_atomic(args.output_json, js)
     sys.stdout.write(js if args.format == "json" else text)
     return 0
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from faultloop import layout
 from faultloop.faults import FAULTS, expected_restart, strip_markers
+from faultloop import llm as llm_client
 from faultloop.llm import LLMError, LLMSettings, chat_json
 from faultloop.pool import Cell, PoolError, load_pool
 
@@ -479,12 +480,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--segment-size", type=int, default=32)
     p.add_argument("--output", type=Path, required=True)
     p.add_argument("--judge-mode", choices=JUDGE_MODES, default="code")
-    p.add_argument("--llm-base-url", default="")
-    p.add_argument("--llm-model", default="")
-    p.add_argument("--llm-api-key-file", default=None)
-    p.add_argument("--llm-api-key-env", default="OPENAI_API_KEY")
-    p.add_argument("--llm-timeout", type=float, default=120.0)
-    p.add_argument("--llm-max-retries", type=int, default=2)
+    llm_client.add_cli_arguments(p, timeout_s=120.0)
     return p
 
 
@@ -512,8 +508,6 @@ def main(argv: list[str]) -> int:
     truth = Truth(Cell(args.fault_type, args.rank, args.iter, args.nodes), args.gpus_per_node, args.segment_size)
     llm = None
     if args.judge_mode != "code":
-        llm = LLMSettings(base_url=args.llm_base_url, model=args.llm_model,
-                          api_key_file=args.llm_api_key_file or None, api_key_env=args.llm_api_key_env,
-                          timeout_s=args.llm_timeout, max_retries=args.llm_max_retries)
+        llm = llm_client.settings_from_args(args)
     write_score(score_cell_dir(args.cell_dir, truth, judge_mode=args.judge_mode, llm=llm), args.output)
     return 0
