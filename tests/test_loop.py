@@ -19,6 +19,8 @@ import pytest
 from conftest import BIN, copy_workflow, snakemake
 from test_workflow import planned, planned_outputs
 
+from faultloop.pool import load_pool
+
 pytestmark = pytest.mark.slow
 
 POOL = "FAULT_TYPE\tRANK\tITER\tNODES\nSIGKILL\t1\t5\t1\nWORKLOAD_EXC\t1\t5\t1\n"
@@ -60,6 +62,9 @@ def test_first_run_scores_every_cell(loop):
     assert rows["n1_SIGKILL_r1_i5"]["restart_correct"] == "false"
     assert rows["n1_WORKLOAD_EXC_r1_i5"]["restart_correct"] == "true"
     assert (loop / SESSION / "experiments_report.md").is_file()
+    # The next iteration's pool preset: exactly the failing cells.
+    failing = load_pool(pool_file=loop / SESSION / "failing_pool.tsv", gpus_per_node=2)
+    assert [c.name for c in failing] == ["n1_SIGKILL_r1_i5"]
     tracking = (loop / SESSION / "experiments.tsv").read_text().splitlines()
     assert tracking[0].split("\t") == ["JOB_ID", "FAULT_TYPE", "RANK", "ITER", "NODES", "EXPERIMENT_DIR"]
     assert len(tracking) == 3

@@ -13,6 +13,7 @@ min_version("9.0")
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 import faultloop.config as fl_config
+import faultloop.faults as fl_faults
 import faultloop.fr as fl_fr
 import faultloop.layout as layout
 import faultloop.logsage as fl_logsage
@@ -57,13 +58,13 @@ RUN_CELLS, NOT_RUN_CELLS = cell_targets(CELLS, SESSION, rejudge=REJUDGE)
 # Fingerprints of the analysis code and settings: Snakemake does not see edits to imported
 # modules, so these params make a patched analyzer re-run the analysis (never run_job).
 LOGSAGE_VERSION = fl_config.source_fingerprint(
-    fl_logsage, settings=tool_config(config["logsage"])
+    fl_logsage, fl_faults, settings=tool_config(config["logsage"])
 )
 FR_VERSION = fl_config.source_fingerprint(
     fl_fr, settings=(config["gpus_per_node"], config["fr_segment_size"])
 )
 SCORE_VERSION = fl_config.source_fingerprint(
-    fl_score, settings=tool_config(config["judge"])
+    fl_score, fl_faults, settings=tool_config(config["judge"])
 )
 REPORT_VERSION = fl_config.source_fingerprint(fl_report)
 

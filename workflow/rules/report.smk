@@ -9,6 +9,7 @@ rule aggregate_report:
         html=f"{SESSION}/report.html",
         heatmap=f"{SESSION}/heatmap.png",
         junit=f"{SESSION}/junit.xml",
+        failing_pool=f"{SESSION}/failing_pool.tsv",
     log:
         f"{SESSION}/logs/aggregate_report.log",
     conda:

@@ -1,4 +1,4 @@
-"""aggregate_report rule: the session report, heatmap, HTML page and JUnit file."""
+"""aggregate_report rule: the session report, heatmap, HTML page, JUnit file and failing pool."""
 
 from faultloop import report
 from faultloop.workflow import logged, run_cli
@@ -14,5 +14,7 @@ with logged(snakemake.log[0]):
             "--html", snakemake.output.html,
             "--heatmap", snakemake.output.heatmap,
             "--junit", snakemake.output.junit,
+            # The next iteration's pool: `--config pool_file=<session>/failing_pool.tsv`.
+            "--failing-pool", snakemake.output.failing_pool,
         ],
     )
