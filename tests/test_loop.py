@@ -14,6 +14,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 from conftest import BIN, copy_workflow, snakemake
@@ -62,6 +63,14 @@ def test_first_run_scores_every_cell(loop):
     assert rows["n1_SIGKILL_r1_i5"]["restart_correct"] == "false"
     assert rows["n1_WORKLOAD_EXC_r1_i5"]["restart_correct"] == "true"
     assert (loop / SESSION / "experiments_report.md").is_file()
+    session = loop / SESSION
+    cases = {c.get("name"): c for c in ElementTree.parse(session / "junit.xml").iter("testcase")}
+    assert set(cases) == {"n1_SIGKILL_r1_i5", "n1_WORKLOAD_EXC_r1_i5"}
+    assert "restart_correct" in cases["n1_SIGKILL_r1_i5"].find("failure").get("message")
+    assert cases["n1_WORKLOAD_EXC_r1_i5"].find("failure") is None
+    assert (session / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    html = (session / "report.html").read_text()
+    assert "n1_SIGKILL_r1_i5" in html and "data:image/png;base64," in html
     # The next iteration's pool preset: exactly the failing cells.
     failing = load_pool(pool_file=loop / SESSION / "failing_pool.tsv", gpus_per_node=2)
     assert [c.name for c in failing] == ["n1_SIGKILL_r1_i5"]

@@ -220,3 +220,24 @@ def test_broken_import_is_an_infra_failure_and_a_retry_cleans_up(tmp_path: Path,
     record = json.loads((cell_dir / "infra_failure.json").read_text())
     assert "libtorch_cpu.so" in record["invalid_reason"]
     assert record["state"] == "FAILED" and record["rank_exits"]["0"]["exitcode"] == 1
+
+
+# The analyzers on these same real runs (no extra jobs): FR names the exact injected rank for
+# every hang and for crashes whose culprit left no dump; logsage gets every cell right.
+@pytest.mark.parametrize("fault", HANGS + ["SIGKILL", "SEGFAULT", "OS_ABORT", "SIGTERM"])
+def test_fr_names_the_injected_rank(cells, fault):
+    from faultloop.fr import analyze_dir
+
+    result = analyze_dir(str(cells[fault].dir / "checkpoints"), world_size=NODES * PER_NODE, gpus_per_node=PER_NODE)
+    assert result.suspect_ranks == [RANK], (fault, result.to_json())
+    assert result.scope == "rank"
+
+
+@pytest.mark.parametrize("fault", FAULT_NAMES)
+def test_logsage_attributes_the_stripped_log(cells, fault):
+    from faultloop.logsage import analyze_log
+
+    verdict = analyze_log(list(strip_markers(cells[fault].lines)))
+    assert verdict.primary_ranks == [RANK], (fault, verdict.to_json())
+    assert verdict.restart == FAULTS[fault].restart
+    assert verdict.fault_type == fault
