@@ -127,3 +127,14 @@ def test_strip_log_removes_markers_and_experiment_names(tmp_path):
     assert "FAULT INJECTION" not in text and "inject_fault" not in text
     assert "SIGKILL" not in text and "r1_i5" not in text
     assert f"{tmp_path}/experiment/checkpoints/iter_5" in text and "Connection closed by peer" in text
+
+
+def test_atomic_writes_are_readable_by_the_team(tmp_path):
+    import os
+
+    from faultloop import layout
+
+    layout.write_json_atomic(tmp_path / "sub" / "x.json", {"a": 1})
+    assert (tmp_path / "sub" / "x.json").read_text() == '{\n  "a": 1\n}\n'
+    assert os.stat(tmp_path / "sub" / "x.json").st_mode & 0o044 == 0o044, "group and others may read results"
+    assert [p.name for p in (tmp_path / "sub").iterdir()] == ["x.json"], "no temp file left behind"

@@ -27,6 +27,10 @@ SCORE_JSON = "analysis/score.json"
 CELL_SUBDIRS = ("logs/slurm", "checkpoints", "tensorboard")
 
 
+UMASK = os.umask(0o022)
+os.umask(UMASK)
+
+
 def session_dir(config: Mapping[str, Any]) -> Path:
     """`<base_experiments_dir>/fault_injection/<session>`."""
     return Path(config["base_experiments_dir"]) / FAULT_INJECTION / str(config["session"])
@@ -38,6 +42,7 @@ def write_atomic(path: str | Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~UMASK)  # mkstemp's 0600 would hide results from the team
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
         os.replace(tmp, path)
