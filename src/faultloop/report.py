@@ -21,16 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from jinja2 import Environment, PackageLoader, select_autoescape
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from jinja2 import Environment, PackageLoader, select_autoescape  # noqa: E402
-
-from faultloop import layout  # noqa: E402
-from faultloop.faults import FAULT_NAMES, FAULTS, HANG, RESTART, STOP  # noqa: E402
-from faultloop.pool import Cell, write_pool_file  # noqa: E402
-from faultloop.score import (  # noqa: E402
+from faultloop import layout
+from faultloop.faults import FAULT_NAMES, FAULTS, HANG, RESTART, STOP
+from faultloop.pool import Cell, write_pool_file
+from faultloop.score import (
     DIMENSIONS,
     JUDGE_DIMENSIONS,
     NA,
@@ -586,6 +582,11 @@ def _code(text: str) -> str:
 
 def write_heatmap(rows: list[ScoreRow], path: Path) -> None:
     """Overall pass rate per fault type x node count; grey where no cell was scored."""
+    import matplotlib  # imported on use: the workflow imports this module while planning
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     grp = groups(rows)
     faults = list(dict.fromkeys(f for f, _ in grp))
     nodes = sorted({n for _, n in grp})

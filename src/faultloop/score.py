@@ -472,6 +472,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--pool-file", help="pool TSV whose cells to list (default: the session's cell folders)")
     p.add_argument("--pool", help="one-line pool 'FAULT:RANK:ITER:NODES ...' (wins over --pool-file)")
     p.add_argument("--cell-dir", type=Path)
+    p.add_argument("--cell", help="the truth as a cell name n<N>_<FAULT>_r<R>_i<I> (instead of the four flags)")
     p.add_argument("--fault-type")
     p.add_argument("--rank", type=int)
     p.add_argument("--iter", type=int)
@@ -502,6 +503,12 @@ def main(argv: list[str]) -> int:
             return 1
         write_scores_tsv(gather_rows(args.session_dir, cells), args.output)
         return 0
+    if args.cell:
+        try:
+            named = Cell.from_name(args.cell)
+        except ValueError as error:
+            parser.error(str(error))
+        args.fault_type, args.rank, args.iter, args.nodes = named.fault_type, named.rank, named.iter, named.nodes
     missing = [f for f in ("cell_dir", "fault_type", "rank", "iter", "nodes") if getattr(args, f) is None]
     if missing:
         parser.error("scoring a cell needs " + ", ".join("--" + m.replace("_", "-") for m in missing))

@@ -186,8 +186,9 @@ def run_cell(args: argparse.Namespace, launch_argv: list[str]) -> int:
 
     from faultloop import launch
 
-    cell = Cell.from_name(args.cell)
-    session = Path(args.session)
+    manifest_path = Path(args.output)
+    cell = Cell.from_name(manifest_path.parent.name)
+    session = manifest_path.parent.parent
     cell_dir = session / cell.name
     # A re-run replaces the previous run's artifacts; stale dumps would mislead the FR analyzer.
     for sub in ("logs/slurm", "checkpoints"):
@@ -205,7 +206,9 @@ def run_cell(args: argparse.Namespace, launch_argv: list[str]) -> int:
         layout.write_json_atomic(target, manifest)
         status = 0 if manifest["run_valid"] else 1
     else:
-        status = int(launch.main(["--cell-dir", str(cell_dir), *launch_argv]) or 0)
+        own = ["--fault-type", cell.fault_type, "--rank", str(cell.rank), "--iter", str(cell.iter),
+               "--nodes", str(cell.nodes)]  # fmt: skip
+        status = int(launch.main(["--cell-dir", str(cell_dir), *own, *launch_argv]) or 0)
     if args.cleanup_cmd:
         slurm.run_per_node(args.cleanup_cmd)  # once per node of the allocation under SLURM
     infra_path = cell_dir / layout.INFRA_FAILURE
@@ -232,8 +235,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="faultloop cell", description=main.__doc__)
     sub = parser.add_subparsers(dest="step", required=True)
     run = sub.add_parser("run", help="run_job: launch the cell's job (launcher options after --)")
-    run.add_argument("--session", required=True)
-    run.add_argument("--cell", required=True, help="cell name, n<N>_<FAULT>_r<R>_i<I>")
+    run.add_argument("--output", required=True, help="the cell's job.json: <session>/n<N>_<FAULT>_r<R>_i<I>/job.json")
     run.add_argument("--attempt", type=int, default=1)
     run.add_argument("--max-attempts", type=int, default=1)
     run.add_argument("--workload-script", default="builtin")

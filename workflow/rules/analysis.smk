@@ -46,6 +46,7 @@ rule fr_analysis:
         segment_size=config["fr_segment_size"],
         version=FR_VERSION,
     shell:
-        "{params.cli} fr --fr-path {params.checkpoints:q} --world-size {params.world_size}"
+        '{params.cli} fr --fr-path "$(dirname {input.manifest:q})/checkpoints"'
+        " --world-size {params.world_size}"
         " --gpus-per-node {params.gpus_per_node} --segment-size {params.segment_size}"
         " --output-text {output.text:q} --output-json {output.json:q} > {log:q} 2>&1"

@@ -92,18 +92,18 @@ def llm_flags(settings):
     return shlex.join(flags)
 
 
-def launch_flags(wildcards):
-    """The built-in workload's launcher options for one cell."""
-    cell, run = CELL[wildcards.cell], config["run_job"]
-    return shlex.join(
-        [
-            "--fault-type", cell.fault_type, "--rank", str(cell.rank), "--iter", str(cell.iter),
-            "--nodes", str(cell.nodes), "--gpus-per-node", str(config["gpus_per_node"]),
-            "--fault-delay", str(config["fault_delay"]), "--iterations", str(run["iterations"]),
-            "--pg-timeout-s", str(run["pg_timeout_s"]), "--stall-timeout-s", str(run["stall_timeout_s"]),
-            "--kill-grace-s", str(run["kill_grace_s"]), "--job-timeout-s", str(run["job_timeout_s"]),
-        ]
-    )  # fmt: skip
+# The built-in workload's launcher options shared by every cell (the cell's own fault, rank,
+# iteration and node count come from its name). One string, not a function per job: input
+# functions dominate planning time on large pools.
+RUN = config["run_job"]
+LAUNCH_FLAGS = shlex.join(
+    [
+        "--gpus-per-node", str(config["gpus_per_node"]), "--fault-delay", str(config["fault_delay"]),
+        "--iterations", str(RUN["iterations"]), "--pg-timeout-s", str(RUN["pg_timeout_s"]),
+        "--stall-timeout-s", str(RUN["stall_timeout_s"]), "--kill-grace-s", str(RUN["kill_grace_s"]),
+        "--job-timeout-s", str(RUN["job_timeout_s"]),
+    ]
+)  # fmt: skip
 
 
 wildcard_constraints:
@@ -117,8 +117,3 @@ def cell_path(name):
 
 def rule_log(rule):
     return f"{SESSION}/logs/{rule}/{{cell}}.log"
-
-
-def truth_flags(cell):
-    """The injected truth of one cell, for the scorer (never given to the analyzers)."""
-    return ["--fault-type", cell.fault_type, "--rank", str(cell.rank), "--iter", str(cell.iter), "--nodes", str(cell.nodes)]  # fmt: skip

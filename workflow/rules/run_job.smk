@@ -49,17 +49,16 @@ if not REJUDGE:
             mpi="srun",
         params:
             cli=FAULTLOOP,
-            session=lambda wildcards, output: str(Path(output.manifest).parent.parent),
             max_attempts=config["run_job"]["infra_retries"] + 1,
             workload_script=WORKLOAD.script,
             gpus_per_node=config["gpus_per_node"],
             fault_delay=config["fault_delay"],
             cleanup=config["run_job"].get("cleanup_cmd", ""),
-            launch=launch_flags,
+            launch=LAUNCH_FLAGS,
             # Changes after an infrastructure failure, so the next invocation retries this cell.
             infra_failures=lambda wildcards: infra_failures(SESSION / wildcards.cell),
         shell:
-            "{params.cli} cell run --session {params.session:q} --cell {wildcards.cell}"
+            "{params.cli} cell run --output {output.manifest:q}"
             " --attempt {resources.attempt} --max-attempts {params.max_attempts}"
             " --workload-script {params.workload_script:q} --gpus-per-node {params.gpus_per_node}"
             " --fault-delay {params.fault_delay} --cleanup-cmd={params.cleanup:q}"

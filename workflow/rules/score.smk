@@ -18,15 +18,13 @@ rule judge_score:
         "../envs/faultloop.yaml"
     params:
         cli=FAULTLOOP,
-        cell_dir=lambda wildcards, input: str(Path(input.manifest).parent),
-        truth=lambda wildcards: shlex.join(truth_flags(CELL[wildcards.cell])),
         gpus_per_node=config["gpus_per_node"],
         segment_size=config["fr_segment_size"],
         mode=config["judge"]["mode"],
         llm=llm_flags(config["judge"]) if config["judge"]["mode"] != "code" else "",
         version=SCORE_VERSION,
     shell:
-        "{params.cli} score --cell-dir {params.cell_dir:q} {params.truth}"
+        '{params.cli} score --cell-dir "$(dirname {input.manifest:q})" --cell {wildcards.cell}'
         " --gpus-per-node {params.gpus_per_node} --segment-size {params.segment_size}"
         " --judge-mode {params.mode} {params.llm} --output {output.score:q} > {log:q} 2>&1"
 
