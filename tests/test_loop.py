@@ -70,7 +70,7 @@ def test_first_run_scores_every_cell(loop):
     assert cases["n1_WORKLOAD_EXC_r1_i5"].find("failure") is None
     assert (session / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     html = (session / "report.html").read_text()
-    assert "n1_SIGKILL_r1_i5" in html and "data:image/png;base64," in html
+    assert "data:image/png;base64," in html and "<td>SIGKILL</td>" in html and "<td>WORKLOAD_EXC</td>" in html
     # The next iteration's pool preset: exactly the failing cells.
     failing = load_pool(pool_file=loop / SESSION / "failing_pool.tsv", gpus_per_node=2)
     assert [c.name for c in failing] == ["n1_SIGKILL_r1_i5"]
