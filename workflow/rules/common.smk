@@ -53,7 +53,9 @@ CELL = {cell.name: cell for cell in POOL}
 REJUDGE = bool(invoked_until(sys.argv) - {"run_job"}) or bool(
     config.get("rejudge", False)
 )
-RUN_CELLS, _not_run = cell_targets(CELLS, SESSION, rejudge=REJUDGE)  # not-run cells: listed by `score`
+RUN_CELLS, _not_run = cell_targets(
+    CELLS, SESSION, rejudge=REJUDGE
+)  # not-run cells: listed by `score`
 
 # Fingerprints of the analysis code and settings: Snakemake does not see edits to imported
 # modules, so these params make a patched analyzer re-run the analysis (never run_job).
