@@ -17,7 +17,6 @@ import json
 import os
 import pickle
 import re
-import sys
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -669,11 +668,6 @@ def main(argv: list[str] | None = None) -> int:
     result = analyze_dir(args.fr_path, args.pattern, world_size=args.world_size,
                          gpus_per_node=args.gpus_per_node, segment_size=args.segment_size,
                          workers=args.workers)
-    as_json = json.dumps(result.to_json(), indent=2) + "\n"
-    table = result.to_table()
-    if args.output_json:
-        layout.write_atomic(args.output_json, as_json)
-    if args.output_text:
-        layout.write_atomic(args.output_text, table)
-    sys.stdout.write(as_json if args.format == "json" else table)
+    layout.emit_result(result.to_table(), result.to_json(), text_path=args.output_text,
+                       json_path=args.output_json, stdout_format=args.format)
     return 0

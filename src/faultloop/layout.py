@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Mapping
@@ -53,3 +54,13 @@ def write_atomic(path: str | Path, text: str) -> None:
 
 def write_json_atomic(path: str | Path, data: Any) -> None:
     write_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+def emit_result(text: str, data: Any, *, text_path: str | None, json_path: str | None, stdout_format: str) -> None:
+    """An analyzer's two output forms: write each where asked (atomically), print the chosen one."""
+    as_json = json.dumps(data, indent=2) + "\n"
+    if text_path:
+        write_atomic(text_path, text)
+    if json_path:
+        write_atomic(json_path, as_json)
+    sys.stdout.write(as_json if stdout_format == "json" else text)

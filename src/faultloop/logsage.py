@@ -1161,12 +1161,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     else:
         verdict = analyze_log(path, Settings(prefilter=args.prefilter))
-    text, js = verdict.to_text(), json.dumps(verdict.to_json(), indent=2) + "\n"
-    if args.output_text:
-        layout.write_atomic(args.output_text, text)
-    if args.output_json:
-        layout.write_atomic(args.output_json, js)
-    sys.stdout.write(js if args.format == "json" else text)
+    layout.emit_result(verdict.to_text(), verdict.to_json(), text_path=args.output_text,
+                       json_path=args.output_json, stdout_format=args.format)
     return 0
 
 

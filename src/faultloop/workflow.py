@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from faultloop import layout, slurm
-from faultloop.faults import FAULT_NAMES
+from faultloop.faults import FAULT_NAMES, strip_markers
 from faultloop.pool import Cell
 
 
@@ -125,8 +125,6 @@ CELL_DIR_RE = re.compile(r"n\d+_(?:" + "|".join(FAULT_NAMES) + r")_r\d+_i\d+")
 
 def strip_log(manifest_path: Path, output: Path) -> int:
     """Write the analyzers' copy of a cell's main log with every ground-truth line removed."""
-    from faultloop.faults import strip_markers
-
     manifest = json.loads(manifest_path.read_text())
     main_log = manifest.get("main_log")
     source = manifest_path.parent / main_log if main_log else None
@@ -187,14 +185,13 @@ def run_cell(args: argparse.Namespace, launch_argv: list[str]) -> int:
     from faultloop import launch
 
     manifest_path = Path(args.output)
-    cell = Cell.from_name(manifest_path.parent.name)
-    session = manifest_path.parent.parent
-    cell_dir = session / cell.name
+    cell_dir = manifest_path.parent
+    cell = Cell.from_name(cell_dir.name)
+    session = cell_dir.parent
     # A re-run replaces the previous run's artifacts; stale dumps would mislead the FR analyzer.
     for sub in ("logs/slurm", "checkpoints"):
         shutil.rmtree(cell_dir / sub, ignore_errors=True)
     (cell_dir / layout.INFRA_FAILURE).unlink(missing_ok=True)
-    manifest_path = cell_dir / layout.MANIFEST
     if args.workload_script != "builtin":
         env = {
             "FAULT_TYPE": cell.fault_type, "FAULT_RANK": str(cell.rank), "FAULT_AT_ITER": str(cell.iter),
