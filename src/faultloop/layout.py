@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -26,6 +27,32 @@ FR_TEXT = "analysis/fr.txt"
 FR_JSON = "analysis/fr.json"
 SCORE_JSON = "analysis/score.json"
 CELL_SUBDIRS = ("logs/slurm", "checkpoints", "tensorboard")
+SLURM_LOGS = "logs/slurm"
+FR_DUMP_PREFIX = "checkpoints/_dump_"  # + rank: torch's TORCH_FR_DUMP_TEMP_FILE convention
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """A job's files inside its cell, named by the job id as upstream names them."""
+
+    job_id: str
+
+    @property
+    def main_log(self) -> str:
+        return f"{SLURM_LOGS}/{self.job_id}.0.1.main_workload.log"
+
+    @property
+    def launch_out(self) -> str:
+        return f"{SLURM_LOGS}/{self.job_id}.launch.out"
+
+    @property
+    def events(self) -> str:
+        """torch's worker events (torchrun --event-log-handler console), kept out of the main log."""
+        return f"{SLURM_LOGS}/{self.job_id}.torchelastic_events.jsonl"
+
+    def torchrun_error(self, node: int) -> str:
+        """A node's torchrun error file (TORCHELASTIC_ERROR_FILE): its root-cause worker's error."""
+        return f"{SLURM_LOGS}/{self.job_id}.node{node}.torchrun_error.json"
 
 
 UMASK = os.umask(0o022)

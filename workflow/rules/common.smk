@@ -101,8 +101,9 @@ RUN = config["run_job"]
 LAUNCH_FLAGS = shlex.join(
     [
         "--gpus-per-node", str(config["gpus_per_node"]), "--fault-delay", str(config["fault_delay"]),
-        "--iterations", str(RUN["iterations"]), "--pg-timeout-s", str(RUN["pg_timeout_s"]),
-        "--stall-timeout-s", str(RUN["stall_timeout_s"]), "--kill-grace-s", str(RUN["kill_grace_s"]),
+        "--launcher", RUN["launcher"], "--iterations", str(RUN["iterations"]),
+        "--pg-timeout-s", str(RUN["pg_timeout_s"]), "--stall-timeout-s", str(RUN["stall_timeout_s"]),
+        "--kill-grace-s", str(RUN["kill_grace_s"]), "--shutdown-timeout-s", str(RUN["shutdown_timeout_s"]),
         "--job-timeout-s", str(RUN["job_timeout_s"]),
     ]
 )  # fmt: skip
