@@ -35,7 +35,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Iterable, Iterator
+from typing import IO, Callable, Iterable, Iterator
 
 import psutil
 
@@ -181,8 +181,12 @@ class LocalSrun:
         self.term_delay_s = term_delay_s
         self.kill_wait_s = kill_wait_s
 
-    def run(self, tasks: list[Task], deadline: float) -> tuple[list[TaskExit], bool]:
-        """Run the tasks to the end; returns their exits and whether the time limit was hit."""
+    def run(self, tasks: list[Task], deadline: float,
+            driver_alive: Callable[[], bool] = lambda: True) -> tuple[list[TaskExit], bool]:
+        """Run the tasks to the end; returns their exits and whether the time limit was hit.
+
+        When the driver is gone (Snakemake killed), every task is stopped at once: SIGTERM, then
+        SIGKILL a second later, so no rank outlives the run that started it."""
         procs: dict[int, subprocess.Popen[bytes]] = {}
         exits: dict[int, TaskExit] = {}
         pumps = []
@@ -203,6 +207,9 @@ class LocalSrun:
         timed_out = killed = False
         while len(exits) < len(tasks):
             now = time.time()
+            if not driver_alive() and termed_at is None:
+                termed_at, self.kill_wait_s = now, min(self.kill_wait_s, 1.0)
+                self._signal(procs, exits, signal.SIGTERM)
             for label, proc in procs.items():
                 if label not in exits and (code := proc.poll()) is not None:
                     exits[label] = TaskExit(label, code, now, termed_at is not None)
@@ -352,7 +359,12 @@ class RunJob:
                 tasks = self.local_tasks(port)
                 note(f"job {self.job_id}: {s.launcher} layout, {len(tasks)} task(s) on this machine, "
                      f"first: {shlex.join(tasks[0].argv)}")
-                exits, timed_out = LocalSrun(joblog, s.term_delay_s, s.kill_grace_s).run(tasks, deadline)
+                parent = os.getppid()
+                exits, timed_out = LocalSrun(joblog, s.term_delay_s, s.kill_grace_s).run(
+                    tasks, deadline, driver_alive=lambda: os.getppid() == parent)
+                if os.getppid() != parent:
+                    note("the process that started this job is gone: every task was stopped, nothing recorded")
+                    raise SystemExit(1)
                 node_names = [f"node{i}" for i in range(s.nodes)]
             for e in exits:
                 note(f"task {e.label} exited with code {e.exitcode}" + (" after being signalled" if e.stopped else ""))

@@ -56,7 +56,7 @@ if not REJUDGE:
             # Changes after an infrastructure failure, so the next invocation retries this cell.
             infra_failures=lambda wildcards: infra_failures(SESSION / wildcards.cell),
         shell:
-            "{params.cli} cell run --output {output.manifest:q}"
+            "exec env {params.cli} cell run --output {output.manifest:q}"
             " --attempt {resources.attempt} --max-attempts {params.max_attempts}"
             " --workload-script {params.workload_script:q} --cleanup-cmd={params.cleanup:q}"
             " {params.launch} > {log:q} 2>&1"
