@@ -138,3 +138,13 @@ def test_atomic_writes_are_readable_by_the_team(tmp_path):
     assert (tmp_path / "sub" / "x.json").read_text() == '{\n  "a": 1\n}\n'
     assert os.stat(tmp_path / "sub" / "x.json").st_mode & 0o044 == 0o044, "group and others may read results"
     assert [p.name for p in (tmp_path / "sub").iterdir()] == ["x.json"], "no temp file left behind"
+
+
+def test_unknown_config_key_fails_naming_it_and_the_nearest(workflow_copy):
+    (workflow_copy / "config" / "site.yaml").write_text("run_job:\n  pg_timeout: 20\n")
+    result = snakemake(workflow_copy, "-n", "--profile", "profiles/local", "--config", "gpus_per_nod=4", check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "--config: 'gpus_per_nod' is not a configuration key; did you mean 'gpus_per_node'?" in output
+    assert "config/site.yaml: 'run_job.pg_timeout' is not a configuration key; did you mean 'run_job.pg_timeout_s'?" in output
+    assert not (workflow_copy / "results").exists()

@@ -322,7 +322,7 @@ class RunJob:
     def slurm_argv(self, hosts: list[str], port: int) -> list[str]:
         """The real srun: one torchrun per node, or one task per rank."""
         s = self.spec
-        srun = ["srun", "--label", "--kill-on-bad-exit=1", "--unbuffered", f"--nodes={s.nodes}"]
+        srun = ["srun", "--label", "--kill-on-bad-exit=1", f"--nodes={s.nodes}"]
         if s.launcher == "torchrun":
             rdzv = ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"{hosts[0]}:{port}", "--rdzv-id", self.job_id]
             return [*srun, f"--ntasks={s.nodes}", "--ntasks-per-node=1", *self.torchrun_argv(rdzv)]

@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from snakemake.utils import min_version, validate
 
@@ -21,7 +22,20 @@ import faultloop.report as fl_report
 import faultloop.score as fl_score
 from faultloop.workflow import cell_targets, infra_failures, invoked_until, tool_config
 
-config.update(fl_config.resolve(config, workflow.config_settings.overwrite_config))
+try:
+    config.update(
+        fl_config.resolve(
+            config,
+            workflow.config_settings.overwrite_config,
+            schema=yaml.safe_load(
+                (
+                    Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
+                ).read_text()
+            ),
+        )
+    )
+except fl_config.ConfigError as error:
+    raise WorkflowError(str(error)) from None
 validate(config, "../schemas/config.schema.yaml")
 
 try:
