@@ -8,6 +8,7 @@ really happened in one of them.
 
 from __future__ import annotations
 
+import io
 import json
 import pickle
 import re
@@ -317,3 +318,18 @@ def test_srun_task_report_gives_rank_exits() -> None:
     ranks = read_srun_report(["srun: error: n1: task 1: Killed", "3: some output",
                               "srun: error: n2: tasks 2-3: Exited with exit code 1"])
     assert {r: (e.exitcode, e.signal) for r, e in ranks.items()} == {1: (-9, "SIGKILL"), 2: (1, None), 3: (1, None)}
+
+
+def test_events_cut_by_the_real_srun_are_joined_again(tmp_path: Path) -> None:
+    """srun cuts lines over 1 KiB into labelled pieces; other tasks' lines may come between."""
+    event = json.dumps({"name": "torchelastic.worker.status.FAILED", "source": "WORKER", "detail": "x" * 2500})
+    pieces = [event[i:i + 1024] for i in range(0, len(event), 1024)]
+    srun_out = [f"0: {pieces[0]}", "1: a line of node 1", f"0: {pieces[1]}", f"0: {pieces[2]}",
+                "srun: error: n1: task 0: Exited with exit code 1", "1: {\"name\": \"torchelastic.unfinished"]
+    log, events = tmp_path / "main.log", tmp_path / "events.jsonl"
+    with open(log, "wb") as out, open(events, "wb") as ev:
+        joblog = JobLog(out, ev)
+        joblog.pump(io.BytesIO("".join(f"{line}\n" for line in srun_out).encode()), None).join()
+    assert events.read_text().splitlines() == [event]
+    assert log.read_text().splitlines() == ["1: a line of node 1", "srun: error: n1: task 0: Exited with exit code 1",
+                                            "1: {\"name\": \"torchelastic.unfinished"]

@@ -117,37 +117,92 @@ def free_port() -> int:
 
 class JobLog:
     """The main log as srun writes it: whole lines, each with its task's label. torch's worker
-    events go to their own file; the last line of each label explains an early death."""
+    events go to their own file; the last line of each label explains an early death.
+
+    The real srun cuts lines longer than its buffer (1 KiB) into labelled pieces; an event's
+    pieces are joined again (they follow each other within their label)."""
+
+    MAX_PIECES = 64
 
     def __init__(self, log: IO[bytes], events: IO[bytes]) -> None:
         self._log = log
         self._events = events
         self._lock = threading.Lock()
+        self._pending: dict[bytes, list[bytes]] = {}  # srun label -> pieces of an event so far
         self.last: dict[int, str] = {}
 
     def line(self, label: int | None, raw: bytes) -> None:
         """One line of a task's output; label None: the line already carries srun's label."""
         data = raw.rstrip(b"\r\n")
         with self._lock:
-            if EVENT_RE.match(data):
-                self._events.write(data[data.index(b"{"):] + b"\n")
-                self._events.flush()
+            if label is None:
+                self._srun_line(data)
                 return
-            if label is not None:
-                data = f"{label}: ".encode() + data
-                if raw.strip():
-                    self.last[label] = raw.strip().decode(errors="replace")
-            self._log.write(data + b"\n")
-            self._log.flush()
+            if EVENT_RE.match(data):
+                self._event(data[data.index(b"{"):])
+                return
+            if raw.strip():
+                self.last[label] = raw.strip().decode(errors="replace")
+            self._write(f"{label}: ".encode() + data)
+
+    def _srun_line(self, data: bytes) -> None:
+        tag, sep, text = data.partition(b": ")
+        tag = tag.strip() if sep and tag.strip().isdigit() else b""
+        pieces = self._pending.get(tag)
+        if pieces is not None:
+            pieces.append(text)
+            joined = b"".join(pieces)
+            if _is_json(joined):
+                del self._pending[tag]
+                self._event(joined)
+            elif len(pieces) >= self.MAX_PIECES:
+                self._give_back(tag)
+            return
+        if EVENT_RE.match(data):
+            event = data[data.index(b"{"):]
+            if _is_json(event):
+                self._event(event)
+            else:
+                self._pending[tag] = [event]
+            return
+        self._write(data)
+
+    def _give_back(self, tag: bytes) -> None:
+        """Pieces that never made an event are ordinary lines after all."""
+        for piece in self._pending.pop(tag):
+            self._write(tag + b": " + piece if tag else piece)
+
+    def finish(self) -> None:
+        with self._lock:
+            for tag in list(self._pending):
+                self._give_back(tag)
+
+    def _event(self, event: bytes) -> None:
+        self._events.write(event + b"\n")
+        self._events.flush()
+
+    def _write(self, data: bytes) -> None:
+        self._log.write(data + b"\n")
+        self._log.flush()
 
     def pump(self, source: IO[bytes], label: int | None) -> threading.Thread:
         def run() -> None:
             for raw in iter(source.readline, b""):
                 self.line(label, raw)
             source.close()
+            if label is None:
+                self.finish()
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
         return thread
+
+
+def _is_json(data: bytes) -> bool:
+    try:
+        json.loads(data)
+    except ValueError:
+        return False
+    return True
 
 
 @dataclass
