@@ -281,11 +281,19 @@ def test_local_srun_labels_lines_and_stops_the_others_after_a_bad_exit(tmp_path:
              Task(2, ["bash", "-c", "trap '' TERM; echo stubborn; sleep 30"], {})]
     with open(log, "wb") as out, open(events, "wb") as ev:
         start = time.monotonic()
-        exits, timed_out = LocalSrun(JobLog(out, ev), term_delay_s=0.5, kill_wait_s=1.0).run(tasks, time.time() + 60)
+        exits, timed_out = LocalSrun(JobLog(out, ev), term_delay_s=0.5, kill_wait_s=1.0, step_id="7.0").run(
+            tasks, time.time() + 60)
         took = time.monotonic() - start
     assert not timed_out and took < 15
     assert [(e.label, e.exitcode, e.stopped) for e in exits] == [(0, -15, True), (1, 3, False), (2, -9, True)]
-    assert sorted(log.read_text().splitlines()) == ["0: hello", "1: bye", "2: stubborn"]
+    lines = log.read_text().splitlines()
+    assert sorted(line for line in lines if not line.startswith("srun")) == ["0: hello", "1: bye", "2: stubborn"]
+    # srun's own report: each bad exit in its words, then the step teardown kill-on-bad-exit starts
+    report = [line for line in lines if line.startswith("srun")]
+    assert report == ["srun: error: node0: task 1: Exited with exit code 3",
+                      "srun: launch/slurm: _step_signal: Terminating StepId=7.0",
+                      "srun: error: node0: task 0: Terminated", "srun: error: node0: task 2: Killed"]
+    assert read_srun_report(lines).keys() == {0, 1, 2}
     assert events.read_text() == '{"name": "torchelastic.worker.status.FAILED"}\n'
 
 

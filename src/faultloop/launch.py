@@ -167,6 +167,11 @@ class JobLog:
             return
         self._write(data)
 
+    def srun(self, text: str) -> None:
+        """A line srun prints itself (on its stderr, unlabelled)."""
+        with self._lock:
+            self._write(text.encode())
+
     def _give_back(self, tag: bytes) -> None:
         """Pieces that never made an event are ordinary lines after all."""
         for piece in self._pending.pop(tag):
@@ -207,11 +212,12 @@ def _is_json(data: bytes) -> bool:
 
 @dataclass
 class Task:
-    """One srun task: its label, command line and environment."""
+    """One srun task: its label (task id), command line, environment and node."""
 
     label: int
     argv: list[str]
     env: dict[str, str]
+    node: str = "node0"
 
 
 @dataclass
@@ -225,16 +231,18 @@ class TaskExit:
 class LocalSrun:
     """`srun --label --kill-on-bad-exit=1` for tasks on this machine.
 
-    Every line a task prints gets its label; when a task exits non-zero the others get SIGTERM
-    after `term_delay_s` (their own failures surface first, as srun's step teardown allows) and
-    SIGKILL `kill_wait_s` later (SLURM's KillWait). Signals reach each task's whole process tree,
-    as slurmstepd signals every process of a step.
+    Every line a task prints gets its label; srun reports every task that ends badly (`srun:
+    error: <node>: task <id>: <how>`); when a task exits non-zero the others get SIGTERM after
+    `term_delay_s` (their own failures surface first, as srun's step teardown allows) and SIGKILL
+    `kill_wait_s` later (SLURM's KillWait). Signals reach each task's whole process tree, as
+    slurmstepd signals every process of a step.
     """
 
-    def __init__(self, log: JobLog, term_delay_s: float, kill_wait_s: float) -> None:
+    def __init__(self, log: JobLog, term_delay_s: float, kill_wait_s: float, step_id: str = "0.0") -> None:
         self.log = log
         self.term_delay_s = term_delay_s
         self.kill_wait_s = kill_wait_s
+        self.step_id = step_id
 
     def run(self, tasks: list[Task], deadline: float,
             driver_alive: Callable[[], bool] = lambda: True) -> tuple[list[TaskExit], bool]:
@@ -253,10 +261,12 @@ class LocalSrun:
             except OSError as exc:
                 self.log.line(task.label, f"{task.argv[0]}: {exc.strerror or exc}".encode())
                 exits[task.label] = TaskExit(task.label, 127, time.time(), False)
+                self._report(task, 127)
                 continue
             procs[task.label] = proc
             assert proc.stdout is not None
             pumps.append(self.log.pump(proc.stdout, task.label))
+        by_label = {t.label: t for t in tasks}
         bad_at = min((e.time for e in exits.values() if e.exitcode), default=None)
         termed_at: float | None = None
         timed_out = killed = False
@@ -268,11 +278,14 @@ class LocalSrun:
             for label, proc in procs.items():
                 if label not in exits and (code := proc.poll()) is not None:
                     exits[label] = TaskExit(label, code, now, termed_at is not None)
+                    self._report(by_label[label], code)
                     if code and bad_at is None:
                         bad_at = now
             if termed_at is None and (now >= deadline or (bad_at is not None and now >= bad_at + self.term_delay_s)):
                 timed_out = now >= deadline and (bad_at is None or now < bad_at + self.term_delay_s)
                 termed_at = now
+                if not timed_out and len(exits) < len(tasks):
+                    self.log.srun(f"srun: launch/slurm: _step_signal: Terminating StepId={self.step_id}")
                 self._signal(procs, exits, signal.SIGTERM)
             elif termed_at is not None and not killed and now >= termed_at + self.kill_wait_s:
                 killed = True
@@ -281,6 +294,13 @@ class LocalSrun:
         for thread in pumps:
             thread.join(timeout=5)
         return [exits[t.label] for t in tasks], timed_out
+
+    def _report(self, task: Task, code: int) -> None:
+        """srun's own line for a task that ended badly (its wording: strsignal for a signal)."""
+        if code == 0:
+            return
+        how = f"Exited with exit code {code}" if code > 0 else signal.strsignal(-code) or f"Signal {-code}"
+        self.log.srun(f"srun: error: {task.node}: task {task.label}: {how}")
 
     @staticmethod
     def _signal(procs: dict[int, subprocess.Popen[bytes]], exits: dict[int, TaskExit], sig: signal.Signals) -> None:
@@ -365,13 +385,13 @@ class RunJob:
             rdzv = ["--rdzv-backend", "static", "--master-addr", "127.0.0.1", "--master-port", str(port)]
             return [Task(node, [*self.torchrun_argv([*rdzv, "--node-rank", str(node)])],
                          dict(env, FAULTLOOP_NODE_NAME=f"node{node}",
-                              TORCHELASTIC_ERROR_FILE=str(self.cell / self.paths.torchrun_error(node))))
+                              TORCHELASTIC_ERROR_FILE=str(self.cell / self.paths.torchrun_error(node))), f"node{node}")
                     for node in range(s.nodes)]
         return [Task(rank, [s.python, *self.workload_argv()],
                      dict(env, SLURM_PROCID=str(rank), SLURM_LOCALID=str(rank % s.gpus_per_node),
                           SLURM_NODEID=str(rank // s.gpus_per_node), SLURM_NTASKS=str(s.world_size),
                           MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                          FAULTLOOP_NODE_NAME=f"node{rank // s.gpus_per_node}"))
+                          FAULTLOOP_NODE_NAME=f"node{rank // s.gpus_per_node}"), f"node{rank // s.gpus_per_node}")
                 for rank in range(s.world_size)]
 
     def slurm_argv(self, hosts: list[str], port: int) -> list[str]:
@@ -415,7 +435,7 @@ class RunJob:
                 note(f"job {self.job_id}: {s.launcher} layout, {len(tasks)} task(s) on this machine, "
                      f"first: {shlex.join(tasks[0].argv)}")
                 parent = os.getppid()
-                exits, timed_out = LocalSrun(joblog, s.term_delay_s, s.kill_grace_s).run(
+                exits, timed_out = LocalSrun(joblog, s.term_delay_s, s.kill_grace_s, f"{self.job_id}.0").run(
                     tasks, deadline, driver_alive=lambda: os.getppid() == parent)
                 if os.getppid() != parent:
                     note("the process that started this job is gone: every task was stopped, nothing recorded")
