@@ -24,6 +24,7 @@ from faultloop.adopt import (
     disagreements,
     parse_report,
     read_tracking,
+    upstream_report,
     upstream_verdicts,
 )
 from faultloop.manifest import ADOPTED_WORKLOAD, Manifest, ManifestError
@@ -320,6 +321,26 @@ def test_upstream_verdicts_are_read_from_its_report(tmp_path):
     assert verdicts["n2_GPU_SLEEP_r0_i5"].judge_notes == "timeout | not the sleep"
     with open(session / "upstream_verdicts.tsv") as handle:
         assert len(list(csv.DictReader(handle, delimiter="\t"))) == 2
+
+
+def test_faultloops_own_report_is_never_taken_for_upstreams(tmp_path):
+    """A session adopted without upstream's report gets faultloop's under the same name later."""
+    session = make_session(tmp_path, ["51234\tSIGKILL\t1\t5\t2\tn2_SIGKILL_r1_i5"])
+    make_run(session, "n2_SIGKILL_r1_i5", "51234", SCHEDULED + INJECTOR)
+    assert not adopt(session, gpus_per_node=4).report_found
+    (session / "experiments_report.md").write_text(REPORT_HEADER + verdict_row(1, "SIGKILL", 1, "51234", "true"))
+    assert upstream_report(session) is None
+    again = adopt(session, gpus_per_node=4)
+    assert not again.report_found and again.verdicts == {} and upstream_verdicts(session) == {}
+    # With upstream's report there at the first adoption, it stays upstream's.
+    other = make_session(tmp_path, ["51234\tSIGKILL\t1\t5\t2\tn2_SIGKILL_r1_i5"], name="20260402_080000")
+    (other / "experiments_report.md").write_text(REPORT_HEADER + verdict_row(1, "SIGKILL", 1, "51234", "false"))
+    adopt(other, gpus_per_node=4)
+    assert upstream_report(other) == other / "experiments_report.md"
+    assert adopt(other, gpus_per_node=4).verdicts["n2_SIGKILL_r1_i5"].restart_correct == "false"
+    (other / "adoption.json").write_text("{not json")
+    with pytest.raises(AdoptError, match="adoption.json: not an adoption record"):
+        adopt(other, gpus_per_node=4)
 
 
 def test_a_broken_report_row_is_named_with_the_tracking_problems(tmp_path):

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -461,6 +462,38 @@ def disagreements(upstream: Mapping[str, UpstreamVerdict],
 
 
 @dataclass(frozen=True)
+class AdoptionRecord:
+    """adoption.json: what the first adoption found. faultloop's own report takes the name
+    experiments_report.md, so later adoptions need this to tell upstream's report from it."""
+
+    upstream_report: bool
+
+    @classmethod
+    def read(cls, session: Path) -> AdoptionRecord | None:
+        path = session / layout.ADOPTION_JSON
+        if not path.is_file():
+            return None
+        try:
+            return cls(upstream_report=json.loads(path.read_text())["upstream_report"] is True)
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise AdoptError(str(session), [f"{path}: not an adoption record ({error}); remove it to adopt "
+                                            f"afresh"]) from None
+
+    def write(self, session: Path) -> None:
+        layout.write_json_atomic(session / layout.ADOPTION_JSON, asdict(self))
+
+
+def upstream_report(session: Path) -> Path | None:
+    """The session's experiments_report.md if it is upstream's: it was there when the session was
+    first adopted (or it is being adopted now)."""
+    report = session / layout.REPORT_MD
+    if not report.is_file():
+        return None
+    record = AdoptionRecord.read(session)
+    return report if record is None or record.upstream_report else None
+
+
+@dataclass(frozen=True)
 class Adoption:
     """A session's runs as adopting found them, and upstream's verdicts."""
 
@@ -482,15 +515,15 @@ def adopt(session: Path, *, gpus_per_node: int, write: bool = True) -> Adoption:
         runs = read_tracking(session, gpus_per_node=gpus_per_node)
     except AdoptError as error:
         problems += error.problems
-    report = session / layout.REPORT_MD
+    report = upstream_report(session)
     verdicts: dict[str, UpstreamVerdict] = {}
-    if report.is_file():
+    if report is not None:
         verdicts, report_problems = parse_report(report, gpus_per_node=gpus_per_node)
         problems += report_problems
     if problems:
         raise AdoptError(str(session), problems)
     adoption = Adoption(session, [inspect_run(r, gpus_per_node=gpus_per_node) for r in runs], verdicts,
-                        report.is_file())
+                        report is not None)
     if write:
         write_adoption(adoption)
     return adoption
@@ -516,11 +549,10 @@ def write_adoption(adoption: Adoption) -> None:
             _write_manifest(c.manifest, infra)
         elif infra.is_file():
             infra.unlink()  # an earlier adoption's: this cell now shows a fired fault or no bad end
-    path = adoption.session / layout.UPSTREAM_VERDICTS_TSV
-    if adoption.verdicts and upstream_verdicts(adoption.session) != adoption.verdicts:
-        write_verdicts(adoption.verdicts, path)
-    elif not adoption.verdicts:
-        path.unlink(missing_ok=True)
+    if AdoptionRecord.read(adoption.session) is None:
+        AdoptionRecord(upstream_report=adoption.report_found).write(adoption.session)
+    if adoption.report_found and upstream_verdicts(adoption.session) != adoption.verdicts:
+        write_verdicts(adoption.verdicts, adoption.session / layout.UPSTREAM_VERDICTS_TSV)
 
 
 def summary(adoption: Adoption) -> str:

@@ -18,8 +18,10 @@ REPORT_MD = "experiments_report.md"
 REPORT_COLUMNS = ("#", "FAULT_TYPE", "NODES", "RANK", "ITER", "JOB_ID", "STATE", "run_valid", "restart_correct",
                   "rank_primary", "rank_any", "fault_described", "fr_rank_correct", "judge_notes")
 SCORES_TSV = "scores.tsv"
-# An adopted NVRx session: upstream's recorded verdict per cell, read from its experiments_report.md.
+# An adopted NVRx session: upstream's recorded verdict per cell, read from its experiments_report.md,
+# and what the first adoption found (whether that report is upstream's rather than faultloop's).
 UPSTREAM_VERDICTS_TSV = "upstream_verdicts.tsv"
+ADOPTION_JSON = "adoption.json"
 
 # Per cell, relative to the cell directory.
 MANIFEST = "job.json"

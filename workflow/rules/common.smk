@@ -40,7 +40,7 @@ try:
     if (
         ADOPT
         and (not UNTIL or "aggregate_report" in UNTIL)
-        and (SESSION / layout.REPORT_MD).is_file()
+        and fl_adopt.upstream_report(SESSION)
     ):
         raise fl_config.ConfigError(
             f"{SESSION / layout.REPORT_MD} is upstream's report of the adopted session and "
