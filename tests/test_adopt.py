@@ -202,10 +202,11 @@ def test_a_scheduled_fault_that_never_fired_is_an_infrastructure_failure(tmp_pat
      "signal SIGTERM"),
 ])
 def test_a_marker_that_contradicts_the_tracking_file_makes_the_run_invalid(tmp_path, line, names):
-    session, folder = one_cell(tmp_path, TRAINING + line + INJECTOR)
-    adopt(session, gpus_per_node=4)
+    session, folder = one_cell(tmp_path, TRAINING + line + INJECTOR, launch_out=SRUN_KILLED)
+    adoption = adopt(session, gpus_per_node=4)
     m = manifest(folder)
     assert not m.run_valid and "contradicts experiments.tsv" in m.invalid_reason and names in m.invalid_reason
+    assert not adoption.cells[0].infra and not (folder / "infra_failure.json").exists(), "a wrong fault is no infra failure"
 
 
 @pytest.mark.parametrize("evidence, state", [

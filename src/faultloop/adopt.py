@@ -1,19 +1,18 @@
 """Adopt a session that NVIDIA's bash loop (NVRx nvrx-attr) ran, so faultloop can re-judge it.
 
-Those runs cost GPU hours. Upstream leaves, per session, an `experiments.tsv`, one folder per cell
-with `logs/slurm/<JOB_ID>.*.1.main_workload.log` and `checkpoints/_dump_*`, and an
-`experiments_report.md` graded by an LLM judge. Adopting writes the `job.json` that faultloop's
-chain needs, from what those artifacts show:
+Those runs cost GPU hours. Upstream leaves, per session, a tracking file, one folder per cell with
+the job's main log and its FR dumps (names in `layout`), and a report graded by an LLM judge.
+Adopting writes the manifest faultloop's chain needs, from what those artifacts show:
 
 * the truth (fault, rank, iteration, nodes) comes only from the tracking file;
 * whether the fault fired comes only from the injection markers (Megatron's `FAULT INJECTION`
   line, NVRx's injector logger), the lines every analyzer has stripped;
 * the end state comes only from lines the scheduler or the launcher printed (slurmstepd, srun,
-  torch's launcher) in the main log or `<JOB_ID>.launch.out`/`.err`: UNKNOWN where none shows it.
+  torch's launcher) in the main log or the job's launch output: UNKNOWN where none shows it.
 
 Upstream's recorded verdicts are kept in a small table beside faultloop's scores, so users see
-where the LLM judge and the code scorer disagree. A job.json that run_job wrote is never
-replaced, and upstream's experiments_report.md is only read.
+where the LLM judge and the code scorer disagree. A manifest that run_job wrote is never
+replaced, and upstream's report is only read.
 """
 
 from __future__ import annotations
@@ -59,7 +58,6 @@ class TrackedRun:
     cell: Cell
     job_id: str
     cell_dir: Path
-    where: str
 
 
 def experiment_dir(recorded: str, root: Path) -> Path | None:
@@ -100,7 +98,7 @@ def _tracked_row(fields: Mapping[str, str], where: str, root: Path, gpus_per_nod
         problems.append(f"{where}: EXPERIMENT_DIR {recorded} is not this cell's folder {root / cell.name}")
     if cell is None or folder is None or not JOB_ID_RE.match(job_id):
         return None
-    return TrackedRun(cell, job_id, folder, where)
+    return TrackedRun(cell, job_id, folder)
 
 
 def read_tracking(session: Path, *, gpus_per_node: int) -> list[TrackedRun]:
@@ -237,7 +235,7 @@ def scan(files: Iterable[Path], cell: Cell, cell_dir: Path) -> Evidence:
     """Read the run's files once, line by line (main logs run to gigabytes)."""
     found = Evidence()
     for path in files:
-        with open(path, errors="replace") as handle:
+        with open(path, encoding="utf-8", errors="replace") as handle:
             name = path.relative_to(cell_dir)
             for number, raw in enumerate(handle, start=1):
                 line = raw.rstrip("\n")
@@ -278,12 +276,7 @@ class CellAdoption:
     note: str
     manifest: Manifest | None = None
     dumps: int = 0
-
-    @property
-    def infra(self) -> bool:
-        """Ended badly before its fault fired: an infrastructure failure, never an attribution miss."""
-        m = self.manifest
-        return m is not None and self.status == ADOPTED and not m.fault_fired and m.state in ENDED_BADLY
+    infra: bool = False  # ended badly before its fault fired: never an attribution miss
 
 
 def _is_empty(folder: Path) -> bool:
@@ -323,8 +316,9 @@ def inspect_run(run: TrackedRun, *, gpus_per_node: int) -> CellAdoption:
                   f"(upstream counted this run as valid)")
     elif found.fired is None:
         reason = "no fault-injection marker in the main log"
-    if reason and state in ENDED_BADLY:
-        reason += f"; the job ended {state} before its fault fired: an infrastructure failure"
+    infra = found.fired is None and not found.mismatch and state in ENDED_BADLY
+    if infra:
+        reason = f"{reason}; the job ended {state} before its fault fired: an infrastructure failure"
     manifest = Manifest(
         job_id=run.job_id, workload=ADOPTED_WORKLOAD, fault_type=run.cell.fault_type, fault_rank=run.cell.rank,
         fault_iter=run.cell.iter, nodes=run.cell.nodes, gpus_per_node=gpus_per_node,
@@ -337,7 +331,7 @@ def inspect_run(run: TrackedRun, *, gpus_per_node: int) -> CellAdoption:
     if state_line is None:
         notes.append("no line shows how the job ended")
     dumps = len(list(folder.glob(layout.FR_DUMP_PREFIX + "*")))
-    return CellAdoption(run, ADOPTED, "; ".join(notes), manifest, dumps)
+    return CellAdoption(run, ADOPTED, "; ".join(notes), manifest, dumps, infra)
 
 
 # ---- upstream's recorded verdicts -----------------------------------------------------------
@@ -349,7 +343,7 @@ VERDICT_COLUMNS = ("CELL", "JOB_ID", "STATE", *VERDICT_DIMENSIONS, "judge_notes"
 
 @dataclass(frozen=True)
 class UpstreamVerdict:
-    """One cell's row of upstream's experiments_report.md: what its LLM judge recorded."""
+    """One cell's row of upstream's report table: what its LLM judge recorded."""
 
     cell: str
     job_id: str
@@ -463,8 +457,8 @@ def disagreements(upstream: Mapping[str, UpstreamVerdict],
 
 @dataclass(frozen=True)
 class AdoptionRecord:
-    """adoption.json: what the first adoption found. faultloop's own report takes the name
-    experiments_report.md, so later adoptions need this to tell upstream's report from it."""
+    """What the first adoption found. faultloop's own report takes the name of upstream's, so
+    later adoptions need this to tell upstream's report from it."""
 
     upstream_report: bool
 
@@ -484,7 +478,7 @@ class AdoptionRecord:
 
 
 def upstream_report(session: Path) -> Path | None:
-    """The session's experiments_report.md if it is upstream's: it was there when the session was
+    """The session's report file if it is upstream's: it was there when the session was
     first adopted (or it is being adopted now)."""
     report = session / layout.REPORT_MD
     if not report.is_file():
