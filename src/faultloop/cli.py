@@ -15,6 +15,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "fr": ("faultloop.fr", "attribute a failed job from its flight-recorder dumps"),
     "score": ("faultloop.score", "score one cell's attribution against the injected truth"),
     "report": ("faultloop.report", "aggregate scores into the session report"),
+    "adopt": ("faultloop.adopt", "take in a session NVRx's bash loop ran, to re-judge it without running anything"),
 }
 
 

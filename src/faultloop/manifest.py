@@ -13,7 +13,12 @@ from typing import Any
 
 from faultloop import layout
 
-STATES = ("COMPLETED", "FAILED", "TIMEOUT", "INFRA_FAILED")
+# run_job's states, then the end states an adopted run's artifacts can show (SLURM's names), and
+# UNKNOWN for an adopted run whose end no artifact shows.
+STATES = ("COMPLETED", "FAILED", "TIMEOUT", "INFRA_FAILED",
+          "CANCELLED", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY", "UNKNOWN")
+# The workload of a manifest `faultloop adopt` derived from another tool's run (never run_job's).
+ADOPTED_WORKLOAD = "adopted-nvrx"
 RANK_STATES = ("SUCCEEDED", "FAILED", "TERMINATED", "UNKNOWN")
 
 
@@ -67,6 +72,12 @@ class Manifest:
     fault_scheduled_time: float | None = None
     fault_fired_time: float | None = None
     end_time: float | None = None
+    state_evidence: str | None = None  # adopted runs: the log line that shows the end state
+
+    @property
+    def adopted(self) -> bool:
+        """Derived by `faultloop adopt` from an NVRx session, not written by run_job."""
+        return self.workload == ADOPTED_WORKLOAD
 
     def rank_exit(self, rank: int) -> RankExit | None:
         return next((e for e in self.rank_exits if e.rank == rank), None)

@@ -160,7 +160,7 @@ def run_site_workload(script: Path, cell: Cell, cell_dir: Path, env: Mapping[str
     with open(cell_dir / paths.launch_out, "w") as out:
         status = subprocess.run(["bash", str(script)], env={**os.environ, **env}, stdout=out,
                                 stderr=subprocess.STDOUT).returncode
-    logs = sorted((cell_dir / layout.SLURM_LOGS).glob(f"{job_id}.*.1.main_workload.log"))
+    logs = sorted(cell_dir.glob(paths.main_log_glob))
     fired = bool(logs) and "FAULT INJECTION" in logs[0].read_text(errors="replace")
     gpus = int(env["GPUS_PER_NODE"])
     return Manifest(
