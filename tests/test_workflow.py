@@ -110,6 +110,7 @@ def test_tracking_tsv_upserts_rows(tmp_path):
 
 
 def test_strip_log_removes_markers_and_experiment_names(tmp_path):
+    from faultloop.manifest import Manifest
     from faultloop.workflow import strip_log
 
     cell = tmp_path / "n2_SIGKILL_r1_i5"
@@ -121,7 +122,9 @@ def test_strip_log_removes_markers_and_experiment_names(tmp_path):
         f"0: saving checkpoint to {cell}/checkpoints/iter_5\n"
         "2: RuntimeError: Connection closed by peer\n"
     )
-    (cell / "job.json").write_text('{"main_log": "logs/slurm/7.0.1.main_workload.log"}')
+    Manifest(job_id="7", workload="cpu_gloo", fault_type="SIGKILL", fault_rank=1, fault_iter=5, nodes=2,
+             gpus_per_node=2, world_size=4, state="FAILED", main_log="logs/slurm/7.0.1.main_workload.log",
+             launch_out=None, fault_fired=True, run_valid=True, invalid_reason=None).write(cell / "job.json")
     assert strip_log(cell / "job.json", cell / "out.log") == 3
     text = (cell / "out.log").read_text()
     assert "FAULT INJECTION" not in text and "inject_fault" not in text
