@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from faultloop import logsage
+from faultloop.logsage import modes, prefilter, rules
 from faultloop.faults import ERRORS_NOT_FOUND, FAULTS, NO_LOGS, RESTART, STOP
 from faultloop.llm import LLMSettings
 from openai_server import OpenAIServer, Reply, openai_server  # noqa: F401
@@ -112,13 +113,13 @@ def test_policy_matches_the_fault_table_for_every_injected_fault() -> None:
     for name, fault in FAULTS.items():
         assert logsage.POLICY[name].restart == fault.restart
         assert logsage.POLICY[name].category == fault.category
-    assert set(logsage.WHAT_HAPPENED) == set(logsage.POLICY), "every cause needs its explanation wording"
+    assert set(rules.WHAT_HAPPENED) == set(logsage.POLICY), "every cause needs its explanation wording"
 
 
 def test_every_rule_regex_needs_one_of_its_anchors() -> None:
     for rule in logsage.RULES:
         assert rule.anchors, rule.name
-        assert logsage.ANCHORS and all(a in logsage.ANCHORS for a in rule.anchors)
+        assert prefilter.ANCHORS and all(a in prefilter.ANCHORS for a in rule.anchors)
 
 
 # -- streaming, prefilter equivalence, fingerprint ---------------------------------------------
@@ -151,9 +152,9 @@ def big_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tuple[
 def test_tool_and_python_prefilters_agree_across_blocks(big_log: tuple[Path, list[tuple[int, str]]], tool: str,
                                                         monkeypatch: pytest.MonkeyPatch, jobs: int) -> None:
     path, planted = big_log
-    monkeypatch.setattr(logsage, "MIN_RANGE_BYTES", 1 << 20)
-    grep_hits = [(h.line, h.offset, h.text) for h in logsage._scan_tool(path, shutil.which(tool) or tool, jobs)]
-    py_hits = [(h.line, h.offset, h.text) for h in logsage._scan_python(path)]
+    monkeypatch.setattr(prefilter, "MIN_RANGE_BYTES", 1 << 20)
+    grep_hits = [(h.line, h.offset, h.text) for h in prefilter.scan_tool(path, shutil.which(tool) or tool, jobs)]
+    py_hits = [(h.line, h.offset, h.text) for h in prefilter.scan_python(path)]
     assert grep_hits == py_hits
     assert [(line, text) for line, _, text in py_hits] == planted
     with open(path, "rb") as f:  # offsets point at the line starts
@@ -191,7 +192,7 @@ def test_cli_writes_both_forms(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 
 def test_cli_upstream_mode_without_package_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
-    if not logsage._missing_module("logsage"):
+    if not modes.missing_module("logsage"):
         pytest.skip("upstream logsage is installed here")
     assert logsage.main(["--log-path", str(DATA / "empty.log"), "--mode", "upstream"]) == 2
     assert "not installed" in capsys.readouterr().err
