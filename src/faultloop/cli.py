@@ -13,6 +13,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run-job": ("faultloop.launch", "run one pool cell's training job and write its manifest"),
     "node-launch": ("faultloop.launch", "launch one node's ranks (used under srun)"),
     "logsage": ("faultloop.logsage", "attribute a failed job from its log"),
+    "eval-logs": ("faultloop.evallogs", "score logsage on a folder of labelled real failure logs"),
     "fr": ("faultloop.fr", "attribute a failed job from its flight-recorder dumps"),
     "score": ("faultloop.score", "score one cell's attribution against the injected truth"),
     "report": ("faultloop.report", "aggregate scores into the session report"),

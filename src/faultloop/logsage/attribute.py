@@ -129,8 +129,9 @@ def _attribution(cause: str, primary: list[int], victims: Iterable[int], keys: l
                  confidence: str, confidence_reason: str) -> Attribution:
     """Job-wide causes (POLICY's blames_rank false) name no primary rank: everyone reporting is
     a victim of the job's environment or configuration."""
-    if cause and not POLICY[cause].blames_rank:
+    if cause and not POLICY[cause].blames_rank and primary:
         victims, primary = set(victims) | set(primary), []
+        confidence_reason = f"{cause} is a job-wide cause: the ranks that report it are not at fault"
     return Attribution(cause, sorted(primary), sorted(set(victims) - set(primary)), keys, why, confidence,
                        confidence_reason)
 
@@ -180,8 +181,8 @@ def _gpu_hardware(facts: Facts, tl: _Timeline) -> Attribution | None:
     return _attribution("GPU_ERROR", stalled if len(stalled) == 1 else [], tl.victims, hardware[:3],
                         f"a GPU hardware fault ({hardware[0].text[:120]}) that the log does not tie to a rank"
                         + (f"; rank {stalled[0]} is the one the others waited for" if len(stalled) == 1 else ""),
-                        MEDIUM, "the report names a device, not a rank" + ("; the rank is the hang's odd one out"
-                                                                           if len(stalled) == 1 else ""))
+                        MEDIUM, "the fault report names no rank" + ("; the rank is the hang's odd one out"
+                                                                     if len(stalled) == 1 else ""))
 
 
 def _crash(facts: Facts, tl: _Timeline) -> Attribution | None:
@@ -292,6 +293,8 @@ def _hang_culprits(facts: Facts, tl: _Timeline) -> tuple[list[int], str, str]:
         if narrowed:
             return quiet, why, MEDIUM
         if inferred & set(quiet) or not facts.world_size:
+            if len(timed_out) < 2:  # one victim in view says little about who else there was
+                return [], f"only rank {_join(timed_out)} shows a timeout; the log does not show the others", MEDIUM
             return quiet, why + "; the world size is inferred from the ranks in the log", MEDIUM
         return quiet, why, HIGH
     if len(quiet) > 1:
@@ -346,7 +349,8 @@ def _peer_lost(facts: Facts, tl: _Timeline) -> Attribution | None:
     world = known | set(range(max(known | victims, default=-1) + 1))
     failed = {r for r in (*tl.origin_at, *tl.weak_at) if r is not None}
     quiet = sorted(world - victims - failed)
-    if len(quiet) == 1 and not failed:  # no exit record: the one rank that did not lose a peer is the lost peer
+    in_view = world == known or len(victims) > 1  # an inferred world needs more than one victim in view
+    if len(quiet) == 1 and not failed and in_view:  # no exit record: the one rank that lost no peer is the lost peer
         return _attribution("CRASH", quiet, victims, keys,
                             f"rank {quiet[0]} is the only rank that did not lose a peer: it died without a word",
                             HIGH if facts.world_size and quiet[0] < facts.world_size and world == known else MEDIUM,

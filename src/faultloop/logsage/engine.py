@@ -122,8 +122,10 @@ def _analyze_path(path: Path, settings: Settings) -> Verdict:
     cause, primary, secondary, keys = found.cause, found.primary, found.secondary, found.keys
     policy = POLICY[cause]
     fault_type = cause if cause in FAULTS else None
-    who = f"Rank{'s' if len(primary) != 1 else ''} {', '.join(map(str, primary))}" if primary else "The job"
-    victims = f" {len(secondary)} other rank{'s' if len(secondary) != 1 else ''} only show symptoms." if secondary else ""
+    who = (f"Ranks {', '.join(map(str, primary))} each" if len(primary) > 1 else f"Rank {primary[0]}") if primary \
+        else "The job"
+    victims = (f" {len(secondary)} other rank{'s only show' if len(secondary) != 1 else ' only shows'} symptoms."
+               if secondary else "")
     explanation = (f"{who} {WHAT_HAPPENED.get(cause, cause.lower())} ({fault_type or cause}, {policy.category})."
                    f"{victims} {'Restart' if policy.restart == RESTART else 'Do not restart'}: {policy.why}.")
     detail = found.reasoning + (f"; first evidence line {keys[0].line}: {keys[0].text[:200]}" if keys else "")

@@ -62,6 +62,7 @@ class Block:
     line: int
     offset: int
     source: Source
+    headless: bool = False  # it starts at its first frame: the excerpt lost the traceback's header
 
 
 @dataclass

@@ -74,7 +74,7 @@ def _same_source(f: IO[bytes], block: Block) -> Iterator[tuple[int, str]]:
     """(line number, text without prefixes) of the block's lines that come from its source."""
     for i, raw in enumerate(_read_block(f, block.offset)):
         source, text = split_prefix(raw)
-        if i and source == block.source:
+        if (i or block.headless) and source == block.source:
             yield block.line + i, text
 
 

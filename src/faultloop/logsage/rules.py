@@ -105,7 +105,7 @@ RULES: tuple[Rule, ...] = (
     Rule("cuda_error", GPU, ("CUDA error", "cuda error", "AcceleratorError", "CUDNN_STATUS", "CuDNN error", "cuDNN error",
                              "illegal memory access", "Memory access fault by GPU", "device-side assert"),
          r"CUDA error: \w|unhandled cuda error|AcceleratorError|CUDNN_STATUS_\w+|[Cc]u[Dd][Nn][Nn] error|illegal memory access"
-         r"|Memory access fault by GPU|device-side assert", "GPU_ERROR"),
+         r"|Memory access fault by GPU|device-side assert triggered", "GPU_ERROR"),
     Rule("cuda_hint", CUDA_HINT, ("CUDA_LAUNCH_BLOCKING", "TORCH_USE_CUDA_DSA", "asynchronously reported at some other API"),
          r"CUDA_LAUNCH_BLOCKING=1|TORCH_USE_CUDA_DSA|asynchronously reported at some other API", "GPU_ERROR"),
     # -- NCCL could not set up its transport: the node's system or configuration -------------
@@ -134,13 +134,14 @@ RULES: tuple[Rule, ...] = (
     Rule("shell_abort", FATAL, ("Aborted (core",), r"Aborted \(core dumped\)", "OS_ABORT"),
     # -- a Python traceback (classified by its exception line, read after the scan) ----------
     Rule("traceback", TRACEBACK, ("Traceback",), r"^Traceback \(most recent call last\):"),
+    Rule("traceback_frame", TRACEBACK, ('File "',), r'^\s+File "[^"]*", line \d+, in '),  # an excerpt that lost the header
     # -- launchers: torchrun / elastic agent, torch.distributed.launch, DeepSpeed, mpirun, horovod
     Rule("agent_signal", JOB_SIGNAL, ("death signal", "SignalException", "received a stop signal"),
          r"Received \d+ death signal|SignalException: Process \d+ got signal|[Ll]auncher received a stop signal"),
     Rule("signal_received", SIGNAL, ("eceived SIG", "eceived signal", "got signal", "aught signal"),
          r"(?i)\b(?:received|got|caught) (?:signal[: ]*)?(SIG[A-Z0-9]+|\d+)"),
     Rule("rank_failed", DEATH, ("failed (exitcode",),
-         r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+) \(pid: (?P<pid>\d+)\)"),
+         r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+)(?: \(pid: (?P<pid>\d+)\))?"),
     Rule("mpirun_signal", DEATH, ("noticed that process rank",),
          r"noticed that process rank (?P<rank>\d+) with PID (?P<pid>\d+) on node \S+ exited on signal (?P<sig>\d+)"),
     Rule("horovod_exit", DEATH, ("exit with status code",), r"Process (?P<rank>\d+) exit with status code (?P<code>-?\d+)"),

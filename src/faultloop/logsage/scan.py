@@ -17,11 +17,12 @@ from faultloop.logsage.facts import (MAX_EVIDENCE, MAX_LABEL_PAIRS, Block, Death
                                      Source)
 from faultloop.logsage.rules import (BUSY, CLOSED, COLLECTIVE, DEATH, EXITED, JOB_SIGNAL, KILLED, OOM_KIND,
                                      PROGRESS, RECORD, RULES, SIGNAL_FAULT, SIGNAL_NUMBERS, SLURM, SRUN_WORDS,
-                                     STACK_DUMP, STOP_SIGNALS, STOPPING, SUMMARY, SYMPTOMS, TIMEOUT, TRACEBACK,
+                                     STACK_DUMP, STOP_SIGNALS, STOPPING, SUMMARY, SYMPTOMS, TERMINATE, TIMEOUT, TRACEBACK,
                                      WORK_RE, Rule)
 
 CENSUS_BYTES = 2 << 20
 MAX_BLOCKS_PER_SOURCE = 2
+FRAME_RUN_LINES = 6  # frame lines this close together belong to one traceback
 LEAD_MAX = 120  # how far into a line a torch rank prefix may sit behind timestamps or host tags
 
 _COMPILED = tuple((rule, re.compile(rule.pattern)) for rule in RULES)
@@ -183,11 +184,14 @@ def record_exit(facts: Facts, rank: int | None, ev: Evidence, exitcode: int | No
 def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
     """Classify every prefiltered line and keep its facts."""
     block_count: dict[tuple[str, Source], int] = {}
+    last_traceback_line: dict[Source, int] = {}  # per source: the latest traceback header or frame
     previous: tuple[int, int | None] = (0, None)  # (line, rank) of the last classified line
+    terminate: Evidence | None = None  # a C++ terminate line waiting for its what() line
     for hit in prefilter.hits(path, prefilter_name, jobs):
         for part in unglue(hit.text):
             source, text = split_prefix(part)
             note_rank(facts, source[0], source[2])
+            facts.several_processes |= source[1] is not None  # pdsh host prefixes: a multi-node launcher
             found = classify(text)
             if not found:
                 continue
@@ -198,12 +202,19 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
             previous = (hit.line, rank)
             ev = Evidence(hit.line, text.strip(), rule.kind, rank, rule.name, rule.hint)
             if rule.kind in (TRACEBACK, STACK_DUMP):
+                headless = rule.name == "traceback_frame"
+                run_goes_on = hit.line - last_traceback_line.get(source, -FRAME_RUN_LINES) < FRAME_RUN_LINES
+                if rule.kind == TRACEBACK:
+                    last_traceback_line[source] = hit.line
                 key = (rule.kind, source)
-                if block_count.get(key, 0) < MAX_BLOCKS_PER_SOURCE:
+                if not (headless and run_goes_on) and block_count.get(key, 0) < MAX_BLOCKS_PER_SOURCE:
                     block_count[key] = block_count.get(key, 0) + 1
-                    facts.blocks.append(Block(rule.kind, hit.line, hit.offset, source))
+                    facts.blocks.append(Block(rule.kind, hit.line, hit.offset, source, headless))
                 if rule.kind == TRACEBACK:
                     continue
+            if terminate and ev.line - terminate.line <= 2 and facts.first.get((TERMINATE, terminate.rank)) is terminate:
+                del facts.first[(TERMINATE, terminate.rank)]  # its what() line says why, and is kept instead
+            terminate = ev if rule.kind == TERMINATE else None
             _keep(facts, rule, m, ev, source)
 
 
@@ -328,7 +339,7 @@ def single_process(facts: Facts) -> None:
     """Unlabelled logs from one process: give rank-less evidence to rank 0 (an assumption, so the
     verdict's confidence stays low). Not when the log shows several processes or a collective
     failure (which needs peers): rank-less lines are then nobody's in particular."""
-    if facts.labelled or facts.several_processes:
+    if facts.labelled or facts.several_processes or any(k in SYMPTOMS for k, _ in facts.first):
         return
     moved: dict[tuple[str, int | None], Evidence] = {}
     for (kind, rank), ev in facts.first.items():
