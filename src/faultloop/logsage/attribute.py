@@ -223,7 +223,7 @@ def _crash_confidence(facts: Facts, tl: _Timeline, primary: list[int], ranked: d
         return MEDIUM, f"rank{'s' if len(failed_too) > 1 else ''} {_join(sorted(failed_too))} failed as well"
     if not (tl.victims - set(primary)):
         return MEDIUM, "only this rank's output is in the log: another rank may have failed first"
-    return HIGH, "its own error came first; the other ranks in the log only show symptoms or were stopped"
+    return HIGH, "its own failure came first; the other ranks in the log only show symptoms or were stopped"
 
 
 def _hang(facts: Facts, tl: _Timeline) -> Attribution | None:

@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 NEVER = 1 << 62  # a line number after every line
 MAX_EVIDENCE = 60
 MAX_LABEL_PAIRS = 1 << 16
 
-# Where a line came from: (srun label, host prefix, torch/torchrun inner rank); lines of one
-# multi-line record share it.
-Source = tuple[int | None, str | None, int | None]
+
+
+class Source(NamedTuple):
+    """Where a line came from, by its prefixes; lines of one multi-line record share it."""
+
+    label: int | None  # srun --label: a task (= rank), or a node when one torchrun runs per node
+    host: str | None  # pdsh (DeepSpeed's multi-node runner)
+    role: str | None  # the word of a [wordN]: prefix: "rank" (torch: global rank), "default" (torchrun: local)
+    inner: int | None  # the number of that prefix
+
+
+NO_SOURCE = Source(None, None, None, None)
 
 
 @dataclass
@@ -72,8 +81,8 @@ class Facts:
     labelled: bool = False
     several_processes: bool = False  # rank-less lines are then nobody's in particular, not rank 0's
     world_size: int = 0
-    label_pairs: set[tuple[int | None, int | None]] = field(default_factory=set)  # (srun label, inner)
-    layout: tuple[int, int] = (-1, 0)  # (label pairs seen, ranks per node if labels are nodes)
+    label_pairs: set[tuple[int | None, str | None, int | None]] = field(default_factory=set)  # label, role, inner
+    layout: tuple[int, int, bool] = (-1, 0, False)  # (pairs seen, ranks per node if labels are nodes, [rankN] local)
     first: dict[tuple[str, int | None], Evidence] = field(default_factory=dict)  # (kind, rank)
     evidence: list[Evidence] = field(default_factory=list)
     blocks: list[Block] = field(default_factory=list)

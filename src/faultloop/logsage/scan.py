@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from faultloop.logsage import prefilter
-from faultloop.logsage.facts import (MAX_EVIDENCE, MAX_LABEL_PAIRS, Block, Death, Evidence, Exit, Facts,
+from faultloop.logsage.facts import (MAX_EVIDENCE, MAX_LABEL_PAIRS, NO_SOURCE, Block, Death, Evidence, Exit, Facts,
                                      Source)
 from faultloop.logsage.rules import (BUSY, CLOSED, COLLECTIVE, DEATH, EXITED, JOB_SIGNAL, KILLED, OOM_KIND,
                                      PROGRESS, RECORD, RULES, SIGNAL_FAULT, SIGNAL_NUMBERS, SLURM, SRUN_WORDS,
@@ -29,9 +29,9 @@ _COMPILED = tuple((rule, re.compile(rule.pattern)) for rule in RULES)
 _LABEL_RE = re.compile(r"^\s*(\d+): ")  # srun --label
 _HOST_RE = re.compile(r"^\s*(\d{1,3}(?:\.\d{1,3}){3}): ")  # pdsh (DeepSpeed's multi-node runner)
 _INNER_AT_START_RE = re.compile(r"^\s*\[([a-z]*)(\d+)\]: ?")  # torch [rank3]: / torchrun [default3]:
-_INNER_IN_LEAD_RE = re.compile(r"\[(?:rank|default)(\d+)\]: ?")  # the same behind a timestamp or host tag
+_INNER_IN_LEAD_RE = re.compile(r"\[(rank|default)(\d+)\]: ?")  # the same behind a timestamp or host tag
 _GLUE_RE = re.compile(r"(?:/s|/it)[^\]\n]{0,60}\](?=\S)")  # a progress bar's end with the next line glued on
-_LINE_PREFIX_RE = re.compile(r"^[ \t]*(?:(\d+): )?(?:\[[a-z]*(\d+)\]:)?", re.M)  # both, per line
+_LINE_PREFIX_RE = re.compile(r"^[ \t]*(?:(\d+): )?(?:\[([a-z]*)(\d+)\]:)?", re.M)  # both, per line
 _TEXT_RANK_RE = re.compile(r"\[(?:PG(?: ID)? 0 (?:PG GUID \S+ )?)?Rank (\d+)\]")  # default group only
 # world size statements; each starts with a literal, so the regex engine's fast prefix search applies
 _WORLD_RES = tuple(re.compile(p) for p in (r"world_size\W{0,3}(\d+)", r"WORLD_SIZE\W{0,3}(\d+)", r"world size\W{0,3}(\d+)",
@@ -41,9 +41,9 @@ _SEVERAL_PROCESSES_RE = re.compile(r"\[Rank [1-9]|local_rank: [1-9]|closing sign
 
 
 def split_prefix(text: str) -> tuple[Source, str]:
-    """(srun label, host, torch/torchrun inner rank) and the text without those prefixes."""
+    """Where the line came from (its prefixes) and its text without them."""
     label = inner = None
-    host = None
+    host = role = None
     m = _LABEL_RE.match(text)
     if m:
         label, text = int(m.group(1)), text[m.end():]
@@ -52,8 +52,8 @@ def split_prefix(text: str) -> tuple[Source, str]:
         host, text = m.group(1), text[m.end():]
     m = _INNER_AT_START_RE.match(text) or _INNER_IN_LEAD_RE.search(text, 0, LEAD_MAX)
     if m:
-        inner, text = int(m.group(m.lastindex or 1)), text[m.end():]
-    return (label, host, inner), text
+        role, inner, text = m.group(1), int(m.group(2)), text[m.end():]
+    return Source(label, host, role, inner), text
 
 
 def unglue(text: str) -> list[str]:
@@ -80,8 +80,9 @@ def census(path: Path, facts: Facts) -> None:
     for part in parts:  # whole-block regexes: a Python loop per line would cost more than the scan
         text = part.decode("utf-8", "replace")
         for m in _LINE_PREFIX_RE.finditer(text):
-            if m.group(1) or m.group(2):
-                note_rank(facts, int(m.group(1)) if m.group(1) else None, int(m.group(2)) if m.group(2) else None)
+            if m.group(1) or m.group(3):
+                note_rank(facts, Source(int(m.group(1)) if m.group(1) else None, None, m.group(2),
+                                        int(m.group(3)) if m.group(3) else None))
         for rx in _WORLD_RES:
             for m in rx.finditer(text):
                 facts.world_size = max(facts.world_size, int(m.group(1)))
@@ -89,40 +90,56 @@ def census(path: Path, facts: Facts) -> None:
     facts.several_processes |= facts.world_size > 1
 
 
-def note_rank(facts: Facts, label: int | None, inner: int | None) -> None:
-    if label is None and inner is None:
+def note_rank(facts: Facts, source: Source) -> None:
+    if source.label is None and source.inner is None:
         return
     facts.labelled = True
     if len(facts.label_pairs) < MAX_LABEL_PAIRS:
-        facts.label_pairs.add((label, inner))
+        facts.label_pairs.add((source.label, source.role, source.inner))
 
 
 def seen_ranks(facts: Facts) -> set[int]:
-    ranks = {resolve_rank(facts, (label, None, inner), "") for label, inner in facts.label_pairs}
+    ranks = {resolve_rank(facts, Source(label, None, role, inner), "") for label, role, inner in facts.label_pairs}
     return {r for r in ranks if r is not None}
 
 
-def node_local_size(facts: Facts) -> int:
-    """Ranks per node when srun labels are node indices, else 0 (cached per label-pair count)."""
+def _layout(facts: Facts) -> tuple[int, bool]:
+    """(ranks per node when srun labels are node indices, else 0; whether [rankN] prefixes are
+    local ranks), cached per label-pair count. torch's own [rankN] is the global rank, torchrun's
+    [defaultN] the local one; a [rankN] seen under several labels is a torchrun role prefix
+    (local) too. Labels are nodes when one label carries several local ranks."""
     if facts.layout[0] != len(facts.label_pairs):
+        labels_of: dict[int, set[int]] = {}
+        for lab, role, inn in facts.label_pairs:
+            if lab is not None and inn is not None and role == "rank":
+                labels_of.setdefault(inn, set()).add(lab)
+        rank_is_local = any(len(v) > 1 for v in labels_of.values())
         inners: dict[int, set[int]] = {}
-        for lab, inn in facts.label_pairs:
-            if lab is not None and inn is not None:
+        for lab, role, inn in facts.label_pairs:
+            if lab is not None and inn is not None and (role != "rank" or rank_is_local):
                 inners.setdefault(lab, set()).add(inn)
         node_mode = any(len(v) > 1 for v in inners.values())
-        facts.layout = (len(facts.label_pairs), 1 + max(max(v) for v in inners.values()) if node_mode else 0)
-    return facts.layout[1]
+        per_node = 1 + max(max(v) for v in inners.values()) if node_mode else 0
+        facts.layout = (len(facts.label_pairs), per_node, rank_is_local)
+    return facts.layout[1], facts.layout[2]
+
+
+def node_local_size(facts: Facts) -> int:
+    """Ranks per node when srun labels are node indices (one torchrun per srun task), else 0."""
+    return _layout(facts)[0]
 
 
 def resolve_rank(facts: Facts, source: Source, text: str) -> int | None:
-    """Global rank: srun label, unless labels are node indices (one torchrun per srun task: a
-    label then carries several torchrun local ranks, and global = label * local size + local);
-    else the inner prefix; else a `[Rank N]` of the default process group in the text."""
-    label, _, inner = source
-    if label is not None and inner is not None:
-        local = node_local_size(facts)
-        if local:
-            return label * local + inner
+    """Global rank: torch's [rankN] prefix; else the srun label, unless labels are node indices
+    (one torchrun per srun task: a label then carries several local ranks, and global = label *
+    local size + local); else the inner prefix; else a `[Rank N]` of the default process group in
+    the text."""
+    label, _, role, inner = source
+    per_node, rank_is_local = _layout(facts)
+    if inner is not None and role == "rank" and not rank_is_local:
+        return inner
+    if label is not None and inner is not None and per_node:
+        return label * per_node + inner
     if label is not None:
         return label
     if inner is not None:
@@ -142,12 +159,17 @@ def classify(text: str) -> tuple[Rule, re.Match[str]] | None:
 
 
 def add(facts: Facts, ev: Evidence) -> None:
-    """Keep the first evidence of each kind per rank (state bounded by kinds x ranks)."""
+    """Keep the earliest evidence of each kind per rank (state bounded by kinds x ranks); records
+    read after the scan may come before lines the scan kept."""
     key = (ev.kind, ev.rank)
-    if key not in facts.first:
-        facts.first[key] = ev
-        if len(facts.evidence) < MAX_EVIDENCE:
-            facts.evidence.append(ev)
+    kept = facts.first.get(key)
+    if kept is not None and kept.line <= ev.line:
+        return
+    facts.first[key] = ev
+    if kept is not None and kept in facts.evidence:
+        facts.evidence[facts.evidence.index(kept)] = ev
+    elif len(facts.evidence) < MAX_EVIDENCE:
+        facts.evidence.append(ev)
 
 
 def signal_of(code: int | None) -> str | None:
@@ -190,14 +212,14 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
     for hit in prefilter.hits(path, prefilter_name, jobs):
         for part in unglue(hit.text):
             source, text = split_prefix(part)
-            note_rank(facts, source[0], source[2])
-            facts.several_processes |= source[1] is not None  # pdsh host prefixes: a multi-node launcher
+            note_rank(facts, source)
+            facts.several_processes |= source.host is not None  # pdsh host prefixes: a multi-node launcher
             found = classify(text)
             if not found:
                 continue
             rule, m = found
             rank = resolve_rank(facts, source, text)
-            if rank is None and rule.kind == COLLECTIVE and source == (None, None, None) and previous[0] == hit.line - 1:
+            if rank is None and rule.kind == COLLECTIVE and source == NO_SOURCE and previous[0] == hit.line - 1:
                 rank = previous[1]  # the rest of a wrapped line
             previous = (hit.line, rank)
             ev = Evidence(hit.line, text.strip(), rule.kind, rank, rule.name, rule.hint)
@@ -323,14 +345,13 @@ def resolve_deaths(facts: Facts) -> None:
     per_node = node_local_size(facts)
     for death in facts.deaths:
         rank = facts.pid_rank.get(death.pid) if death.pid is not None else None
-        label, host, inner = death.source
         if rank is None and death.local is not None:
-            if label is None and host is None and inner is None:
+            if death.source == NO_SOURCE:
                 rank = death.local
                 facts.assumed.setdefault(rank, ("medium", f"local_rank {rank} read as the global rank (one node "
                                                           f"assumed; the log does not show the node)"))
-            elif label is not None and per_node:
-                rank = label * per_node + death.local
+            elif death.source.label is not None and per_node:
+                rank = death.source.label * per_node + death.local
         stopped = death.pid in facts.closed_pids and (death.signal or signal_of(death.exitcode)) in STOP_SIGNALS
         record_exit(facts, rank, death.evidence, death.exitcode, death.signal, death.pid, stopped=stopped)
 
