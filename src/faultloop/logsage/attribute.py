@@ -19,7 +19,7 @@ from faultloop.logsage.rules import (BUSY_WINDOW_LINES, CUDA_HINT, DEATH, DEVICE
                                      PEER_LOST, POLICY, SIGNAL, SIGNAL_FAULT, SIGNAL_NUMBERS, SLURM, STACK_DUMP, STALL,
                                      SYMPTOMS, TIMEOUT, WEAK_ORIGINS)
 from faultloop.logsage.records import in_collective
-from faultloop.logsage.scan import add, seen_ranks
+from faultloop.logsage.scan import add, drop, seen_ranks
 
 HIGH, MEDIUM, LOW = "high", "medium", "low"
 _LEVELS = (LOW, MEDIUM, HIGH)
@@ -64,9 +64,13 @@ def _ranks_with(facts: Facts, kinds: Iterable[str]) -> set[int]:
     return {r for (k, r) in facts.first if k in kinds and r is not None}
 
 
+def _evidence_of(facts: Facts, *kinds: str) -> list[Evidence]:
+    """The kept evidence of these kinds (every rank), in log order."""
+    return sorted((ev for (k, _), ev in facts.first.items() if k in kinds), key=lambda e: e.line)
+
+
 def _first_line(facts: Facts, kinds: Iterable[str]) -> int:
-    kinds = set(kinds)
-    return min((ev.line for (k, _), ev in facts.first.items() if k in kinds), default=NEVER)
+    return next((ev.line for ev in _evidence_of(facts, *kinds)), NEVER)
 
 
 def _reinterpret(facts: Facts) -> None:
@@ -77,8 +81,9 @@ def _reinterpret(facts: Facts) -> None:
                and not any((k, r) in facts.first for k in _OWN_ERRORS)]
     if len(aborted) > 1:
         for r in aborted:
-            death = facts.first.pop((DEATH, r), None)
+            death = facts.first.get((DEATH, r))
             if death:
+                drop(facts, death)
                 add(facts, Evidence(death.line, death.text, TIMEOUT, r, "watchdog_abort"))
     errors = [ev.line for (k, _), ev in facts.first.items() if k in (GPU, OOM_KIND, GPU_HARDWARE)]
     for (kind, rank), ev in list(facts.first.items()):
@@ -142,10 +147,9 @@ def _scheduler(facts: Facts, tl: _Timeline) -> Attribution | None:
     for cause in ("PREEMPTION", "NODE_FAIL", "TIME_LIMIT"):
         if cause in job:
             ev = job[cause]
-            done = _first_line(facts, [DONE])
-            if cause == "TIME_LIMIT" and done < ev.line:
-                return _attribution("SHUTDOWN_HANG", [], everyone, [facts.first[(DONE, r)] for (k, r) in facts.first
-                                                                      if k == DONE][:1] + [ev],
+            done = _evidence_of(facts, DONE)[:1]
+            if cause == "TIME_LIMIT" and done and done[0].line < ev.line:
+                return _attribution("SHUTDOWN_HANG", [], everyone, done + [ev],
                                     "the application reported that training finished, then the job ran into its "
                                     "time limit: it hung on the way out", MEDIUM,
                                     "the scheduler's time-limit line after the application's own 'done' line")
@@ -168,7 +172,7 @@ def _stopped_from_outside(facts: Facts, tl: _Timeline) -> Attribution | None:
 def _gpu_hardware(facts: Facts, tl: _Timeline) -> Attribution | None:
     """A GPU hardware fault explains the job's failure wherever it sits in the log: kernel and
     driver reports (Xid, ECC, a GPU gone) arrive out of order with the job's own output."""
-    hardware = sorted((ev for (k, _), ev in facts.first.items() if k == GPU_HARDWARE), key=lambda e: e.line)
+    hardware = _evidence_of(facts, GPU_HARDWARE)
     if not hardware:
         return None
     ranks = sorted({ev.rank for ev in hardware if ev.rank is not None})
@@ -177,7 +181,7 @@ def _gpu_hardware(facts: Facts, tl: _Timeline) -> Attribution | None:
                             f"a GPU hardware fault on rank{'s' if len(ranks) > 1 else ''} {_join(ranks)}: "
                             f"{hardware[0].text[:120]}", HIGH if len(ranks) == 1 else MEDIUM,
                             "the fault report names the rank" if len(ranks) == 1 else "several ranks' GPUs faulted")
-    stalled, _why, level = _hang_culprits(facts, tl) if tl.symptom_at else ([], "", LOW)
+    stalled = _hang_culprits(facts, tl)[0] if tl.symptom_at else []
     return _attribution("GPU_ERROR", stalled if len(stalled) == 1 else [], tl.victims, hardware[:3],
                         f"a GPU hardware fault ({hardware[0].text[:120]}) that the log does not tie to a rank"
                         + (f"; rank {stalled[0]} is the one the others waited for" if len(stalled) == 1 else ""),
@@ -230,8 +234,8 @@ def _hang(facts: Facts, tl: _Timeline) -> Attribution | None:
     first_timeout = _first_line(facts, [TIMEOUT])
     if first_timeout == NEVER:
         return None
-    keys = sorted((ev for (k, _), ev in facts.first.items() if k == TIMEOUT), key=lambda e: e.line)[:3]
-    hints = {ev.hint for (k, _), ev in facts.first.items() if k == TIMEOUT and ev.hint}
+    timeouts = _evidence_of(facts, TIMEOUT)
+    keys, hints = timeouts[:3], {ev.hint for ev in timeouts if ev.hint}
     desynced = {seq: ops for seq, ops in facts.collectives.items() if len(ops) > 1}
     if "DESYNC" in hints or desynced:
         what = "; ".join(f"SeqNum {seq}: " + ", ".join(sorted(f"{op}({n or '?'})" for op, n in ops))
@@ -261,11 +265,13 @@ def _hang(facts: Facts, tl: _Timeline) -> Attribution | None:
 
 
 def _busy_rank(facts: Facts, tl: _Timeline, busy: Evidence, stalled: list[int]) -> tuple[list[int], str, str] | None:
-    """The rank doing one-rank work: the one that printed it, else the hang's odd one out, else
-    rank 0 (where evaluation, checkpoint writing and preprocessing run by convention)."""
+    """The rank doing one-rank work: the one that printed it (unless it timed out itself: then
+    its work was done and held nobody up), else the hang's odd one out, else rank 0 (where
+    evaluation, checkpoint writing and preprocessing run by convention)."""
     timed_out = {r for r in tl.symptom_at if r is not None}
-    if busy.rank is not None and busy.rank not in timed_out:
-        return [busy.rank], MEDIUM, f"rank {busy.rank} printed it and never timed out"
+    if busy.rank is not None:
+        return None if busy.rank in timed_out else ([busy.rank], MEDIUM, f"rank {busy.rank} printed it and never "
+                                                                          f"timed out")
     if len(stalled) == 1:
         return stalled, MEDIUM, f"rank {stalled[0]} is the only rank that did not time out"
     if 0 not in timed_out:
@@ -289,7 +295,8 @@ def _hang_culprits(facts: Facts, tl: _Timeline) -> tuple[list[int], str, str]:
         narrowed_to = [r for r in quiet if r in outside] or [r for r in quiet if r in stopped]
         narrowed, quiet = bool(narrowed_to), narrowed_to or quiet
     if len(quiet) == 1:
-        why = f"rank {quiet[0]} never timed out while the others did (first timeout at line {_first_line(facts, [TIMEOUT])})"
+        why = (f"rank {quiet[0]} never timed out while the others did (first timeout at line "
+               f"{_first_line(facts, [TIMEOUT])})")
         if narrowed:
             return quiet, why, MEDIUM
         if inferred & set(quiet) or not facts.world_size:
@@ -335,7 +342,7 @@ def _peer_lost(facts: Facts, tl: _Timeline) -> Attribution | None:
     if not tl.symptom_at:
         return None
     victims = tl.victims
-    keys = sorted((ev for (k, _), ev in facts.first.items() if k == PEER_LOST), key=lambda e: e.line)[:3]
+    keys = _evidence_of(facts, PEER_LOST)[:3]
     silent = sorted(r for r, ex in facts.exits.items()
                     if r not in tl.symptom_at and r not in tl.stopped_at and ex.signal and not ex.stopped)
     if silent:
@@ -356,19 +363,13 @@ def _peer_lost(facts: Facts, tl: _Timeline) -> Attribution | None:
                             HIGH if facts.world_size and quiet[0] < facts.world_size and world == known else MEDIUM,
                             "the only rank that did not report a lost peer" +
                             ("" if facts.world_size and world == known else "; the world size is inferred"))
-    network = next((ev.hint for (k, _), ev in facts.first.items() if k == NETWORK_KIND and ev.hint), None)
-    cause = network or "NETWORK"
+    cause = next((ev.hint for ev in _evidence_of(facts, NETWORK_KIND) if ev.hint), "NETWORK")
     return _attribution(cause, [], victims, keys, "connections broke but no rank failed on its own", MEDIUM,
                         "ranks lost their peers; the log does not show which peer went first")
 
 
 def _quiet_end(facts: Facts) -> Attribution:
-    net = [ev for (k, _), ev in facts.first.items() if k == NETWORK_KIND]
-    if net:
-        cause = next((ev.hint for ev in net if ev.hint), "NETWORK")
-        return _attribution(cause, [], [], net[:3], "network errors without a failing rank", MEDIUM,
-                            "network errors that name no rank")
-    done = [ev for (k, _), ev in facts.first.items() if k == DONE]
+    done = _evidence_of(facts, DONE)
     if done:
         return _attribution("DONE", [], [], done[:1], "the application reported that training finished", HIGH,
                             "the application's own line")

@@ -106,7 +106,8 @@ def run_upstream(path: Path, settings: Settings) -> Verdict:
     primary, secondary = ([int(x) for x in re.findall(r"\d+", g)] for g in (attr.groups() if attr else ("", "")))
     checkpoint = bool(re.search(r"checkpoint_saved\W+true", out, re.I))
     return Verdict(decision.group(0), primary, secondary, OTHER, None, out.strip()[:2000], "", [], checkpoint,
-                   LOW, "upstream's analyzer states no confidence", mode="upstream", analyzer_version=analyzer_fingerprint(fingerprint_settings(settings)))
+                   LOW, "upstream's analyzer states no confidence", mode="upstream",
+                   analyzer_version=analyzer_fingerprint(fingerprint_settings(settings)))
 
 
 def missing_module(name: str) -> bool:

@@ -15,10 +15,10 @@ from pathlib import Path
 from faultloop.logsage import prefilter
 from faultloop.logsage.facts import (MAX_EVIDENCE, MAX_LABEL_PAIRS, NO_SOURCE, Block, Death, Evidence, Exit, Facts,
                                      Source)
-from faultloop.logsage.rules import (BUSY, CLOSED, COLLECTIVE, DEATH, EXITED, JOB_SIGNAL, KILLED, OOM_KIND,
-                                     PROGRESS, RECORD, RULES, SIGNAL_FAULT, SIGNAL_NUMBERS, SLURM, SRUN_WORDS,
-                                     STACK_DUMP, STOP_SIGNALS, STOPPING, SUMMARY, SYMPTOMS, TERMINATE, TIMEOUT, TRACEBACK,
-                                     WORK_RE, Rule)
+from faultloop.logsage.rules import (BUSY, CLOSED, COLLECTIVE, DEATH, EXITED, JOB_SIGNAL, KILLED, OOM_KIND, PROGRESS,
+                                     RECORD, RULES, SIGNAL_FAULT, SIGNAL_NUMBERS, SLURM, SRUN_WORDS, STACK_DUMP,
+                                     STOP_SIGNALS, STOPPING, SUMMARY, SYMPTOMS, TERMINATE, TIMEOUT, TRACEBACK, WORK_RE,
+                                     Rule)
 
 CENSUS_BYTES = 2 << 20
 MAX_BLOCKS_PER_SOURCE = 2
@@ -26,16 +26,29 @@ FRAME_RUN_LINES = 6  # frame lines this close together belong to one traceback
 LEAD_MAX = 120  # how far into a line a torch rank prefix may sit behind timestamps or host tags
 
 _COMPILED = tuple((rule, re.compile(rule.pattern)) for rule in RULES)
+
+
+def _rules_by_anchor() -> dict[str, list[int]]:
+    """anchor -> the rules (table positions) that name it: a line is tried only against those."""
+    index: dict[str, list[int]] = {}
+    for position, rule in enumerate(RULES):
+        for anchor in rule.anchors:
+            index.setdefault(anchor, []).append(position)
+    return index
+
+
+_RULES_BY_ANCHOR = _rules_by_anchor()
 _LABEL_RE = re.compile(r"^\s*(\d+): ")  # srun --label
 _HOST_RE = re.compile(r"^\s*(\d{1,3}(?:\.\d{1,3}){3}): ")  # pdsh (DeepSpeed's multi-node runner)
-_INNER_AT_START_RE = re.compile(r"^\s*\[([a-z]*)(\d+)\]: ?")  # torch [rank3]: / torchrun [default3]:
+_INNER_AT_START_RE = re.compile(r"^\s*\[([a-z]+)(\d+)\]: ?")  # torch [rank3]: / torchrun [default3]:
 _INNER_IN_LEAD_RE = re.compile(r"\[(rank|default)(\d+)\]: ?")  # the same behind a timestamp or host tag
 _GLUE_RE = re.compile(r"(?:/s|/it)[^\]\n]{0,60}\](?=\S)")  # a progress bar's end with the next line glued on
-_LINE_PREFIX_RE = re.compile(r"^[ \t]*(?:(\d+): )?(?:\[([a-z]*)(\d+)\]:)?", re.M)  # both, per line
+_LINE_PREFIX_RE = re.compile(r"^[ \t]*(?:(\d+): )?(?:\[([a-z]+)(\d+)\]:)?", re.M)  # both, per line
 _TEXT_RANK_RE = re.compile(r"\[(?:PG(?: ID)? 0 (?:PG GUID \S+ )?)?Rank (\d+)\]")  # default group only
 # world size statements; each starts with a literal, so the regex engine's fast prefix search applies
-_WORLD_RES = tuple(re.compile(p) for p in (r"world_size\W{0,3}(\d+)", r"WORLD_SIZE\W{0,3}(\d+)", r"world size\W{0,3}(\d+)",
-                                          r"rank \d+/(\d+)\b", r"nranks (\d+)", r"dist_world_size=(\d+)"))
+_WORLD_RES = tuple(re.compile(p) for p in (r"world_size\W{0,3}(\d+)", r"WORLD_SIZE\W{0,3}(\d+)",
+                                          r"world size\W{0,3}(\d+)", r"rank \d+/(\d+)\b", r"nranks (\d+)",
+                                          r"dist_world_size=(\d+)"))
 # signs that several processes wrote the log, even where its lines carry no rank prefix
 _SEVERAL_PROCESSES_RE = re.compile(r"\[Rank [1-9]|local_rank: [1-9]|closing signal|:\d+:\d+ \[[1-9]\d*\] NCCL")
 
@@ -149,12 +162,13 @@ def resolve_rank(facts: Facts, source: Source, text: str) -> int | None:
 
 
 def classify(text: str) -> tuple[Rule, re.Match[str]] | None:
-    """The first rule whose anchor is in the text and whose regex matches it."""
-    for rule, rx in _COMPILED:
-        if any(a in text for a in rule.anchors):
-            m = rx.search(text)
-            if m:
-                return rule, m
+    """The first rule (in table order) whose anchor is in the text and whose regex matches it."""
+    candidates = sorted({i for anchor, rules in _RULES_BY_ANCHOR.items() if anchor in text for i in rules})
+    for i in candidates:
+        rule, rx = _COMPILED[i]
+        m = rx.search(text)
+        if m:
+            return rule, m
     return None
 
 
@@ -170,6 +184,14 @@ def add(facts: Facts, ev: Evidence) -> None:
         facts.evidence[facts.evidence.index(kept)] = ev
     elif len(facts.evidence) < MAX_EVIDENCE:
         facts.evidence.append(ev)
+
+
+def drop(facts: Facts, ev: Evidence) -> None:
+    """Forget evidence that a later line showed to mean something else."""
+    if facts.first.get((ev.kind, ev.rank)) is ev:
+        del facts.first[(ev.kind, ev.rank)]
+    if ev in facts.evidence:
+        facts.evidence.remove(ev)
 
 
 def signal_of(code: int | None) -> str | None:
@@ -234,8 +256,8 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
                     facts.blocks.append(Block(rule.kind, hit.line, hit.offset, source, headless))
                 if rule.kind == TRACEBACK:
                     continue
-            if terminate and ev.line - terminate.line <= 2 and facts.first.get((TERMINATE, terminate.rank)) is terminate:
-                del facts.first[(TERMINATE, terminate.rank)]  # its what() line says why, and is kept instead
+            if terminate and ev.line - terminate.line <= 2:
+                drop(facts, terminate)  # its what() line says why, and is kept instead
             terminate = ev if rule.kind == TERMINATE else None
             _keep(facts, rule, m, ev, source)
 
