@@ -143,12 +143,15 @@ def main(argv: list[str] | None = None) -> int:
           f"{GREP_PATTERN!r}; best of {args.repeats} interleaved runs; auto prefilter = {tool}")
     print("| log MB | grep -c MB/s | logsage auto MB/s | ratio | CPU s grep / logsage | peak RSS MB "
           "| logsage --prefilter grep MB/s | ratio | --prefilter python MB/s | its RSS MB "
-          "| peer auto MB/s | logsage / peer | peer --prefilter grep MB/s | logsage / peer |")
-    print("|---" * 14 + "|")
+          "| peer auto MB/s | speed vs peer | CPU s logsage / peer | peer --prefilter grep MB/s | speed vs peer "
+          "| CPU s logsage / peer |")
+    print("|---" * 16 + "|")
     for size, grep, auto, with_grep, python, peer, peer_grep in rows:
         py = f"{size / python.seconds:.0f} | {python.rss_mb:.0f}" if python.stdout else "- | -"
-        peers = (f"{size / peer.seconds:.0f} | {peer.seconds / auto.seconds:.2f} | {size / peer_grep.seconds:.0f} | "
-                 f"{peer_grep.seconds / with_grep.seconds:.2f}") if peer.stdout else "- | - | - | -"
+        peers = " | ".join(
+            f"{size / other.seconds:.0f} | {other.seconds / mine.seconds:.2f} | "
+            f"{mine.cpu_seconds:.2f} / {other.cpu_seconds:.2f}" if other.stdout else "- | - | -"
+            for mine, other in ((auto, peer), (with_grep, peer_grep)))
         print(f"| {size:.0f} | {size / grep.seconds:.0f} | {size / auto.seconds:.0f} | {grep.seconds / auto.seconds:.2f} "
               f"| {grep.cpu_seconds:.2f} / {auto.cpu_seconds:.2f} | {auto.rss_mb:.0f} "
               f"| {size / with_grep.seconds:.0f} | {grep.seconds / with_grep.seconds:.2f} | {py} | {peers} |")

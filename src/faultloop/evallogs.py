@@ -123,8 +123,8 @@ class Tally:
     def rate(self) -> float | None:
         return self.right / self.total if self.total else None
 
-    def to_json(self) -> dict[str, Any]:
-        return {"right": self.right, "total": self.total, "rate": self.rate}
+    def to_json(self, counted: str = "right") -> dict[str, Any]:
+        return {counted: self.right, "total": self.total, "rate": self.rate}
 
     def __str__(self) -> str:
         return f"{self.right}/{self.total} {self.rate:.0%}" if self.total else "-"
@@ -138,7 +138,7 @@ class Scores:
     category: Tally = field(default_factory=Tally)
     restart: Tally = field(default_factory=Tally)
     culprit: Tally = field(default_factory=Tally)
-    unknown_high: Tally = field(default_factory=Tally)  # right = overclaims (lower is better)
+    unknown_high: Tally = field(default_factory=Tally)  # counts overclaims (lower is better)
 
     def add(self, o: Outcome) -> None:
         self.cases += 1
@@ -149,7 +149,8 @@ class Scores:
 
     def to_json(self) -> dict[str, Any]:
         return {"cases": self.cases, "category": self.category.to_json(), "restart": self.restart.to_json(),
-                "culprit": self.culprit.to_json(), "unknown_culprit_high_confidence": self.unknown_high.to_json()}
+                "culprit": self.culprit.to_json(),
+                "unknown_culprit_high_confidence": self.unknown_high.to_json(counted="named_high")}
 
 
 @dataclass
