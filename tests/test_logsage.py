@@ -288,9 +288,7 @@ def test_accuracy_on_real_cpu_gloo_logs(tmp_path: Path) -> None:
             misses.append(f"{row['file']} {fault} r{rank}: {v.restart} {v.primary_ranks} {v.fault_type}")
     n = len(rows)
     report = f"restart {restart_ok}/{n}, only-primary {only_primary}/{n}, type {type_ok}/{n}; " + "; ".join(misses)
-    assert restart_ok == n, report
-    assert only_primary >= 0.95 * n, report
-    assert type_ok >= 0.90 * n, report
+    assert (restart_ok, only_primary, type_ok) == (n, n, n), report  # every log is right today: keep it so
 
 
 def test_srun_labels_that_are_node_indices(tmp_path: Path) -> None:

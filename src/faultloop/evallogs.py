@@ -201,10 +201,10 @@ class Evaluation:
         }
 
     def to_text(self, bar: Thresholds, title: str) -> str:
-        header = f"{'':<26}{'cases':>6}  {'category':<11}{'restart':<11}{'culprit':<11}unknown culprit, high"
+        header = f"{'':<26}{'cases':>6}  {'category':<13}{'restart':<13}{'culprit':<13}unknown culprit, high"
         lines = [title, "", header, _row("overall", self.overall),
-                 f"{'threshold':<26}{'':>6}  {'>= ' + format(bar.category, '.0%'):<11}"
-                 f"{'>= ' + format(bar.restart, '.0%'):<11}{'>= ' + format(bar.culprit, '.0%'):<11}"
+                 f"{'threshold':<26}{'':>6}  {'>= ' + format(bar.category, '.0%'):<13}"
+                 f"{'>= ' + format(bar.restart, '.0%'):<13}{'>= ' + format(bar.culprit, '.0%'):<13}"
                  f"<= {bar.unknown_high:.0%}"]
         for heading, key in (("by labelled category", lambda o: o.case.category), ("by launcher style",
                                                                                   lambda o: o.style)):
@@ -218,7 +218,7 @@ class Evaluation:
 
 
 def _row(name: str, s: Scores) -> str:
-    return (f"{name:<26}{s.cases:>6}  {str(s.category):<11}{str(s.restart):<11}{str(s.culprit):<11}"
+    return (f"{name:<26}{s.cases:>6}  {str(s.category):<13}{str(s.restart):<13}{str(s.culprit):<13}"
             f"{s.unknown_high}")
 
 

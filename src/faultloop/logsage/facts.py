@@ -47,7 +47,6 @@ class Exit:
     signal: str | None = None
     pid: int | None = None
     line: int = NEVER
-    first_failure: bool = False  # torchrun's "Root Cause (first observed failure)"
     stopped: bool = False  # ended by the teardown after another rank failed: a victim
 
 
@@ -100,4 +99,4 @@ class Facts:
     last_busy: Evidence | None = None  # the latest one-rank work (evaluation, saving...) before any timeout
     summary_section: dict[Source, str] = field(default_factory=dict)  # "first" / "others"
     pending_record: dict[Source, tuple[int, int | None]] = field(default_factory=dict)  # rank, local
-    assumed: dict[int, str] = field(default_factory=dict)  # rank -> the assumption that named it
+    assumed: dict[int, tuple[str, str]] = field(default_factory=dict)  # rank -> (confidence, the assumption)

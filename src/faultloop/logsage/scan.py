@@ -206,7 +206,7 @@ def signal_of(code: int | None) -> str | None:
 
 
 def record_exit(facts: Facts, rank: int | None, ev: Evidence, exitcode: int | None, signal: str | None,
-                pid: int | None = None, stopped: bool = False, first_failure: bool = False) -> None:
+                pid: int | None = None, stopped: bool = False) -> None:
     """A rank's end as a launcher reported it: the exit record, and evidence of a signal death
     (or, weaker, of a non-zero exit status)."""
     signal = signal or signal_of(exitcode)
@@ -216,7 +216,6 @@ def record_exit(facts: Facts, rank: int | None, ev: Evidence, exitcode: int | No
         ex.signal = ex.signal or signal
         ex.pid = ex.pid if ex.pid is not None else pid
         ex.line = min(ex.line, ev.line)
-        ex.first_failure |= first_failure
         ex.stopped |= stopped
         if pid is not None:
             facts.pid_rank[pid] = rank
@@ -357,7 +356,7 @@ def _summary(facts: Facts, rule: Rule, groups: dict[str, str | None], ev: Eviden
     section = facts.summary_section.get(source, "")
     signal = signal_of(code)
     record_exit(facts, rank, ev, code, None, int(groups["pid"]) if groups.get("pid") else None,
-                stopped=section == "others" and signal in STOP_SIGNALS, first_failure=section == "first")
+                stopped=section == "others" and signal in STOP_SIGNALS)
 
 
 def resolve_deaths(facts: Facts) -> None:
