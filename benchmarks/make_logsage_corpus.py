@@ -1,10 +1,11 @@
 """Regenerate logsage's accuracy corpus: real cpu_gloo jobs with every fault, markers stripped.
 
-For each of the 12 fault types at ranks 0, 1, a middle and the last rank, at 2 and 4 nodes with
-2 ranks per node, plus every fault at 2 nodes x 4 ranks on a middle rank, it runs
-`faultloop run-job`, strips the ground-truth markers with faults.strip_markers, and keeps only the
-stripped main log, gzipped, under an opaque name. The truth goes to a separate TSV, so nothing
-the analyzer reads (file name or content) gives the answer away.
+Under both layouts of run_job (one torchrun per node, and one process per rank as srun starts
+them), for each of the 12 fault types: ranks 0, 1 and the last at 2 nodes x 2 ranks, a middle
+rank at 2 nodes x 4 ranks and at 4 nodes x 2 ranks. It runs `faultloop run-job`, strips the
+ground-truth markers with faults.strip_markers, and keeps only the stripped main log, gzipped,
+under an opaque name. The truth goes to a separate TSV, so nothing the analyzer reads (file name
+or content) gives the answer away.
 
     python benchmarks/make_logsage_corpus.py [--out tests/data/logs/cpu_gloo] [--jobs 2]
 """
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from faultloop.faults import FAULT_NAMES, strip_markers
+from faultloop.launch import LAYOUTS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,20 +37,19 @@ class Cell:
     rank: int
     nodes: int
     gpus_per_node: int
+    launcher: str
 
     @property
     def key(self) -> str:
-        return f"n{self.nodes}g{self.gpus_per_node}_{self.fault}_r{self.rank}"
+        return f"{self.launcher}_n{self.nodes}g{self.gpus_per_node}_{self.fault}_r{self.rank}"
 
 
 def cells() -> list[Cell]:
     out = []
-    for nodes in (2, 4):
-        world = nodes * 2
+    for launcher in LAYOUTS:
         for fault in FAULT_NAMES:
-            for rank in sorted({0, 1, world // 2, world - 1}):
-                out.append(Cell(fault, rank, nodes, 2))
-    out += [Cell(fault, 5, 2, 4) for fault in FAULT_NAMES]
+            out += [Cell(fault, rank, 2, 2, launcher) for rank in (0, 1, 3)]
+            out += [Cell(fault, 5, 2, 4, launcher), Cell(fault, 4, 4, 2, launcher)]
     return out
 
 
@@ -62,7 +63,7 @@ def run_cell(cell: Cell, name: str, work: Path, timing: list[str]) -> list[str] 
         cmd = [sys.executable, "-m", "faultloop.cli", "run-job", "--cell-dir", str(cell_dir),
                "--fault-type", cell.fault, "--rank", str(cell.rank), "--iter", "3", "--fault-delay", "0",
                "--nodes", str(cell.nodes), "--gpus-per-node", str(cell.gpus_per_node),
-               "--iterations", "12", *timing, "--launcher", "local"]
+               "--iterations", "12", *timing, "--launcher", cell.launcher, "--scheduler", "local"]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         manifest = cell_dir / "job.json"
         if proc.returncode == 0 and manifest.exists():
@@ -105,11 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     old = {}
     if args.truth.exists() and args.only:  # a partial regeneration keeps the other rows
         for line in args.truth.read_text().splitlines()[1:]:
-            f, fault, rank, nodes, gpn = line.split("\t")
-            old[f] = Cell(fault, int(rank), int(nodes), int(gpn))
+            f, fault, rank, nodes, gpn, launcher = line.split("\t")
+            old[f] = Cell(fault, int(rank), int(nodes), int(gpn), launcher)
     old.update(rows)
-    text = "file\tfault\trank\tnodes\tgpus_per_node\n" + "".join(
-        f"{name}\t{c.fault}\t{c.rank}\t{c.nodes}\t{c.gpus_per_node}\n" for name, c in sorted(old.items()))
+    text = "file\tfault\trank\tnodes\tgpus_per_node\tlauncher\n" + "".join(
+        f"{name}\t{c.fault}\t{c.rank}\t{c.nodes}\t{c.gpus_per_node}\t{c.launcher}\n" for name, c in sorted(old.items()))
     args.truth.write_text(text)
     print(f"{len(rows)}/{len(todo)} logs written to {args.out}; truth in {args.truth}")
     return 0 if len(rows) == len(todo) else 1

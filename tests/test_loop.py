@@ -146,6 +146,19 @@ def test_infrastructure_failure_is_retried_alone_and_never_scored(loop):
     assert {k: v for k, v in job_ids(loop).items() if k != new} == before
 
 
+def run_processes(session: Path) -> list[str]:
+    """Command lines of live processes started for a cell of this session."""
+    mark = f"FAULTLOOP_CELL={session.resolve()}/".encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if any(v.startswith(mark) for v in (proc / "environ").read_bytes().split(b"\0")):
+                found.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:120])
+        except OSError:
+            continue
+    return found
+
+
 def test_killed_snakemake_loses_no_finished_cell(loop):
     (loop / "kill.tsv").write_text(
         "FAULT_TYPE\tRANK\tITER\tNODES\nWORKLOAD_EXC\t0\t3\t1\nSIGTERM\t1\t3\t1\nSIGKILL\t0\t3\t1\nOS_ABORT\t1\t3\t1\n"
@@ -163,11 +176,15 @@ def test_killed_snakemake_loses_no_finished_cell(loop):
         time.sleep(0.5)
     os.kill(proc.pid, signal.SIGKILL)  # Snakemake dies mid-run, like a crash
     proc.wait()
-    time.sleep(1)
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # and the jobs it was running die with the node
-    except ProcessLookupError:
-        pass
+    # Nothing of that run outlives it: every process of a cell's job carries its cell in the
+    # environment (launchers, torchrun, ranks), so none can hide in another session.
+    alive = run_processes(session)
+    for _ in range(50):
+        if not alive:
+            break
+        time.sleep(0.1)
+        alive = run_processes(session)
+    assert not alive, f"processes of the killed run still alive 5 s later: {alive}"
     finished = {p.parent.parent.name for p in session.glob("n*/analysis/score.json")}
     assert finished, "a cell should have finished before the kill"
     assert len(finished) < 4, "the kill should land mid-run"

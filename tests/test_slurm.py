@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from faultloop.pool import Cell
+
 pytestmark = pytest.mark.slurm
 
 REPO = Path(__file__).resolve().parents[1]
@@ -226,6 +228,20 @@ def test_pool_runs_end_to_end_on_slurm(slurm_cluster, tmp_path):
         logs = list((session / cell / "logs" / "slurm").glob(f"{job_id}.*.1.main_workload.log"))
         assert logs, f"no main log for SLURM job {job_id} in {cell}"
         assert (session / cell / "analysis" / "score.json").is_file()
+        # One torchrun per node under the real srun, which labels each node's output...
+        launch_out = (session / cell / manifest["launch_out"]).read_text()
+        assert re.search(r"srun --label --kill-on-bad-exit=1 .*--ntasks-per-node=1 \S+ -m torch\.distributed\.run "
+                         r".*--rdzv-backend c10d", launch_out), launch_out
+        lines = logs[0].read_text(errors="replace").splitlines()
+        labels = {m.group(1) for line in lines if (m := re.match(r"^\s*(\d+): ", line))}
+        assert labels == {str(i) for i in range(nodes)}, labels
+        # ...torch's own launcher reports the failure, and job.json reads the injected rank's end from torch
+        assert any(re.match(r"^\s*\d+: torch\.distributed\.elastic\.multiprocessing\.errors\.ChildFailedError", line)
+                   for line in lines), logs[0]
+        truth = Cell.from_name(cell)
+        injected = manifest["rank_exits"][str(truth.rank)]
+        assert injected["state"] == "FAILED", manifest["rank_exits"]
+        assert injected["exitcode"] == {"SIGKILL": -9, "SEGFAULT": -11}.get(truth.fault_type, 1), injected
 
     with open(session / "experiments.tsv") as handle:
         rows = list(csv.DictReader(handle, delimiter="\t"))

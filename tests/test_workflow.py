@@ -110,6 +110,7 @@ def test_tracking_tsv_upserts_rows(tmp_path):
 
 
 def test_strip_log_removes_markers_and_experiment_names(tmp_path):
+    from faultloop.manifest import Manifest
     from faultloop.workflow import strip_log
 
     cell = tmp_path / "n2_SIGKILL_r1_i5"
@@ -121,7 +122,9 @@ def test_strip_log_removes_markers_and_experiment_names(tmp_path):
         f"0: saving checkpoint to {cell}/checkpoints/iter_5\n"
         "2: RuntimeError: Connection closed by peer\n"
     )
-    (cell / "job.json").write_text('{"main_log": "logs/slurm/7.0.1.main_workload.log"}')
+    Manifest(job_id="7", workload="cpu_gloo", fault_type="SIGKILL", fault_rank=1, fault_iter=5, nodes=2,
+             gpus_per_node=2, world_size=4, state="FAILED", main_log="logs/slurm/7.0.1.main_workload.log",
+             launch_out=None, fault_fired=True, run_valid=True, invalid_reason=None).write(cell / "job.json")
     assert strip_log(cell / "job.json", cell / "out.log") == 3
     text = (cell / "out.log").read_text()
     assert "FAULT INJECTION" not in text and "inject_fault" not in text
@@ -138,3 +141,13 @@ def test_atomic_writes_are_readable_by_the_team(tmp_path):
     assert (tmp_path / "sub" / "x.json").read_text() == '{\n  "a": 1\n}\n'
     assert os.stat(tmp_path / "sub" / "x.json").st_mode & 0o044 == 0o044, "group and others may read results"
     assert [p.name for p in (tmp_path / "sub").iterdir()] == ["x.json"], "no temp file left behind"
+
+
+def test_unknown_config_key_fails_naming_it_and_the_nearest(workflow_copy):
+    (workflow_copy / "config" / "site.yaml").write_text("run_job:\n  pg_timeout: 20\n")
+    result = snakemake(workflow_copy, "-n", "--profile", "profiles/local", "--config", "gpus_per_nod=4", check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "--config: 'gpus_per_nod' is not a configuration key; did you mean 'gpus_per_node'?" in output
+    assert "config/site.yaml: 'run_job.pg_timeout' is not a configuration key; did you mean 'run_job.pg_timeout_s'?" in output
+    assert not (workflow_copy / "results").exists()

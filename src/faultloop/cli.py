@@ -11,12 +11,12 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "where": ("faultloop.config", "print the session folder and report path for key=value overrides"),
     "cell": ("faultloop.workflow", "the per-cell workflow steps: run (run_job) and strip-log"),
     "run-job": ("faultloop.launch", "run one pool cell's training job and write its manifest"),
-    "node-launch": ("faultloop.launch", "launch one node's ranks (used under srun)"),
     "logsage": ("faultloop.logsage", "attribute a failed job from its log"),
     "eval-logs": ("faultloop.evallogs", "score logsage on a folder of labelled real failure logs"),
     "fr": ("faultloop.fr", "attribute a failed job from its flight-recorder dumps"),
     "score": ("faultloop.score", "score one cell's attribution against the injected truth"),
     "report": ("faultloop.report", "aggregate scores into the session report"),
+    "adopt": ("faultloop.adopt", "take in a session NVRx's bash loop ran, to re-judge it without running anything"),
 }
 
 
@@ -36,8 +36,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"faultloop: unknown command {command!r}\n\n{usage()}", file=sys.stderr)
         return 2
     module = importlib.import_module(SUBCOMMANDS[command][0])
-    if command == "node-launch":
-        return int(module.node_main(rest) or 0)
     return int(module.main(rest) or 0)
 
 

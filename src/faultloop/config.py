@@ -7,6 +7,7 @@ The site file keeps cluster and credential settings out of git, like upstream's 
 from __future__ import annotations
 
 import copy
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -46,10 +47,55 @@ def load_site_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def resolve(config: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """Apply the site file under the command-line overrides."""
+def resolve(config: Mapping[str, Any], overrides: Mapping[str, Any],
+            schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Apply the site file under the command-line overrides; with a schema, a key it does not
+    know (a typo such as `gpus_per_nod`) fails here, named with where it came from."""
     site_file = overrides.get("site_file", config.get("site_file", "config/site.yaml"))
-    return deep_merge(deep_merge(config, load_site_file(site_file)), overrides)
+    site = load_site_file(site_file)
+    if schema is not None:
+        # The base config already holds the --config values (Snakemake merged them): each
+        # unknown key is named once, with the most specific place it was given.
+        seen: dict[str, str] = {}
+        for where, layer in (("--config", overrides), (str(site_file), site), ("config/config.yaml", config)):
+            for problem in unknown_keys(layer, schema):
+                seen.setdefault(problem, where)
+        problems = [f"{where}: {problem}" for problem, where in seen.items()]
+        if problems:
+            raise ConfigError("unknown configuration key(s):\n" + "\n".join(f"  - {p}" for p in problems))
+    return deep_merge(deep_merge(config, site), overrides)
+
+
+def unknown_keys(config: Mapping[str, Any], schema: Mapping[str, Any], prefix: str = "",
+                 root: Mapping[str, Any] | None = None) -> list[str]:
+    """Keys the JSON schema does not declare, each with the nearest declared key (if any is close)."""
+    root = root or schema
+    schema = _resolve_ref(schema, root)
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return []
+    extra = schema.get("additionalProperties")
+    problems = []
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if key in properties or isinstance(extra, Mapping):
+            if isinstance(value, Mapping):
+                problems += unknown_keys(value, properties.get(key, extra), f"{name}.", root)
+        else:
+            near = difflib.get_close_matches(str(key), list(properties), n=1, cutoff=0.6)
+            hint = f"; did you mean '{prefix}{near[0]}'?" if near else f" (known: {', '.join(properties)})"
+            problems.append(f"'{name}' is not a configuration key{hint}")
+    return problems
+
+
+def _resolve_ref(node: Any, root: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Follow a local `$ref` (#/definitions/x) so nested sections are checked too."""
+    if isinstance(node, Mapping) and isinstance(node.get("$ref"), str) and node["$ref"].startswith("#/"):
+        target: Any = root
+        for part in node["$ref"][2:].split("/"):
+            target = target[part]
+        return target
+    return node if isinstance(node, Mapping) else {}
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from multiprocessing import get_all_start_methods, get_context
-from typing import Any
+from typing import Any, NamedTuple
 
 from faultloop import layout
 
@@ -39,7 +39,22 @@ _UNEVEN_OPS = ("all_to_all", "alltoall", "gather", "scatter", "allgather_v", "re
 _RANK_IN_NAME = re.compile(r"(\d+)(?:\.json)?$")
 _INT = re.compile(r"-?\d+")
 
-Sig = tuple[str, tuple[tuple[int, ...], ...], tuple[str, ...]]
+
+
+class Sig(NamedTuple):
+    """What a collective was: op, input sizes, dtypes (ranks must agree on it at each seq id)."""
+
+    op: str
+    sizes: tuple[tuple[int, ...], ...]
+    dtypes: tuple[str, ...]
+
+
+class TailEntry(NamedTuple):
+    """One of a rank's last collectives in a group."""
+
+    seq: int
+    sig: Sig
+    time_ns: int
 
 
 class UnsafeDumpError(pickle.UnpicklingError):
@@ -103,7 +118,7 @@ class GroupView:
     last_p2p: int | None = None
     enqueued: int | None = None  # NCCL pg_status last_enqueued_collective, None when untrusted
     ranks_key: str | None = None  # digest of the pg_config ranks text
-    tail: list[tuple[int, Sig, int]] = field(default_factory=list)  # (seq, sig, time_created_ns)
+    tail: list[TailEntry] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -146,7 +161,7 @@ def _sig_of(entry: dict[str, Any], intern: dict[Sig, Sig]) -> Sig:
     op = name.split(":", 1)[1] if ":" in name else name
     sizes = tuple(tuple(int(d) for d in s) for s in entry.get("input_sizes") or ())
     dtypes = tuple(str(d) for d in entry.get("input_dtypes") or ())
-    sig = (op, sizes, dtypes)
+    sig = Sig(op, sizes, dtypes)
     return intern.setdefault(sig, sig)
 
 
@@ -247,8 +262,8 @@ def _reduce_entries(entries: list[Any], config: dict[str, Any], groups: dict[str
             continue
         need[n] -= 1
         left -= 1
-        groups[n].tail.append((int(e["collective_seq_id"]), _sig_of(e, intern),
-                               _as_int(e.get("time_created_ns")) or 0))
+        groups[n].tail.append(TailEntry(int(e["collective_seq_id"]), _sig_of(e, intern),
+                                        _as_int(e.get("time_created_ns")) or 0))
     return index_to_name
 
 
@@ -393,15 +408,34 @@ def scope_of(ranks: Iterable[int], gpus_per_node: int, segment_size: int) -> str
 # ---------------------------------------------------------------- merge + analysis (parent)
 
 
+class SeqView(NamedTuple):
+    """Where one rank stands in one process group: its recorded collective window."""
+
+    first: int | None
+    last: int | None
+    last_p2p: int | None
+    enqueued: int | None  # NCCL pg_status, only where the ring buffer holds nothing for the group
+
+    @property
+    def known_last(self) -> int | None:
+        return self.last if self.last is not None else self.enqueued
+
+
+@dataclass(slots=True)
+class _SigCount:
+    """How many ranks ran one signature at one sequence id, and some of them by name."""
+
+    count: int
+    sample: list[int]
+
+
 @dataclass(slots=True)
 class _Group:
     desc: str
     ranks_key: str | None = None
-    # rank -> (first_seq, last_seq, last_p2p, enqueued)
-    views: dict[int, tuple[int | None, int | None, int | None, int | None]] = field(default_factory=dict)
-    # seq -> sig -> [count, sample ranks]; seq -> earliest time_created_ns
-    sigs: dict[int, dict[Sig, list[Any]]] = field(default_factory=dict)
-    times: dict[int, int] = field(default_factory=dict)
+    views: dict[int, SeqView] = field(default_factory=dict)
+    sigs: dict[int, dict[Sig, _SigCount]] = field(default_factory=dict)  # seq -> signature -> ranks
+    times: dict[int, int] = field(default_factory=dict)  # seq -> earliest time_created_ns
     max_seq: int = -1
 
 
@@ -428,164 +462,225 @@ class _Merger:
         for key, text in item.ranks_texts.items():
             self.texts.setdefault(key, [int(x) for x in _INT.findall(text)])
         for name, view in item.groups.items():
-            group = self.groups.get(name)
-            if group is None:
-                group = self.groups[name] = _Group(view.desc)
-            if not group.desc:
-                group.desc = view.desc
-            if group.ranks_key is None and view.ranks_key is not None:
-                group.ranks_key = view.ranks_key
-            group.views[item.rank] = (view.first_seq, view.last_seq, view.last_p2p, view.enqueued)
-            for seq, sig, t_ns in view.tail:
-                bucket = group.sigs.setdefault(seq, {})
-                slot = bucket.get(sig)
-                if slot is None:
-                    bucket[sig] = [1, [item.rank]]
-                else:
-                    slot[0] += 1
-                    if len(slot[1]) < SAMPLE_CAP:
-                        slot[1].append(item.rank)
-                if t_ns and (seq not in group.times or t_ns < group.times[seq]):
-                    group.times[seq] = t_ns
-                group.max_seq = max(group.max_seq, seq)
-            if len(group.sigs) > 4 * TAIL:
-                floor = group.max_seq - 2 * TAIL
-                for seq in [s for s in group.sigs if s < floor]:
-                    del group.sigs[seq]
-                    group.times.pop(seq, None)
+            self._add_view(item.rank, name, view)
+
+    def _add_view(self, rank: int, name: str, view: GroupView) -> None:
+        group = self.groups.get(name)
+        if group is None:
+            group = self.groups[name] = _Group(view.desc)
+        if not group.desc:
+            group.desc = view.desc
+        if group.ranks_key is None and view.ranks_key is not None:
+            group.ranks_key = view.ranks_key
+        group.views[rank] = SeqView(view.first_seq, view.last_seq, view.last_p2p, view.enqueued)
+        for entry in view.tail:
+            bucket = group.sigs.setdefault(entry.seq, {})
+            slot = bucket.get(entry.sig)
+            if slot is None:
+                bucket[entry.sig] = _SigCount(1, [rank])
+            else:
+                slot.count += 1
+                if len(slot.sample) < SAMPLE_CAP:
+                    slot.sample.append(rank)
+            if entry.time_ns and (entry.seq not in group.times or entry.time_ns < group.times[entry.seq]):
+                group.times[entry.seq] = entry.time_ns
+            group.max_seq = max(group.max_seq, entry.seq)
+        if len(group.sigs) > 4 * TAIL:  # keep only the recent window: memory stays bounded
+            floor = group.max_seq - 2 * TAIL
+            for seq in [s for s in group.sigs if s < floor]:
+                del group.sigs[seq]
+                group.times.pop(seq, None)
 
 
 def _sig_json(sig: Sig | None) -> tuple[str, list[list[int]], list[str]]:
     if sig is None:
         return "", [], []
-    return sig[0], [list(s) for s in sig[1]], list(sig[2])
+    return sig.op, [list(s) for s in sig.sizes], list(sig.dtypes)
 
 
-def _majority(bucket: dict[Sig, list[Any]]) -> Sig:
-    return max(bucket, key=lambda s: bucket[s][0])
+def _majority(bucket: dict[Sig, _SigCount]) -> Sig:
+    return max(bucket, key=lambda s: bucket[s].count)
 
 
-def _analyze(merger: _Merger, world_size: int | None, gpus_per_node: int,
-             segment_size: int) -> FrResult:
-    read = set(merger.read)
-    skipped_ranks = {s.rank for s in merger.skipped if s.rank is not None} - read
-    expected: set[int] = set(read) | skipped_ranks
-    for group in merger.groups.values():
-        if group.ranks_key in merger.texts:
-            expected.update(merger.texts[group.ranks_key])
-    if world_size:
-        expected.update(range(world_size))
-    without_dump = expected - read - skipped_ranks
+class _Divergence(NamedTuple):
+    """Where a group's ranks first parted: ordered by time, then by how many ranks were missing."""
 
-    rows: list[MissingRow] = []
-    mismatches: list[Mismatch] = []
-    behind: dict[int, int] = {}
-    p2p_behind: dict[int, int] = {}
-    lag_groups: dict[int, int] = {}
-    waiting: set[int] = set()
-    divergences: list[tuple[int, int, str, int, list[int]]] = []  # (time or big, -lag, name, seq, ranks)
+    time_ns: int
+    minus_ranks: int
+    pg_id: str
+    seq: int
+    ranks: list[int]
 
-    for name, group in merger.groups.items():
-        members = set(merger.texts.get(group.ranks_key or "", ()))
-        if not members:
-            members = set(group.views)
-            if group.desc == "default_pg" or name == "0":  # gloo: the default group spans the job
-                members |= expected
-        # --- sequence lag
-        lasts: dict[int, int | None] = {}
-        for rank in members:
-            if rank in skipped_ranks:
+
+@dataclass
+class _GroupLag:
+    """One group's sequence lag: its upstream table row and what it says about each rank."""
+
+    row: MissingRow
+    behind: dict[int, int]  # rank -> collectives behind the group's front (known ranks only)
+    waiting: set[int]  # ranks ahead of the slowest known rank: they wait on it
+    divergence: _Divergence
+
+
+@dataclass
+class _Findings:
+    """What every group says, merged: the inputs of the suspect ranking."""
+
+    rows: list[MissingRow] = field(default_factory=list)
+    mismatches: list[Mismatch] = field(default_factory=list)
+    behind: dict[int, int] = field(default_factory=dict)
+    p2p_behind: dict[int, int] = field(default_factory=dict)
+    lag_groups: dict[int, int] = field(default_factory=dict)  # rank -> groups where it lags
+    waiting: set[int] = field(default_factory=set)
+    divergences: list[_Divergence] = field(default_factory=list)
+
+    def add_lag(self, lag: _GroupLag) -> None:
+        self.rows.append(lag.row)
+        self.waiting |= lag.waiting
+        self.divergences.append(lag.divergence)
+        for rank in lag.row.missing_ranks:
+            self.lag_groups[rank] = self.lag_groups.get(rank, 0) + 1
+        for rank, deficit in lag.behind.items():
+            self.behind[rank] = max(self.behind.get(rank, 0), deficit)
+
+    def add_p2p(self, behind: dict[int, int]) -> None:
+        for rank, deficit in behind.items():
+            self.p2p_behind[rank] = max(self.p2p_behind.get(rank, 0), deficit)
+
+
+def _members(name: str, group: _Group, merger: _Merger, expected: set[int]) -> set[int]:
+    members = set(merger.texts.get(group.ranks_key or "", ()))
+    if not members:
+        members = set(group.views)
+        if group.desc == "default_pg" or name == "0":  # gloo: the default group spans the job
+            members |= expected
+    return members
+
+
+def _group_lag(name: str, group: _Group, members: set[int], read: set[int],
+               skipped: set[int]) -> _GroupLag | None:
+    """The ranks behind this group's front; None when every member is level (or none recorded).
+
+    A rank without a dump stands nowhere known (None); a read rank that never entered the group
+    within its window stands before the window (-1).
+    """
+    lasts: dict[int, int | None] = {}
+    for rank in members - skipped:
+        if rank not in read:
+            lasts[rank] = None
+            continue
+        view = group.views.get(rank)
+        known = view.known_last if view else None
+        lasts[rank] = known if known is not None else -1
+    # The front comes from recorded entries only: pg_status merely fills in ranks whose ring
+    # buffer holds nothing for this group (its counters mix in p2p ops).
+    recorded = [v.last for r, v in group.views.items() if v.last is not None and r in lasts]
+    if not recorded:
+        return None
+    front = max(recorded)
+    firsts = [v.first for r, v in group.views.items() if v.first is not None and r in lasts]
+    window_start = min(firsts) if firsts else front
+    lagging = {r: v for r, v in lasts.items() if v is None or v < front}
+    if not lagging:
+        return None
+    low = min((v for v in lagging.values() if v is not None and v >= 0), default=None)
+    waiting = {r for r, v in lasts.items() if v is not None and v >= 0 and (low is None or v > low)}
+    behind = {r: front - v if v >= 0 else front - window_start + 1 for r, v in lagging.items() if v is not None}
+    op, size, dtype = _sig_json(_majority(group.sigs[front]) if front in group.sigs else None)
+    row = MissingRow(name, group.desc, op, size, dtype, front, sorted(lagging))
+    seq = low + 1 if low is not None else window_start if -1 in lagging.values() else front
+    first_missing = sorted(r for r, v in lagging.items() if v is None or v < seq)
+    divergence = _Divergence(group.times.get(seq, 1 << 62), -len(first_missing), name, seq, first_missing)
+    return _GroupLag(row, behind, waiting, divergence)
+
+
+def _p2p_lag(group: _Group) -> dict[int, int]:
+    """Ranks behind in point-to-point ops (weaker: p2p counters only align in symmetric pipelines)."""
+    p2p = {r: v.last_p2p for r, v in group.views.items() if v.last_p2p is not None}
+    if len(p2p) < 2:
+        return {}
+    top = max(p2p.values())
+    return {rank: top - last for rank, last in p2p.items() if last < top}
+
+
+def _group_mismatches(name: str, group: _Group) -> list[Mismatch]:
+    """Ranks whose collective at a sequence id differs from the majority's in op, dtype or size."""
+    found = []
+    for seq in sorted(group.sigs):
+        bucket = group.sigs[seq]
+        if len(bucket) < 2:
+            continue
+        ref = _majority(bucket)
+        for sig, slot in bucket.items():
+            if sig == ref:
                 continue
-            view = group.views.get(rank)
-            if rank not in read:
-                lasts[rank] = None  # no dump: where it stopped is unknown
+            field_name = "op_type" if sig.op != ref.op else "dtype" if sig.dtypes != ref.dtypes else "size"
+            if field_name == "size" and any(k in ref.op for k in _UNEVEN_OPS):
                 continue
-            known = view[1] if view and view[1] is not None else view[3] if view else None
-            lasts[rank] = known if known is not None else -1  # -1: read, never entered in the window
-        # The group's front comes from recorded entries only: pg_status merely fills in ranks
-        # whose ring buffer holds nothing for this group (its counters mix in p2p ops).
-        recorded = [v[1] for r, v in group.views.items() if v[1] is not None and r in lasts]
-        if recorded:
-            gmax = max(recorded)
-            firsts = [v[0] for r, v in group.views.items() if v[0] is not None and r in lasts]
-            gfirst = min(firsts) if firsts else gmax
-            lagging = {r: v for r, v in lasts.items() if v is None or v < gmax}
-            if lagging:
-                low = min((v for v in lagging.values() if v is not None and v >= 0), default=None)
-                for rank, last in lasts.items():
-                    if last is not None and last >= 0 and (low is None or last > low):
-                        waiting.add(rank)
-                for rank, last in lagging.items():
-                    lag_groups[rank] = lag_groups.get(rank, 0) + 1
-                    if last is None:
-                        continue
-                    deficit = gmax - last if last >= 0 else gmax - gfirst + 1
-                    behind[rank] = max(behind.get(rank, 0), deficit)
-                sig = _majority(group.sigs[gmax]) if gmax in group.sigs else None
-                op, size, dtype = _sig_json(sig)
-                rows.append(MissingRow(name, group.desc, op, size, dtype, gmax, sorted(lagging)))
-                div_seq = low + 1 if low is not None else (gfirst if any(v == -1 for v in lagging.values())
-                                                            else gmax)
-                first_missing = sorted(r for r, v in lagging.items()
-                                       if v is None or v < div_seq)
-                divergences.append((group.times.get(div_seq, 1 << 62), -len(first_missing), name,
-                                    div_seq, first_missing))
-        # --- p2p lag (weaker: per-rank p2p counters only align in symmetric pipelines)
-        p2p = {r: v[2] for r, v in group.views.items() if v[2] is not None}
-        if len(p2p) > 1:
-            top = max(p2p.values())
-            for rank, last in p2p.items():
-                if last < top:
-                    p2p_behind[rank] = max(p2p_behind.get(rank, 0), top - last)
-        # --- op / size / dtype mismatches at the same seq
-        for seq in sorted(group.sigs):
-            bucket = group.sigs[seq]
-            if len(bucket) < 2:
-                continue
-            ref = _majority(bucket)
-            for sig, (count, sample) in bucket.items():
-                if sig == ref:
-                    continue
-                field_name = ("op_type" if sig[0] != ref[0] else "dtype" if sig[2] != ref[2]
-                              else "size")
-                if field_name == "size" and any(k in ref[0] for k in _UNEVEN_OPS):
-                    continue
-                index = {"op_type": 0, "size": 1, "dtype": 2}[field_name]
-                mismatches.append(Mismatch(name, group.desc, seq, field_name,
-                                           _sig_json(ref)[index], _sig_json(sig)[index], sorted(sample)))
+            index = {"op_type": 0, "size": 1, "dtype": 2}[field_name]
+            found.append(Mismatch(name, group.desc, seq, field_name, _sig_json(ref)[index], _sig_json(sig)[index],
+                                  sorted(slot.sample)))
+    return found
 
+
+def _suspects(found: _Findings, read: set[int], without_dump: set[int]) -> tuple[list[int], list[int]]:
+    """(suspects, strongest first; secondary ranks): laggards nobody waits on, odd signatures,
+    and ranks that left no dump where most did."""
     mismatch_ranks: dict[int, int] = {}
-    for mm in mismatches:
+    for mm in found.mismatches:
         for rank in mm.ranks:
             mismatch_ranks[rank] = mismatch_ranks.get(rank, 0) + 1
     # A missing dump is evidence only against ranks that did dump (the CPU crash case); when
     # most or all ranks left none, absence says nothing about who failed first.
     absent = without_dump if read and len(without_dump) < len(read) else set()
-    lagging_all = set(lag_groups) - (without_dump - absent)
-    primary = (lagging_all - waiting) | set(mismatch_ranks) | absent
+    lagging_all = set(found.lag_groups) - (without_dump - absent)
+    primary = (lagging_all - found.waiting) | set(mismatch_ranks) | absent
     if not primary and lagging_all:  # every laggard waits on another (a cycle): keep the worst
-        worst = max(behind.get(r, 0) for r in lagging_all)
-        primary = {r for r in lagging_all if behind.get(r, 0) == worst}
-    if not primary and p2p_behind:
-        primary = set(p2p_behind)
+        worst = max(found.behind.get(r, 0) for r in lagging_all)
+        primary = {r for r in lagging_all if found.behind.get(r, 0) == worst}
+    if not primary and found.p2p_behind:
+        primary = set(found.p2p_behind)
 
     def strength(rank: int) -> tuple[int, int, int, int]:
-        return (-mismatch_ranks.get(rank, 0), -lag_groups.get(rank, 0), -behind.get(rank, 0), rank)
+        return (-mismatch_ranks.get(rank, 0), -found.lag_groups.get(rank, 0), -found.behind.get(rank, 0), rank)
 
-    suspects = sorted(primary, key=strength)
-    secondary = sorted((lagging_all & waiting) - primary)
-    first_div: dict[str, Any] | None = None
-    if divergences:
-        _, _, name, seq, ranks = min(divergences)
-        group = merger.groups[name]
-        sig = _majority(group.sigs[seq]) if seq in group.sigs else None
-        first_div = {"pg_id": name, "pg_desc": group.desc, "collective_seq_id": seq,
-                     "op_type": _sig_json(sig)[0], "ranks": ranks}
-    elif mismatches:
-        mm = min(mismatches, key=lambda m: (m.collective_seq_id, m.pg_id))
+    return sorted(primary, key=strength), sorted((lagging_all & found.waiting) - primary)
+
+
+def _first_divergence(found: _Findings, merger: _Merger) -> dict[str, Any] | None:
+    if found.divergences:
+        first = min(found.divergences)
+        group = merger.groups[first.pg_id]
+        sig = _majority(group.sigs[first.seq]) if first.seq in group.sigs else None
+        return {"pg_id": first.pg_id, "pg_desc": group.desc, "collective_seq_id": first.seq,
+                "op_type": _sig_json(sig)[0], "ranks": first.ranks}
+    if found.mismatches:
+        mm = min(found.mismatches, key=lambda m: (m.collective_seq_id, m.pg_id))
         sig = _majority(merger.groups[mm.pg_id].sigs[mm.collective_seq_id])
-        first_div = {"pg_id": mm.pg_id, "pg_desc": mm.pg_desc, "collective_seq_id": mm.collective_seq_id,
-                     "op_type": sig[0], "ranks": mm.ranks}
+        return {"pg_id": mm.pg_id, "pg_desc": mm.pg_desc, "collective_seq_id": mm.collective_seq_id,
+                "op_type": sig.op, "ranks": mm.ranks}
+    return None
+
+
+def _analyze(merger: _Merger, world_size: int | None, gpus_per_node: int, segment_size: int) -> FrResult:
+    read = set(merger.read)
+    skipped = {s.rank for s in merger.skipped if s.rank is not None} - read
+    expected: set[int] = read | skipped
+    for group in merger.groups.values():
+        if group.ranks_key in merger.texts:
+            expected.update(merger.texts[group.ranks_key])
+    if world_size:
+        expected.update(range(world_size))
+    without_dump = expected - read - skipped
+
+    found = _Findings()
+    for name, group in merger.groups.items():
+        lag = _group_lag(name, group, _members(name, group, merger, expected), read, skipped)
+        if lag is not None:
+            found.add_lag(lag)
+        found.add_p2p(_p2p_lag(group))
+        found.mismatches += _group_mismatches(name, group)
+    suspects, secondary = _suspects(found, read, without_dump)
     backends = merger.backends - {"unknown"}
     return FrResult(
         no_dumps=not read,
@@ -593,14 +688,14 @@ def _analyze(merger: _Merger, world_size: int | None, gpus_per_node: int,
         ranks_without_dump=sorted(without_dump),
         skipped_files=sorted(merger.skipped, key=lambda s: s.file),
         expected_ranks=sorted(expected),
-        missing_ranks=sorted(rows, key=lambda r: (len(r.pg_id), r.pg_id)),
-        ranks_behind=behind,
-        first_divergence=first_div,
+        missing_ranks=sorted(found.rows, key=lambda r: (len(r.pg_id), r.pg_id)),
+        ranks_behind=found.behind,
+        first_divergence=_first_divergence(found, merger),
         suspect_ranks=suspects,
         scope=scope_of(suspects, gpus_per_node, segment_size),
         secondary_ranks=secondary,
-        mismatches=mismatches,
-        p2p_behind=p2p_behind,
+        mismatches=found.mismatches,
+        p2p_behind=found.p2p_behind,
         backend=",".join(sorted(backends)) or "unknown",
         gpus_per_node=gpus_per_node,
         segment_size=segment_size,

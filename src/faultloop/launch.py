@@ -1,24 +1,31 @@
-"""Node launchers and run_job: start one pool cell's job, label its log, write its manifest.
+"""run_job for the built-in workload: start one cell's job the way a cluster starts it, record it.
 
-Like a real cluster job, each simulated node has its own launcher that sees only its own ranks
-(`faultloop node-launch`); it labels every rank's output `<global rank>: ` the way `srun --label`
-does, prints torchrun's ChildFailedError-style summary, and stops its ranks soon after any rank of
-the job failed (torchrun's fixed 30 s SIGTERM grace would make every hang cell slow). Launchers
-share failures through files in the cell (a shared filesystem under SLURM).
+Two layouts (`run_job.launcher`):
 
-`faultloop run-job` starts the N launchers itself (`--launcher local`) or once per node through
-`srun` (`--launcher srun`, the default inside a SLURM allocation), then writes `job.json`, or
-`infra_failure.json` and exits non-zero when the job died before the fault fired.
+* ``torchrun``: one torch launcher per node (`python -m torch.distributed.run --nnodes N
+  --node-rank i --nproc-per-node G --max-restarts 0`): every launcher line in the log (worker
+  start, failures, SIGTERMs, the failure summary) is torch's own. Static rendezvous on this
+  machine, c10d rendezvous under SLURM.
+* ``srun``: one process per rank and no torchrun, as many Megatron sbatch scripts run.
+
+faultloop adds only what the scheduler adds: `srun --label` prefixes (the node index under
+torchrun, the global rank under srun) and `--kill-on-bad-exit=1`. Inside a SLURM allocation that
+is the real srun; elsewhere `LocalSrun` does the same for processes on this machine.
+
+The manifest is read from what torch and the launcher report: torch's worker events (torchrun's
+`--event-log-handler console`, kept apart from the main log), the exit codes of the processes
+the launcher started, srun's task report, and the fault-injection markers.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import datetime as dt
 import json
 import os
 import re
-import shutil
+import shlex
 import signal
 import socket
 import subprocess
@@ -26,357 +33,547 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Iterable
+from typing import IO, Callable, Iterable, Iterator
 
-from faultloop import layout
+import psutil
+
+from faultloop import layout, slurm
 from faultloop.faults import FAULTS
+from faultloop.manifest import Manifest, RankExit, signal_name
 
-WORKLOADS = ("cpu_gloo",)
+LAYOUTS = ("torchrun", "srun")
 POLL_S = 0.1
+# Every process of a cell's run carries this in its environment: an earlier attempt's leftovers
+# are found by it (stop_leftovers), whatever process group or session they moved to.
+CELL_ENV = "FAULTLOOP_CELL"
 MARKER_TIME_RE = re.compile(r"^\d+: \[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)\] FAULT INJECTION: Rank (\d+) "
                             r"(will inject fault|firing fault) (\w+)")
+# torch's worker events (one JSON object per line), after an optional srun label
+EVENT_RE = re.compile(rb'^(?:\s*\d+: )?(\{"name": "torchelastic\.)')
+# srun's own report of a task that ended badly: `srun: error: n1: tasks 2-3: Exited with exit code 1`
+SRUN_TASK_RE = re.compile(r"srun: error: (\S+): tasks? ([\d,\-]+): (.*)")
+SRUN_WORDS = {"Killed": "SIGKILL", "Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT",
+              "Terminated": "SIGTERM", "Interrupt": "SIGINT", "Bus error": "SIGBUS"}
 
 
-# -- records -----------------------------------------------------------------------------------
+# -- processes ---------------------------------------------------------------------------------
 
 
-@dataclass
-class RankExit:
-    """How one rank ended, as its node launcher saw it."""
-
-    rank: int
-    local_rank: int
-    pid: int | None
-    exitcode: int
-    time: float
-    stopped_by_launcher: bool = False
-    last_output: str = ""  # the rank's last non-empty line: the infra-failure reason
-
-    @property
-    def signal(self) -> str | None:
-        if self.exitcode >= 0:
-            return None
-        try:
-            return signal.Signals(-self.exitcode).name
-        except ValueError:
-            return f"SIG{-self.exitcode}"
+def _die_with_parent() -> None:
+    """preexec_fn: the child gets SIGKILL when this process dies (Linux prctl PR_SET_PDEATHSIG)."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
 
 
-@dataclass
-class NodeResult:
-    """One node launcher's record, written to the coordination dir for run_job."""
-
-    node_rank: int
-    node_name: str
-    start_time: float
-    end_time: float
-    timed_out: bool
-    first_failure: int | None  # global rank of the first local rank that failed
-    ranks: list[RankExit] = field(default_factory=list)
-
-    @classmethod
-    def load(cls, path: Path) -> NodeResult:
-        raw = json.loads(path.read_text())
-        raw["ranks"] = [RankExit(**r) for r in raw["ranks"]]
-        return cls(**raw)
-
-
-@dataclass
-class Manifest:
-    """job.json (docs/architecture.md); infra_failure.json has the same keys."""
-
-    job_id: str
-    workload: str
-    fault_type: str
-    fault_rank: int
-    fault_iter: int
-    nodes: int
-    gpus_per_node: int
-    world_size: int
-    state: str
-    main_log: str
-    launch_out: str
-    node_names: list[str]
-    rank_exits: dict[str, dict[str, int | str | None]]
-    start_time: float
-    fault_scheduled_time: float | None
-    fault_fired_time: float | None
-    end_time: float
-    fault_fired: bool
-    run_valid: bool
-    invalid_reason: str | None
-
-
-def glog(level: str, message: str) -> str:
-    """A launcher line in torch.distributed.elastic's (glog) format."""
-    now = dt.datetime.now()
-    return f"{level}{now:%m%d %H:%M:%S.%f} {os.getpid()} faultloop/launch.py] {message}"
-
-
-# -- the node launcher -------------------------------------------------------------------------
-
-
-def add_job_args(parser: argparse.ArgumentParser) -> None:
-    """Options shared by run-job and node-launch (run-job passes them through)."""
-    parser.add_argument("--nodes", type=int, required=True)
-    parser.add_argument("--gpus-per-node", type=int, default=4, help="ranks per node")
-    parser.add_argument("--iterations", type=int, default=30)
-    parser.add_argument("--iter-time-s", type=float, default=0.1)
-    parser.add_argument("--pg-timeout-s", type=float, default=15.0, help="collective timeout")
-    parser.add_argument("--init-timeout-s", type=float, default=0.0,
-                        help="rendezvous timeout (0: 60 s + 3 s per rank)")
-    parser.add_argument("--stall-timeout-s", type=float, default=8.0,
-                        help="no progress for this long: ranks log stacks and dump FR")
-    parser.add_argument("--term-delay-s", type=float, default=2.0,
-                        help="after a rank failed, let the others fail on their own this long")
-    parser.add_argument("--kill-grace-s", type=float, default=3.0, help="SIGTERM to SIGKILL")
-    parser.add_argument("--job-timeout-s", type=float, default=600.0)
-    parser.add_argument("--python", default=sys.executable, help="interpreter for the ranks")
-
-
-def job_arg_list(args: argparse.Namespace) -> list[str]:
-    return ["--nodes", str(args.nodes), "--gpus-per-node", str(args.gpus_per_node),
-            "--iterations", str(args.iterations), "--iter-time-s", str(args.iter_time_s),
-            "--pg-timeout-s", str(args.pg_timeout_s), "--init-timeout-s", str(args.init_timeout_s),
-            "--stall-timeout-s", str(args.stall_timeout_s), "--term-delay-s", str(args.term_delay_s),
-            "--kill-grace-s", str(args.kill_grace_s), "--job-timeout-s", str(args.job_timeout_s),
-            "--python", args.python]
-
-
-class LabelledWriter:
-    """Writes whole lines to a binary stream with a `<rank>: ` prefix, one writer at a time."""
-
-    def __init__(self, stream: IO[bytes]) -> None:
-        self._stream = stream
-        self._lock = threading.Lock()
-        self.last: dict[int, bytes] = {}  # per rank: last non-empty line of its own output
-
-    def line(self, label: int, text: bytes | str, from_rank: bool = True) -> None:
-        data = text.encode() if isinstance(text, str) else text
-        with self._lock:
-            if from_rank and data.strip():
-                self.last[label] = data.strip()
-            self._stream.write(f"{label}: ".encode() + data.rstrip(b"\n") + b"\n")
-            self._stream.flush()
-
-    def pump(self, label: int, source: IO[bytes]) -> threading.Thread:
-        def run() -> None:
-            for raw in iter(source.readline, b""):
-                self.line(label, raw)
-            source.close()
-        thread = threading.Thread(target=run, daemon=True)
-        thread.start()
-        return thread
-
-
-@dataclass
-class Worker:
-    rank: int
-    local_rank: int
-    proc: subprocess.Popen[bytes] | None
-    exit: RankExit | None = None
-    reported: bool = False
-
-
-class NodeLauncher:
-    """Runs one node's ranks to the end and records how each one ended."""
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
-        self.node_rank: int = args.node_rank
-        self.node_name: str = args.node_name
-        self.coord = Path(args.coord_dir)
-        self.out = LabelledWriter(sys.stdout.buffer)
-        self.label = self.node_rank * args.gpus_per_node  # launcher lines: the node's first rank
-        self.workers: list[Worker] = []
-        self.stop_requested = False
-        self.stopping = False  # the launcher has begun stopping ranks itself
-
-    def say(self, level: str, message: str) -> None:
-        self.out.line(self.label, glog(level, message), from_rank=False)
-
-    def run(self) -> int:
-        a = self.args
-        start = time.time()
-        signal.signal(signal.SIGTERM, self._on_stop)
-        signal.signal(signal.SIGINT, self._on_stop)
-        world = a.nodes * a.gpus_per_node
-        first = self.node_rank * a.gpus_per_node
-        self.say("I", f"Starting {a.gpus_per_node} workers on {self.node_name} (ranks {first}-"
-                      f"{first + a.gpus_per_node - 1} of {world}), master {a.master_addr}:{a.master_port}")
-        pumps = [t for lr in range(a.gpus_per_node) if (t := self._start(first + lr, lr, world))]
-        timed_out = self._supervise(start)
-        for thread in pumps:
-            thread.join(timeout=5)
-        exits = [w.exit for w in self.workers if w.exit]
-        for e in exits:
-            e.last_output = self.out.last.get(e.rank, b"").decode(errors="replace")
-        failures = sorted((e for e in exits if e.exitcode != 0), key=lambda e: e.time)
-        if failures:
-            self._print_summary(failures)
-        result = NodeResult(self.node_rank, self.node_name, start, time.time(), timed_out,
-                            failures[0].rank if failures else None, exits)
-        layout.write_atomic(self.coord / f"node{self.node_rank}.json", json.dumps(asdict(result), indent=1))
-        return 1 if failures else 0
-
-    def _on_stop(self, signum: int, frame: object) -> None:
-        self.stop_requested = True
-
-    def _start(self, rank: int, local_rank: int, world: int) -> threading.Thread | None:
-        a = self.args
-        env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(local_rank), WORLD_SIZE=str(world),
-                   LOCAL_WORLD_SIZE=str(a.gpus_per_node), GROUP_RANK=str(self.node_rank),
-                   MASTER_ADDR=a.master_addr, MASTER_PORT=str(a.master_port),
-                   FAULTLOOP_NODE_NAME=self.node_name, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
-        init_timeout = a.init_timeout_s or 60.0 + 3.0 * world
-        cmd = [a.python, "-m", "faultloop.workload", "--iterations", str(a.iterations),
-               "--iter-time-s", str(a.iter_time_s), "--pg-timeout-s", str(a.pg_timeout_s),
-               "--init-timeout-s", str(init_timeout), "--stall-timeout-s", str(a.stall_timeout_s)]
-        try:
-            proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-        except OSError as exc:
-            self.out.line(rank, f"failed to start worker: {exc}")
-            self.workers.append(Worker(rank, local_rank, None, RankExit(rank, local_rank, None, 127, time.time())))
-            return None
-        worker = Worker(rank, local_rank, proc)
-        self.workers.append(worker)
-        threading.Thread(target=self._reap, args=(worker,), daemon=True).start()
-        assert proc.stdout is not None
-        return self.out.pump(rank, proc.stdout)
-
-    def _reap(self, worker: Worker) -> None:
-        """Wait in a thread so the exit time is exact: the root cause is the earliest exit."""
-        assert worker.proc is not None
-        rc = worker.proc.wait()
-        worker.exit = RankExit(worker.rank, worker.local_rank, worker.proc.pid, rc, time.time(),
-                               self.stopping)
-
-    def _supervise(self, start: float) -> bool:
-        """Poll ranks; after any failure (here or on another node) stop the rest: SIGTERM after
-        term_delay, SIGKILL after kill_grace. Returns whether the job hit its time limit."""
-        a = self.args
-        failed_flag = self.coord / "failed"
-        failure_at: float | None = None
-        termed_at: float | None = None
-        killed = timed_out = False
-        while True:
-            now = time.time()
-            for w in self.workers:
-                if w.exit and not w.reported and w.exit.exitcode != 0 and not self.stopping:
-                    self.say("E", f"failed (exitcode: {w.exit.exitcode}) local_rank: {w.local_rank} "
-                                  f"(pid: {w.exit.pid}) of binary: {a.python}")
-                w.reported = w.exit is not None
-            alive = [w for w in self.workers if w.exit is None]
-            if not alive:
-                return timed_out
-            if failure_at is None:
-                if any(w.exit and w.exit.exitcode != 0 for w in self.workers):
-                    failure_at = now
-                    self._flag(failed_flag, f"node {self.node_rank}")
-                elif failed_flag.exists():
-                    failure_at = now
-                    self.say("W", "Another node reported a failed worker; stopping local workers")
-                elif self.stop_requested:
-                    failure_at = now - a.term_delay_s
-                    self.say("W", "Launcher received a stop signal; stopping local workers")
-                elif now - start > a.job_timeout_s:
-                    failure_at, timed_out = now - a.term_delay_s, True
-                    self._flag(failed_flag, f"node {self.node_rank} time limit")
-                    self.say("E", f"Job time limit of {a.job_timeout_s:.0f} s reached; stopping workers")
-            elif termed_at is None and now >= failure_at + a.term_delay_s:
-                termed_at = now
-                self.stopping = True
-                for w in alive:
-                    self.say("W", f"Sending process {w.proc.pid} closing signal SIGTERM")
-                    _signal(w, signal.SIGTERM)
-            elif termed_at is not None and not killed and now >= termed_at + a.kill_grace_s:
-                killed = True
-                for w in alive:
-                    self.say("W", f"Unable to shutdown process {w.proc.pid} via Signals.SIGTERM, "
-                                  f"forcefully exiting via Signals.SIGKILL")
-                    _signal(w, signal.SIGKILL)
-            time.sleep(POLL_S)
-
-    @staticmethod
-    def _flag(path: Path, text: str) -> None:
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            return
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-
-    def _print_summary(self, failures: list[RankExit]) -> None:
-        """torchrun's ChildFailedError report: other failures first, then the root cause."""
-        def block(index: int, e: RankExit) -> list[str]:
-            when = dt.datetime.fromtimestamp(e.time).strftime("%Y-%m-%d_%H:%M:%S")
-            tb = (f"Signal {-e.exitcode} ({e.signal}) received by PID {e.pid}" if e.exitcode < 0
-                  else "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html")
-            return [f"[{index}]:", f"  time      : {when}", f"  host      : {self.node_name}",
-                    f"  rank      : {e.rank} (local_rank: {e.local_rank})",
-                    f"  exitcode  : {e.exitcode} (pid: {e.pid})", "  error_file: <N/A>",
-                    f"  traceback : {tb}"]
-        rule = "=" * 60
-        lines = ["ChildFailedError: ", rule, "faultloop.workload FAILED",
-                 "-" * 60, "Failures:"]
-        others = failures[1:]
-        if others:
-            for i, e in enumerate(others, 1):
-                lines += block(i, e)
-        else:
-            lines.append("  <NO_OTHER_FAILURES>")
-        lines += ["-" * 60, "Root Cause (first observed failure):", *block(0, failures[0]), rule]
-        for text in lines:
-            self.out.line(self.label, text, from_rank=False)
-
-
-def _signal(worker: Worker, sig: signal.Signals) -> None:
+def signal_tree(pid: int, sig: signal.Signals) -> None:
+    """Signal a process and every descendant (torchrun's workers run in sessions of their own)."""
     try:
-        os.kill(worker.proc.pid, sig)  # type: ignore[union-attr]
-    except ProcessLookupError:
-        pass
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    for proc in procs:
+        try:
+            proc.send_signal(sig)
+        except psutil.NoSuchProcess:
+            pass
 
 
-def node_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="faultloop node-launch",
-                                     description="Launch one node's ranks (run by run-job or srun).")
-    add_job_args(parser)
-    parser.add_argument("--coord-dir", required=True, help="shared dir for launcher records")
-    parser.add_argument("--master-addr", required=True)
-    parser.add_argument("--master-port", type=int, required=True)
-    parser.add_argument("--node-rank", type=int, default=None, help="default: $SLURM_NODEID")
-    parser.add_argument("--node-name", default=None, help="default: $SLURMD_NODENAME or node<i>")
-    args = parser.parse_args(argv)
-    if args.node_rank is None:
-        args.node_rank = int(os.environ.get("SLURM_NODEID", os.environ.get("SLURM_PROCID", "0")))
-    if args.node_name is None:
-        args.node_name = os.environ.get("SLURMD_NODENAME") or f"node{args.node_rank}"
-    return NodeLauncher(args).run()
-
-
-# -- run_job ---------------------------------------------------------------------------------
-
-
-def first_host(nodelist: str) -> str:
-    """First host of a SLURM nodelist (`scontrol show hostnames` when present)."""
-    if shutil.which("scontrol"):
-        out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True,
-                             text=True, check=False).stdout.split()
-        if out:
-            return out[0]
-    m = re.match(r"([^,\[]+)(?:\[(\d+))?", nodelist)
-    if not m:
-        raise ValueError(f"cannot parse SLURM nodelist {nodelist!r}")
-    return m.group(1) + (m.group(2) or "")
+def stop_leftovers(cell_dir: Path, grace_s: float = 2.0) -> list[int]:
+    """Kill what an earlier attempt at this cell left running (found by their CELL_ENV)."""
+    mark = f"{CELL_ENV}={cell_dir.resolve()}".encode()
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            with open(f"/proc/{proc.pid}/environ", "rb") as handle:
+                if mark in handle.read().split(b"\0") and proc.pid != os.getpid():
+                    found.append(proc)
+        except (OSError, psutil.Error):
+            continue
+    for proc in found:
+        try:
+            proc.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(found, timeout=grace_s)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=grace_s)
+    return [p.pid for p in found]
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("", 0))
         return int(s.getsockname()[1])
+
+
+# -- the job's output --------------------------------------------------------------------------
+
+
+class JobLog:
+    """The main log as srun writes it: whole lines, each with its task's label. torch's worker
+    events go to their own file; the last line of each label explains an early death.
+
+    The real srun cuts lines longer than its buffer (1 KiB) into labelled pieces; an event's
+    pieces are joined again (they follow each other within their label)."""
+
+    MAX_PIECES = 64
+
+    def __init__(self, log: IO[bytes], events: IO[bytes]) -> None:
+        self._log = log
+        self._events = events
+        self._lock = threading.Lock()
+        self._pending: dict[bytes, list[bytes]] = {}  # srun label -> pieces of an event so far
+        self.last: dict[int, str] = {}
+
+    def line(self, label: int | None, raw: bytes) -> None:
+        """One line of a task's output; label None: the line already carries srun's label."""
+        data = raw.rstrip(b"\r\n")
+        with self._lock:
+            if label is None:
+                self._srun_line(data)
+                return
+            if EVENT_RE.match(data):
+                self._event(data[data.index(b"{"):])
+                return
+            if raw.strip():
+                self.last[label] = raw.strip().decode(errors="replace")
+            self._write(f"{label}: ".encode() + data)
+
+    def _srun_line(self, data: bytes) -> None:
+        tag, sep, text = data.partition(b": ")
+        tag = tag.strip() if sep and tag.strip().isdigit() else b""
+        pieces = self._pending.get(tag)
+        if pieces is not None:
+            pieces.append(text)
+            joined = b"".join(pieces)
+            if _is_json(joined):
+                del self._pending[tag]
+                self._event(joined)
+            elif len(pieces) >= self.MAX_PIECES:
+                self._give_back(tag)
+            return
+        if EVENT_RE.match(data):
+            event = data[data.index(b"{"):]
+            if _is_json(event):
+                self._event(event)
+            else:
+                self._pending[tag] = [event]
+            return
+        self._write(data)
+
+    def srun(self, text: str) -> None:
+        """A line srun prints itself (on its stderr, unlabelled)."""
+        with self._lock:
+            self._write(text.encode())
+
+    def _give_back(self, tag: bytes) -> None:
+        """Pieces that never made an event are ordinary lines after all."""
+        for piece in self._pending.pop(tag):
+            self._write(tag + b": " + piece if tag else piece)
+
+    def finish(self) -> None:
+        with self._lock:
+            for tag in list(self._pending):
+                self._give_back(tag)
+
+    def _event(self, event: bytes) -> None:
+        self._events.write(event + b"\n")
+        self._events.flush()
+
+    def _write(self, data: bytes) -> None:
+        self._log.write(data + b"\n")
+        self._log.flush()
+
+    def pump(self, source: IO[bytes], label: int | None) -> threading.Thread:
+        def run() -> None:
+            for raw in iter(source.readline, b""):
+                self.line(label, raw)
+            source.close()
+            if label is None:
+                self.finish()
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        return thread
+
+
+def _is_json(data: bytes) -> bool:
+    try:
+        json.loads(data)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass
+class Task:
+    """One srun task: its label (task id), command line, environment and node."""
+
+    label: int
+    argv: list[str]
+    env: dict[str, str]
+    node: str = "node0"
+
+
+@dataclass
+class TaskExit:
+    label: int
+    exitcode: int
+    time: float
+    stopped: bool  # it ended after kill-on-bad-exit or the time limit signalled it
+
+
+class LocalSrun:
+    """`srun --label --kill-on-bad-exit=1` for tasks on this machine.
+
+    Every line a task prints gets its label; srun reports every task that ends badly (`srun:
+    error: <node>: task <id>: <how>`); when a task exits non-zero the others get SIGTERM after
+    `term_delay_s` (their own failures surface first, as srun's step teardown allows) and SIGKILL
+    `kill_wait_s` later (SLURM's KillWait). Signals reach each task's whole process tree, as
+    slurmstepd signals every process of a step.
+    """
+
+    def __init__(self, log: JobLog, term_delay_s: float, kill_wait_s: float, step_id: str = "0.0") -> None:
+        self.log = log
+        self.term_delay_s = term_delay_s
+        self.kill_wait_s = kill_wait_s
+        self.step_id = step_id
+
+    def run(self, tasks: list[Task], deadline: float,
+            driver_alive: Callable[[], bool] = lambda: True) -> tuple[list[TaskExit], bool]:
+        """Run the tasks to the end; returns their exits and whether the time limit was hit.
+
+        When the driver is gone (Snakemake killed), every task is stopped at once: SIGTERM, then
+        SIGKILL a second later, so no rank outlives the run that started it."""
+        procs: dict[int, subprocess.Popen[bytes]] = {}
+        exits: dict[int, TaskExit] = {}
+        pumps = []
+        for task in tasks:
+            try:
+                proc = subprocess.Popen(task.argv, env=task.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, start_new_session=True,
+                                        preexec_fn=_die_with_parent)
+            except OSError as exc:
+                self.log.line(task.label, f"{task.argv[0]}: {exc.strerror or exc}".encode())
+                exits[task.label] = TaskExit(task.label, 127, time.time(), False)
+                self._report(task, 127)
+                continue
+            procs[task.label] = proc
+            assert proc.stdout is not None
+            pumps.append(self.log.pump(proc.stdout, task.label))
+        by_label = {t.label: t for t in tasks}
+        bad_at = min((e.time for e in exits.values() if e.exitcode), default=None)
+        termed_at: float | None = None
+        timed_out = killed = False
+        while len(exits) < len(tasks):
+            now = time.time()
+            if not driver_alive() and termed_at is None:
+                termed_at, self.kill_wait_s = now, min(self.kill_wait_s, 1.0)
+                self._signal(procs, exits, signal.SIGTERM)
+            for label, proc in procs.items():
+                if label not in exits and (code := proc.poll()) is not None:
+                    exits[label] = TaskExit(label, code, now, termed_at is not None)
+                    self._report(by_label[label], code)
+                    if code and bad_at is None:
+                        bad_at = now
+            if termed_at is None and (now >= deadline or (bad_at is not None and now >= bad_at + self.term_delay_s)):
+                timed_out = now >= deadline and (bad_at is None or now < bad_at + self.term_delay_s)
+                termed_at = now
+                if not timed_out and len(exits) < len(tasks):
+                    self.log.srun(f"srun: launch/slurm: _step_signal: Terminating StepId={self.step_id}")
+                self._signal(procs, exits, signal.SIGTERM)
+            elif termed_at is not None and not killed and now >= termed_at + self.kill_wait_s:
+                killed = True
+                self._signal(procs, exits, signal.SIGKILL)
+            time.sleep(POLL_S)
+        for thread in pumps:
+            thread.join(timeout=5)
+        return [exits[t.label] for t in tasks], timed_out
+
+    def _report(self, task: Task, code: int) -> None:
+        """srun's own line for a task that ended badly (its wording: strsignal for a signal)."""
+        if code == 0:
+            return
+        how = f"Exited with exit code {code}" if code > 0 else signal.strsignal(-code) or f"Signal {-code}"
+        self.log.srun(f"srun: error: {task.node}: task {task.label}: {how}")
+
+    @staticmethod
+    def _signal(procs: dict[int, subprocess.Popen[bytes]], exits: dict[int, TaskExit], sig: signal.Signals) -> None:
+        for label, proc in procs.items():
+            if label not in exits:
+                signal_tree(proc.pid, sig)
+
+
+# -- the job -----------------------------------------------------------------------------------
+
+
+@dataclass
+class JobSpec:
+    """One cell's job: the fault, the shape, the layout and the timing knobs."""
+
+    cell_dir: Path
+    fault_type: str
+    rank: int
+    iter: int
+    nodes: int
+    gpus_per_node: int
+    launcher: str = "torchrun"
+    fault_delay: float = 0.0
+    iterations: int = 30
+    iter_time_s: float = 0.1
+    pg_timeout_s: float = 15.0
+    init_timeout_s: float = 0.0  # 0: 60 s + 3 s per rank
+    stall_timeout_s: float = 8.0
+    term_delay_s: float = 2.0
+    kill_grace_s: float = 3.0
+    shutdown_timeout_s: float = 30.0
+    job_timeout_s: float = 600.0
+    python: str = sys.executable
+    scheduler: str = "auto"  # auto | local | slurm
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+class RunJob:
+    """One cell: launch, wait, write job.json (or infra_failure.json when the fault never had a
+    chance to fire because the job could not run)."""
+
+    def __init__(self, spec: JobSpec) -> None:
+        self.spec = spec
+        self.cell = spec.cell_dir.resolve()
+        slurm_job = slurm.job_id()
+        self.on_slurm = spec.scheduler == "slurm" or (spec.scheduler == "auto" and slurm_job is not None)
+        self.job_id = slurm_job if self.on_slurm and slurm_job else f"local-{uuid.uuid4().hex[:12]}"
+        self.paths = layout.RunPaths(self.job_id)
+
+    def workload_argv(self) -> list[str]:
+        s = self.spec
+        init_timeout = s.init_timeout_s or 60.0 + 3.0 * s.world_size
+        return ["-m", "faultloop.workload", "--iterations", str(s.iterations), "--iter-time-s", str(s.iter_time_s),
+                "--pg-timeout-s", str(s.pg_timeout_s), "--init-timeout-s", str(init_timeout),
+                "--stall-timeout-s", str(s.stall_timeout_s)]
+
+    def torchrun_argv(self, rendezvous: list[str]) -> list[str]:
+        s = self.spec
+        return [s.python, "-m", "torch.distributed.run", "--nnodes", str(s.nodes), "--nproc-per-node",
+                str(s.gpus_per_node), *rendezvous, "--max-restarts", "0", "--shutdown-timeout",
+                str(int(s.shutdown_timeout_s)), "--event-log-handler", "console", *self.workload_argv()]
+
+    def env(self) -> dict[str, str]:
+        s = self.spec
+        env = dict(os.environ, FAULT_TYPE=s.fault_type, FAULT_RANK=str(s.rank), FAULT_AT_ITER=str(s.iter),
+                   FAULT_DELAY=str(s.fault_delay), GPUS_PER_NODE=str(s.gpus_per_node), EXPERIMENT_DIR=str(self.cell),
+                   TORCH_FR_DUMP_TEMP_FILE=str(self.cell / layout.FR_DUMP_PREFIX), PYTHONUNBUFFERED="1",
+                   OMP_NUM_THREADS="1")
+        env[CELL_ENV] = str(self.cell)
+        env.setdefault("TORCH_FR_BUFFER_SIZE", "2000")
+        src = str(Path(__file__).resolve().parents[1])  # ranks import faultloop from here too
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
+        return env
+
+    def local_tasks(self, port: int) -> list[Task]:
+        """The job as srun would start it on this machine: one task per node or per rank."""
+        s, env = self.spec, self.env()
+        if s.launcher == "torchrun":
+            rdzv = ["--rdzv-backend", "static", "--master-addr", "127.0.0.1", "--master-port", str(port)]
+            return [Task(node, [*self.torchrun_argv([*rdzv, "--node-rank", str(node)])],
+                         dict(env, FAULTLOOP_NODE_NAME=f"node{node}",
+                              TORCHELASTIC_ERROR_FILE=str(self.cell / self.paths.torchrun_error(node))), f"node{node}")
+                    for node in range(s.nodes)]
+        return [Task(rank, [s.python, *self.workload_argv()],
+                     dict(env, SLURM_PROCID=str(rank), SLURM_LOCALID=str(rank % s.gpus_per_node),
+                          SLURM_NODEID=str(rank // s.gpus_per_node), SLURM_NTASKS=str(s.world_size),
+                          MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                          FAULTLOOP_NODE_NAME=f"node{rank // s.gpus_per_node}"), f"node{rank // s.gpus_per_node}")
+                for rank in range(s.world_size)]
+
+    def slurm_argv(self, hosts: list[str], port: int) -> list[str]:
+        """The real srun: one torchrun per node, or one task per rank."""
+        s = self.spec
+        srun = ["srun", "--label", "--kill-on-bad-exit=1", f"--nodes={s.nodes}"]
+        if s.launcher == "torchrun":
+            rdzv = ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"{hosts[0]}:{port}", "--rdzv-id", self.job_id]
+            return [*srun, f"--ntasks={s.nodes}", "--ntasks-per-node=1", *self.torchrun_argv(rdzv)]
+        return [*srun, f"--ntasks={s.world_size}", f"--ntasks-per-node={s.gpus_per_node}", s.python,
+                *self.workload_argv()]
+
+    def prepare(self) -> None:
+        stop_leftovers(self.cell)
+        for sub in layout.CELL_SUBDIRS:
+            (self.cell / sub).mkdir(parents=True, exist_ok=True)
+        for stale in [self.cell / layout.MANIFEST, self.cell / layout.INFRA_FAILURE,
+                      *(self.cell / layout.FR_DUMP_PREFIX).parent.glob("_dump_*")]:
+            stale.unlink(missing_ok=True)
+
+    def run(self) -> int:
+        s = self.spec
+        self.prepare()
+        start = time.time()
+        deadline = start + s.job_timeout_s
+        with open(self.cell / self.paths.launch_out, "a", buffering=1) as out, \
+                open(self.cell / self.paths.main_log, "ab") as log, open(self.cell / self.paths.events, "ab") as events:
+            def note(msg: str) -> None:
+                out.write(f"[{dt.datetime.now():%Y-%m-%d %H:%M:%S}] {msg}\n")
+            joblog = JobLog(log, events)
+            port = free_port()
+            if self.on_slurm:
+                hosts = slurm.nodes()
+                argv = self.slurm_argv(hosts, port)
+                note(f"job {self.job_id}: {shlex.join(argv)}")
+                exits, timed_out = self._run_srun(argv, joblog, deadline, dict(self.env(), MASTER_ADDR=hosts[0],
+                                                                                MASTER_PORT=str(port)))
+                node_names = hosts
+            else:
+                tasks = self.local_tasks(port)
+                note(f"job {self.job_id}: {s.launcher} layout, {len(tasks)} task(s) on this machine, "
+                     f"first: {shlex.join(tasks[0].argv)}")
+                parent = os.getppid()
+                exits, timed_out = LocalSrun(joblog, s.term_delay_s, s.kill_grace_s, f"{self.job_id}.0").run(
+                    tasks, deadline, driver_alive=lambda: os.getppid() == parent)
+                if os.getppid() != parent:
+                    note("the process that started this job is gone: every task was stopped, nothing recorded")
+                    raise SystemExit(1)
+                node_names = [f"node{i}" for i in range(s.nodes)]
+            for e in exits:
+                note(f"task {e.label} exited with code {e.exitcode}" + (" after being signalled" if e.stopped else ""))
+            manifest = self.manifest(start, time.time(), exits, timed_out, node_names, joblog.last)
+            infra = manifest.state != "COMPLETED" and not manifest.fault_fired
+            note(f"job {self.job_id} ended: state {manifest.state}, "
+                 + (f"infrastructure failure: {manifest.invalid_reason}" if infra else f"run_valid {manifest.run_valid}"))
+        manifest.write(self.cell / (layout.INFRA_FAILURE if infra else layout.MANIFEST))
+        if infra:
+            print(f"faultloop run-job: infrastructure failure in {self.cell.name}: {manifest.invalid_reason}",
+                  file=sys.stderr)
+            return 1
+        return 0
+
+    def _run_srun(self, argv: list[str], joblog: JobLog, deadline: float,
+                  env: dict[str, str]) -> tuple[list[TaskExit], bool]:
+        """Run the real srun; its exit code stands for every task it started."""
+        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT)
+        assert proc.stdout is not None
+        pump = joblog.pump(proc.stdout, None)
+        timed_out = False
+        try:
+            code = proc.wait(timeout=max(1.0, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            proc.send_signal(signal.SIGTERM)  # srun forwards it to every task
+            try:
+                code = proc.wait(timeout=self.spec.kill_grace_s + 30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                code = proc.wait()
+        pump.join(timeout=5)
+        return [TaskExit(0, code, time.time(), timed_out)], timed_out
+
+    def rank_exits(self, exits: list[TaskExit]) -> dict[int, RankExit]:
+        """How each rank ended, from what the launcher reports: torch's worker events under
+        torchrun, the exit codes of the rank processes (local srun) or srun's task report."""
+        s = self.spec
+        ranks = {r: RankExit(rank=r) for r in range(s.world_size)}
+        if s.launcher == "torchrun":
+            ranks.update(read_worker_events(self.cell / self.paths.events))
+            for e in exits:  # a node launcher stopped before torch reported its workers
+                if e.stopped and not self.on_slurm:
+                    for r in range(e.label * s.gpus_per_node, (e.label + 1) * s.gpus_per_node):
+                        if ranks[r].state == "UNKNOWN":
+                            ranks[r] = RankExit(rank=r, state="TERMINATED")
+        elif not self.on_slurm:
+            for e in exits:
+                state = "SUCCEEDED" if e.exitcode == 0 else "TERMINATED" if e.stopped else "FAILED"
+                ranks[e.label] = RankExit(e.label, _as_returncode(e.exitcode), signal_name(_as_returncode(e.exitcode)),
+                                          state)
+        else:
+            main_log = (self.cell / self.paths.main_log).read_text(errors="replace").splitlines()
+            ranks.update(read_srun_report(main_log))
+        return ranks
+
+    def manifest(self, start: float, end: float, exits: list[TaskExit], timed_out: bool, node_names: list[str],
+                 last_lines: dict[int, str]) -> Manifest:
+        s = self.spec
+        lines = (self.cell / self.paths.main_log).read_text(errors="replace").splitlines()
+        scheduled, fired = parse_markers(lines, s.rank)
+        ranks = self.rank_exits(exits)
+        failed = [e for e in exits if e.exitcode != 0]
+        state = "TIMEOUT" if timed_out else "FAILED" if failed else "COMPLETED"
+        reason = None
+        if fired is None and state == "COMPLETED":
+            reason = (f"fault never fired: the job completed all {s.iterations} iterations before "
+                      f"iteration {s.iter} + {s.fault_delay:g} s")
+        elif fired is None:
+            first = min(failed, key=lambda e: e.time) if failed else None
+            errors = [r.error for r in ranks.values() if r.error]
+            said = errors[0] if errors else last_lines.get(first.label, "(no output)") if first else ""
+            why = f"task {first.label} ended with exit code {first.exitcode}: {said}" if first else f"state {state}"
+            reason = f"job failed before the fault fired ({why})"
+        return Manifest(
+            job_id=self.job_id, workload="cpu_gloo", launcher=s.launcher, fault_type=s.fault_type, fault_rank=s.rank,
+            fault_iter=s.iter, nodes=s.nodes, gpus_per_node=s.gpus_per_node, world_size=s.world_size, state=state,
+            main_log=self.paths.main_log, launch_out=self.paths.launch_out, node_names=node_names,
+            rank_exits=[ranks[r] for r in sorted(ranks)], start_time=start, fault_scheduled_time=scheduled,
+            fault_fired_time=fired, end_time=end, fault_fired=fired is not None, run_valid=fired is not None,
+            invalid_reason=reason)
+
+
+def _as_returncode(code: int) -> int:
+    """Popen's code for a signal death is -signal; a shell's is 128 + signal."""
+    return code - 256 if code > 128 + 64 else code
+
+
+def read_worker_events(path: Path) -> dict[int, RankExit]:
+    """Per-rank exits from torch's worker events (`torchelastic.worker.status.<STATE>`, source
+    WORKER): FAILED with the exit code and the worker's recorded error, SUCCEEDED, or TERMINATED
+    (stopped by its agent after another worker failed)."""
+    ranks: dict[int, RankExit] = {}
+    for line in path.read_text(errors="replace").splitlines() if path.is_file() else []:
+        try:
+            event = json.loads(line)
+            meta = event["metadata"]
+            if event.get("source") != "WORKER" or meta.get("global_rank") is None:
+                continue
+            state = str(meta.get("state"))
+            if state not in ("FAILED", "SUCCEEDED", "TERMINATED"):
+                continue
+            detail = json.loads(meta.get("metadata") or "{}")
+            code = (detail.get("exit_code") or [None])[0]
+            error = json.loads(meta["raw_error"]).get("message") if meta.get("raw_error") else None
+            message = error.get("message") if isinstance(error, dict) else None
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue
+        rank = int(meta["global_rank"])
+        ranks[rank] = RankExit(rank, code if state != "SUCCEEDED" else 0, signal_name(code), state, message)
+    return ranks
+
+
+def read_srun_report(lines: Iterable[str]) -> dict[int, RankExit]:
+    """Per-rank exits from srun's own report lines (`srun: error: n1: task 3: Killed`)."""
+    ranks: dict[int, RankExit] = {}
+    for line in lines:
+        m = SRUN_TASK_RE.search(line)
+        if not m:
+            continue
+        what = m.group(3).strip()
+        sig = next((s for word, s in SRUN_WORDS.items() if what.startswith(word)), None)
+        code = re.search(r"exit code (\d+)", what)
+        exitcode = -signal.Signals[sig].value if sig else int(code.group(1)) if code else None
+        for rank in _task_ids(m.group(2)):
+            ranks.setdefault(rank, RankExit(rank, exitcode, sig, "FAILED"))
+    return ranks
+
+
+def _task_ids(text: str) -> Iterator[int]:
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        yield from range(int(lo), int(hi or lo) + 1)
 
 
 def parse_markers(lines: Iterable[str], rank: int) -> tuple[float | None, float | None]:
@@ -394,171 +591,59 @@ def parse_markers(lines: Iterable[str], rank: int) -> tuple[float | None, float 
     return scheduled, fired
 
 
-class RunJob:
-    """One cell: launch, wait, record."""
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
-        self.cell = Path(args.cell_dir).resolve()
-        self.world = args.nodes * args.gpus_per_node
-        slurm_job = os.environ.get("SLURM_JOB_ID")
-        self.mode = args.launcher if args.launcher != "auto" else ("srun" if slurm_job else "local")
-        self.job_id = slurm_job if self.mode == "srun" and slurm_job else f"local-{uuid.uuid4().hex[:12]}"
-        self.main_log_rel = f"logs/slurm/{self.job_id}.0.1.main_workload.log"
-        self.launch_out_rel = f"logs/slurm/{self.job_id}.launch.out"
-        self.coord = self.cell / ".launch" / self.job_id
-
-    def prepare(self) -> None:
-        for sub in ("logs/slurm", "checkpoints", "tensorboard"):
-            (self.cell / sub).mkdir(parents=True, exist_ok=True)
-        for stale in [self.cell / "job.json", self.cell / "infra_failure.json",
-                      *(self.cell / "checkpoints").glob("_dump_*")]:
-            stale.unlink(missing_ok=True)
-        self.coord.mkdir(parents=True, exist_ok=True)
-
-    def env(self) -> dict[str, str]:
-        a = self.args
-        env = dict(os.environ, FAULT_TYPE=a.fault_type, FAULT_RANK=str(a.rank),
-                   FAULT_AT_ITER=str(a.iter), FAULT_DELAY=str(a.fault_delay),
-                   GPUS_PER_NODE=str(a.gpus_per_node), EXPERIMENT_DIR=str(self.cell),
-                   TORCH_FR_DUMP_TEMP_FILE=str(self.cell / "checkpoints" / "_dump_"))
-        env.setdefault("TORCH_FR_BUFFER_SIZE", "2000")
-        src = str(Path(__file__).resolve().parents[1])  # ranks import faultloop from here too
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
-        return env
-
-    def commands(self) -> list[list[str]]:
-        a = self.args
-        if self.mode == "srun":
-            master = first_host(os.environ.get("SLURM_JOB_NODELIST", socket.gethostname()))
-        else:
-            master = "127.0.0.1"
-        common = ["-m", "faultloop.cli", "node-launch", *job_arg_list(a), "--coord-dir", str(self.coord),
-                  "--master-addr", master, "--master-port", str(free_port())]
-        if self.mode == "srun":
-            return [["srun", f"--nodes={a.nodes}", f"--ntasks={a.nodes}", "--ntasks-per-node=1",
-                     "--kill-on-bad-exit=0", "--unbuffered", sys.executable, *common]]
-        return [[sys.executable, *common, "--node-rank", str(i)] for i in range(a.nodes)]
-
-    def run(self) -> int:
-        a = self.args
-        self.prepare()
-        start = time.time()
-        main_log = self.cell / self.main_log_rel
-        with open(self.cell / self.launch_out_rel, "a", buffering=1) as out, open(main_log, "ab") as log:
-            def note(msg: str) -> None:
-                out.write(f"[{dt.datetime.now():%Y-%m-%d %H:%M:%S}] {msg}\n")
-            note(f"job {self.job_id}: {a.workload}, {a.nodes} node(s) x {a.gpus_per_node} ranks, "
-                 f"launcher {self.mode}, cell {self.cell}")
-            procs, pumps = [], []
-            lock = threading.Lock()
-            for cmd in self.commands():
-                proc = subprocess.Popen(cmd, env=self.env(), stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.PIPE, stderr=out, start_new_session=True)
-                procs.append(proc)
-                pumps.append(threading.Thread(target=_copy_lines, args=(proc.stdout, log, lock), daemon=True))
-                pumps[-1].start()
-            deadline = start + a.job_timeout_s + a.term_delay_s + a.kill_grace_s + 30
-            codes = [_wait(p, deadline) for p in procs]
-            for thread in pumps:
-                thread.join(timeout=5)
-            for i, code in enumerate(codes):
-                note(f"node launcher {i} exited with code {code}")
-            manifest, infra = self.manifest(start, time.time())
-            note(f"job {self.job_id} ended: state {manifest.state}, "
-                 + ("infrastructure failure: " + str(manifest.invalid_reason) if infra else
-                    f"run_valid {manifest.run_valid}"))
-        target = self.cell / ("infra_failure.json" if infra else "job.json")
-        layout.write_atomic(target, json.dumps(asdict(manifest), indent=2) + "\n")
-        if infra:
-            print(f"faultloop run-job: infrastructure failure in {self.cell.name}: "
-                  f"{manifest.invalid_reason}", file=sys.stderr)
-            return 1
-        return 0
-
-    def manifest(self, start: float, end: float) -> tuple[Manifest, bool]:
-        a = self.args
-        results = {}
-        for i in range(a.nodes):
-            path = self.coord / f"node{i}.json"
-            if path.exists():
-                results[i] = NodeResult.load(path)
-        lines = (self.cell / self.main_log_rel).read_text(errors="replace").splitlines()
-        scheduled, fired = parse_markers(lines, a.rank)
-        exits = sorted((e for r in results.values() for e in r.ranks), key=lambda e: e.rank)
-        failures = sorted((e for e in exits if e.exitcode != 0), key=lambda e: e.time)
-        if any(r.timed_out for r in results.values()):
-            state = "TIMEOUT"
-        elif failures or len(results) < a.nodes:
-            state = "FAILED"
-        else:
-            state = "COMPLETED"
-        reason = None
-        infra = False
-        if len(results) < a.nodes:
-            missing = sorted(set(range(a.nodes)) - set(results))
-            reason = f"node launcher(s) {missing} left no record (launcher failed to start or was killed)"
-            infra = True
-        elif fired is None and state == "COMPLETED":
-            reason = (f"fault never fired: the job completed all {a.iterations} iterations before "
-                      f"iteration {a.iter} + {a.fault_delay:g} s")
-        elif fired is None:
-            first = failures[0] if failures else None
-            why = (f"rank {first.rank} ended with exitcode {first.exitcode}: "
-                   f"{first.last_output or '(no output)'}"
-                   if first else f"state {state}")
-            reason = f"job failed before the fault fired ({why})"
-            infra = True
-        manifest = Manifest(
-            job_id=self.job_id, workload=a.workload, fault_type=a.fault_type, fault_rank=a.rank,
-            fault_iter=a.iter, nodes=a.nodes, gpus_per_node=a.gpus_per_node, world_size=self.world,
-            state=state, main_log=self.main_log_rel, launch_out=self.launch_out_rel,
-            node_names=[results[i].node_name if i in results else f"node{i}" for i in range(a.nodes)],
-            rank_exits={str(e.rank): {"exitcode": e.exitcode, "signal": e.signal} for e in exits},
-            start_time=start, fault_scheduled_time=scheduled, fault_fired_time=fired, end_time=end,
-            fault_fired=fired is not None, run_valid=fired is not None, invalid_reason=reason)
-        return manifest, infra
+# -- CLI ---------------------------------------------------------------------------------------
 
 
-def _copy_lines(source: IO[bytes], sink: IO[bytes], lock: threading.Lock) -> None:
-    for raw in iter(source.readline, b""):
-        with lock:
-            sink.write(raw)
-            sink.flush()
-    source.close()
+def add_job_args(parser: argparse.ArgumentParser) -> None:
+    """The launcher options run_job's rule passes (after `--`) and `faultloop run-job` takes."""
+    d = JobSpec(Path("."), "", 0, 0, 1, 1)
+    parser.add_argument("--launcher", choices=LAYOUTS, default=d.launcher,
+                        help="torchrun: one torch launcher per node; srun: one process per rank")
+    parser.add_argument("--scheduler", choices=("auto", "local", "slurm"), default=d.scheduler,
+                        help="auto: the real srun inside a SLURM allocation, else this machine")
+    parser.add_argument("--iterations", type=int, default=d.iterations)
+    parser.add_argument("--iter-time-s", type=float, default=d.iter_time_s)
+    parser.add_argument("--pg-timeout-s", type=float, default=d.pg_timeout_s, help="collective timeout")
+    parser.add_argument("--init-timeout-s", type=float, default=d.init_timeout_s,
+                        help="rendezvous timeout (0: 60 s + 3 s per rank)")
+    parser.add_argument("--stall-timeout-s", type=float, default=d.stall_timeout_s,
+                        help="no progress for this long: ranks log stacks and dump FR")
+    parser.add_argument("--term-delay-s", type=float, default=d.term_delay_s,
+                        help="kill-on-bad-exit: after a task failed, the others get SIGTERM this much later")
+    parser.add_argument("--kill-grace-s", type=float, default=d.kill_grace_s,
+                        help="kill-on-bad-exit: SIGTERM to SIGKILL (SLURM's KillWait)")
+    parser.add_argument("--shutdown-timeout-s", type=float, default=d.shutdown_timeout_s,
+                        help="torchrun --shutdown-timeout: SIGTERM to SIGKILL of its workers")
+    parser.add_argument("--job-timeout-s", type=float, default=d.job_timeout_s)
+    parser.add_argument("--python", default=d.python, help="interpreter for the launchers and ranks")
 
 
-def _wait(proc: subprocess.Popen[bytes], deadline: float) -> int:
-    """Wait for a launcher; past the deadline stop it (it stops its ranks), then kill it."""
-    try:
-        return proc.wait(timeout=max(0.0, deadline - time.time()))
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGTERM)
-    try:
-        return proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        return proc.wait()
+def spec_from_args(args: argparse.Namespace, cell_dir: Path, fault_type: str, rank: int, iter_: int,
+                   nodes: int, gpus_per_node: int, fault_delay: float) -> JobSpec:
+    return JobSpec(cell_dir, fault_type, rank, iter_, nodes, gpus_per_node, launcher=args.launcher,
+                   fault_delay=fault_delay, iterations=args.iterations, iter_time_s=args.iter_time_s,
+                   pg_timeout_s=args.pg_timeout_s, init_timeout_s=args.init_timeout_s,
+                   stall_timeout_s=args.stall_timeout_s, term_delay_s=args.term_delay_s,
+                   kill_grace_s=args.kill_grace_s, shutdown_timeout_s=args.shutdown_timeout_s,
+                   job_timeout_s=args.job_timeout_s, python=args.python, scheduler=args.scheduler)
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="faultloop run-job", description=__doc__.splitlines()[0])
-    parser.add_argument("--cell-dir", required=True)
+def main(argv: list[str]) -> int:
+    """`faultloop run-job`: run one cell's job with the built-in workload and write its manifest."""
+    parser = argparse.ArgumentParser(prog="faultloop run-job", description=main.__doc__)
+    parser.add_argument("--cell-dir", required=True, type=Path)
     parser.add_argument("--fault-type", required=True, choices=sorted(FAULTS))
     parser.add_argument("--rank", type=int, required=True, help="global rank to inject")
     parser.add_argument("--iter", type=int, required=True, help="iteration at which to inject")
+    parser.add_argument("--nodes", type=int, required=True)
+    parser.add_argument("--gpus-per-node", type=int, default=4, help="ranks per node")
     parser.add_argument("--fault-delay", type=float, default=0.0, help="seconds after --iter")
-    parser.add_argument("--workload", default="cpu_gloo", choices=WORKLOADS)
-    parser.add_argument("--launcher", default="auto", choices=("auto", "local", "srun"),
-                        help="auto: srun inside a SLURM allocation, else local")
     add_job_args(parser)
     args = parser.parse_args(argv)
     if args.nodes < 1 or args.gpus_per_node < 1:
         parser.error("--nodes and --gpus-per-node must be >= 1")
     if not 0 <= args.rank < args.nodes * args.gpus_per_node:
         parser.error(f"--rank {args.rank} outside world size {args.nodes * args.gpus_per_node}")
-    return args
-
-
-def main(argv: list[str]) -> int:
-    return RunJob(parse_args(argv)).run()
+    spec = spec_from_args(args, args.cell_dir, args.fault_type, args.rank, args.iter, args.nodes,
+                          args.gpus_per_node, args.fault_delay)
+    return RunJob(spec).run()

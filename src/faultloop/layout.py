@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -13,7 +14,14 @@ FAULT_INJECTION = "fault_injection"
 TRACKING_TSV = "experiments.tsv"
 TRACKING_COLUMNS = ("JOB_ID", "FAULT_TYPE", "RANK", "ITER", "NODES", "EXPERIMENT_DIR")
 REPORT_MD = "experiments_report.md"
+# Upstream's report table (watch_and_analyze.sh): an adopted session's verdicts are read from it.
+REPORT_COLUMNS = ("#", "FAULT_TYPE", "NODES", "RANK", "ITER", "JOB_ID", "STATE", "run_valid", "restart_correct",
+                  "rank_primary", "rank_any", "fault_described", "fr_rank_correct", "judge_notes")
 SCORES_TSV = "scores.tsv"
+# An adopted NVRx session: upstream's recorded verdict per cell, read from its experiments_report.md,
+# and what the first adoption found (whether that report is upstream's rather than faultloop's).
+UPSTREAM_VERDICTS_TSV = "upstream_verdicts.tsv"
+ADOPTION_JSON = "adoption.json"
 
 # Per cell, relative to the cell directory.
 MANIFEST = "job.json"
@@ -26,6 +34,42 @@ FR_TEXT = "analysis/fr.txt"
 FR_JSON = "analysis/fr.json"
 SCORE_JSON = "analysis/score.json"
 CELL_SUBDIRS = ("logs/slurm", "checkpoints", "tensorboard")
+SLURM_LOGS = "logs/slurm"
+FR_DUMP_PREFIX = "checkpoints/_dump_"  # + rank: torch's TORCH_FR_DUMP_TEMP_FILE convention
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """A job's files inside its cell, named by the job id as upstream names them."""
+
+    job_id: str
+
+    @property
+    def main_log(self) -> str:
+        return f"{SLURM_LOGS}/{self.job_id}.0.1.main_workload.log"
+
+    @property
+    def main_log_glob(self) -> str:
+        """Upstream's pattern for the main log: any step of the job (`<JOB_ID>.*.1.main_workload.log`)."""
+        return f"{SLURM_LOGS}/{self.job_id}.*.1.main_workload.log"
+
+    @property
+    def launch_out(self) -> str:
+        return f"{SLURM_LOGS}/{self.job_id}.launch.out"
+
+    @property
+    def launch_err(self) -> str:
+        """sbatch --error of upstream's manual runs; srun's own errors can land here."""
+        return f"{SLURM_LOGS}/{self.job_id}.launch.err"
+
+    @property
+    def events(self) -> str:
+        """torch's worker events (torchrun --event-log-handler console), kept out of the main log."""
+        return f"{SLURM_LOGS}/{self.job_id}.torchelastic_events.jsonl"
+
+    def torchrun_error(self, node: int) -> str:
+        """A node's torchrun error file (TORCHELASTIC_ERROR_FILE): its root-cause worker's error."""
+        return f"{SLURM_LOGS}/{self.job_id}.node{node}.torchrun_error.json"
 
 
 UMASK = os.umask(0o022)
@@ -33,7 +77,9 @@ os.umask(UMASK)
 
 
 def session_dir(config: Mapping[str, Any]) -> Path:
-    """`<base_experiments_dir>/fault_injection/<session>`."""
+    """`<base_experiments_dir>/fault_injection/<session>`, or the adopted NVRx session (`adopt`)."""
+    if config.get("adopt"):
+        return Path(config["adopt"])
     return Path(config["base_experiments_dir"]) / FAULT_INJECTION / str(config["session"])
 
 

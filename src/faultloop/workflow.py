@@ -6,13 +6,19 @@ import argparse
 import contextlib
 import fcntl
 import json
+import os
 import re
+import shutil
+import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from faultloop import layout, slurm
+from faultloop import launch, layout, slurm
 from faultloop.faults import FAULT_NAMES, strip_markers
+from faultloop.manifest import Manifest
 from faultloop.pool import Cell
 
 
@@ -125,8 +131,7 @@ CELL_DIR_RE = re.compile(r"n\d+_(?:" + "|".join(FAULT_NAMES) + r")_r\d+_i\d+")
 
 def strip_log(manifest_path: Path, output: Path) -> int:
     """Write the analyzers' copy of a cell's main log with every ground-truth line removed."""
-    manifest = json.loads(manifest_path.read_text())
-    main_log = manifest.get("main_log")
+    main_log = Manifest.read(manifest_path).main_log
     source = manifest_path.parent / main_log if main_log else None
     lines: list[str] = []
     if source is None or not source.is_file():
@@ -141,55 +146,47 @@ def strip_log(manifest_path: Path, output: Path) -> int:
     return len(lines)
 
 
-def run_site_workload(script: Path, cell: Cell, cell_dir: Path, env: Mapping[str, str]) -> dict[str, Any]:
+def run_site_workload(script: Path, cell: Cell, cell_dir: Path, env: Mapping[str, str]) -> Manifest:
     """Run a site's workload script with upstream's job contract and describe the run.
 
     The script writes the main log to logs/slurm/<JOB_ID>.*.1.main_workload.log, FR dumps under
     checkpoints/, and the FAULT INJECTION marker; the marker is the evidence the fault fired.
     """
-    import os
-    import subprocess
-    import time
-    import uuid
-
-    job_id = os.environ.get("SLURM_JOB_ID") or f"local-{uuid.uuid4().hex[:8]}"
+    job_id = slurm.job_id() or f"local-{uuid.uuid4().hex[:8]}"
+    paths = layout.RunPaths(job_id)
     for sub in layout.CELL_SUBDIRS:
         (cell_dir / sub).mkdir(parents=True, exist_ok=True)
     start = time.time()
-    with open(cell_dir / "logs/slurm" / f"{job_id}.launch.out", "w") as out:
-        status = subprocess.run(["bash", str(script)], env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT).returncode
-    logs = sorted((cell_dir / "logs/slurm").glob(f"{job_id}.*.1.main_workload.log"))
+    with open(cell_dir / paths.launch_out, "w") as out:
+        status = subprocess.run(["bash", str(script)], env={**os.environ, **env}, stdout=out,
+                                stderr=subprocess.STDOUT).returncode
+    logs = sorted(cell_dir.glob(paths.main_log_glob))
     fired = bool(logs) and "FAULT INJECTION" in logs[0].read_text(errors="replace")
-    return {
-        "job_id": job_id, "workload": script.name, "fault_type": cell.fault_type, "fault_rank": cell.rank,
-        "fault_iter": cell.iter, "nodes": cell.nodes, "gpus_per_node": int(env["GPUS_PER_NODE"]),
-        "world_size": cell.nodes * int(env["GPUS_PER_NODE"]),
-        "state": "COMPLETED" if status == 0 else "FAILED",
-        "main_log": str(logs[0].relative_to(cell_dir)) if logs else None,
-        "launch_out": f"logs/slurm/{job_id}.launch.out",
-        "node_names": slurm.nodes() if slurm.job_id() else [], "rank_exits": {}, "start_time": start, "fault_scheduled_time": None,
-        "fault_fired_time": None, "end_time": time.time(), "fault_fired": fired, "run_valid": fired,
-        "invalid_reason": None if fired else "no FAULT INJECTION marker in the main log",
-    }  # fmt: skip
+    gpus = int(env["GPUS_PER_NODE"])
+    return Manifest(
+        job_id=job_id, workload=script.name, fault_type=cell.fault_type, fault_rank=cell.rank,
+        fault_iter=cell.iter, nodes=cell.nodes, gpus_per_node=gpus, world_size=cell.nodes * gpus,
+        state="COMPLETED" if status == 0 else "FAILED",
+        main_log=str(logs[0].relative_to(cell_dir)) if logs else None, launch_out=paths.launch_out,
+        fault_fired=fired, run_valid=fired,
+        invalid_reason=None if fired else "no FAULT INJECTION marker in the main log",
+        node_names=slurm.nodes() if slurm.job_id() else [], start_time=start, end_time=time.time(),
+    )
 
 
-def run_cell(args: argparse.Namespace, launch_argv: list[str]) -> int:
+def run_cell(args: argparse.Namespace) -> int:
     """run_job's body: launch one cell's job; retry infrastructure failures a bounded number of times.
 
     A job that died before its fault fired is not an attribution miss. Snakemake retries it
     (`retries:`, this run's `--attempt`); after the last attempt the cell is recorded as
     INFRA_FAILED so the report can list it apart, and the next invocation retries exactly it.
     """
-    import shutil
-
-    from faultloop import launch
-
     manifest_path = Path(args.output)
     cell_dir = manifest_path.parent
     cell = Cell.from_name(cell_dir.name)
     session = cell_dir.parent
     # A re-run replaces the previous run's artifacts; stale dumps would mislead the FR analyzer.
-    for sub in ("logs/slurm", "checkpoints"):
+    for sub in (layout.SLURM_LOGS, "checkpoints"):
         shutil.rmtree(cell_dir / sub, ignore_errors=True)
     (cell_dir / layout.INFRA_FAILURE).unlink(missing_ok=True)
     if args.workload_script != "builtin":
@@ -199,31 +196,29 @@ def run_cell(args: argparse.Namespace, launch_argv: list[str]) -> int:
             "EXPERIMENT_DIR": str(cell_dir.resolve()), "BASE_EXPERIMENTS_DIR": str(session.parent.parent.resolve()),
         }  # fmt: skip
         manifest = run_site_workload(Path(args.workload_script), cell, cell_dir, env)
-        target = manifest_path if manifest["run_valid"] else cell_dir / layout.INFRA_FAILURE
-        layout.write_json_atomic(target, manifest)
-        status = 0 if manifest["run_valid"] else 1
+        manifest.write(manifest_path if manifest.run_valid else cell_dir / layout.INFRA_FAILURE)
+        status = 0 if manifest.run_valid else 1
     else:
-        own = ["--fault-type", cell.fault_type, "--rank", str(cell.rank), "--iter", str(cell.iter),
-               "--nodes", str(cell.nodes)]  # fmt: skip
-        status = int(launch.main(["--cell-dir", str(cell_dir), *own, *launch_argv]) or 0)
+        spec = launch.spec_from_args(args, cell_dir, cell.fault_type, cell.rank, cell.iter, cell.nodes,
+                                     args.gpus_per_node, args.fault_delay)
+        status = launch.RunJob(spec).run()
     if args.cleanup_cmd:
         slurm.run_per_node(args.cleanup_cmd)  # once per node of the allocation under SLURM
     infra_path = cell_dir / layout.INFRA_FAILURE
     if status != 0 and infra_path.is_file():
-        failure = json.loads(infra_path.read_text())
-        reason = failure.get("invalid_reason") or "the job died before its fault fired"
+        failure = Manifest.read(infra_path)
+        reason = failure.invalid_reason or "the job died before its fault fired"
         if args.attempt < args.max_attempts:
             print(f"infrastructure failure, attempt {args.attempt} of {args.max_attempts}: {reason}", file=sys.stderr)
             return 1
-        failure.update(state="INFRA_FAILED", run_valid=False, invalid_reason=reason)
-        record_infra_failure(cell_dir, failure)
-        layout.write_json_atomic(manifest_path, failure)
+        failure.state, failure.run_valid, failure.invalid_reason = "INFRA_FAILED", False, reason
+        record_infra_failure(cell_dir, failure.to_json())
+        failure.write(manifest_path)
         print(f"infrastructure failure after {args.max_attempts} attempts: {reason}", file=sys.stderr)
     elif status != 0:
         print(f"faultloop run-job exited {status}", file=sys.stderr)
         return status
-    manifest = json.loads(manifest_path.read_text())
-    update_tracking(session, cell, str(manifest.get("job_id", "")), cell_dir)
+    update_tracking(session, cell, Manifest.read(manifest_path).job_id, cell_dir)
     return 0
 
 
@@ -231,7 +226,7 @@ def main(argv: list[str]) -> int:
     """`faultloop cell run|strip-log`: the per-cell workflow steps (run by Snakemake's rules)."""
     parser = argparse.ArgumentParser(prog="faultloop cell", description=main.__doc__)
     sub = parser.add_subparsers(dest="step", required=True)
-    run = sub.add_parser("run", help="run_job: launch the cell's job (launcher options after --)")
+    run = sub.add_parser("run", help="run_job: launch the cell's job and write its manifest")
     run.add_argument("--output", required=True, help="the cell's job.json: <session>/n<N>_<FAULT>_r<R>_i<I>/job.json")
     run.add_argument("--attempt", type=int, default=1)
     run.add_argument("--max-attempts", type=int, default=1)
@@ -239,12 +234,12 @@ def main(argv: list[str]) -> int:
     run.add_argument("--gpus-per-node", type=int, default=4)
     run.add_argument("--fault-delay", type=float, default=0.0)
     run.add_argument("--cleanup-cmd", default="")
+    launch.add_job_args(run)
     strip = sub.add_parser("strip-log", help="write the analyzers' copy of the main log, markers removed")
     strip.add_argument("--manifest", type=Path, required=True)
     strip.add_argument("--output", type=Path, required=True)
-    own, rest = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
-    args = parser.parse_args(own)
+    args = parser.parse_args(argv)
     if args.step == "strip-log":
         strip_log(args.manifest, args.output)
         return 0
-    return run_cell(args, rest)
+    return run_cell(args)

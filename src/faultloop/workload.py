@@ -21,15 +21,16 @@ import math
 import os
 import signal
 import sys
+import socket
 import threading
 import time
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
 import torch
 import torch.distributed as dist
+from torch.distributed.elastic.multiprocessing.errors import record
 
 from faultloop.faults import FAULTS
 
@@ -59,7 +60,10 @@ def stamp(t: float | None = None) -> str:
 
 
 def log(message: str) -> None:
-    print(f"[{stamp()}] {message}", flush=True)
+    """One write per line: ranks of a node share the launcher's pipe, so a line written in two
+    pieces (print's text, then its newline) can be split by another rank's line."""
+    sys.stdout.write(f"[{stamp()}] {message}\n")
+    sys.stdout.flush()
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,7 @@ class Settings:
     init_timeout_s: float
     stall_timeout_s: float
     dump_prefix: str
+    agent_store: bool  # under torchrun: the elastic agent hosts the store, every rank is a client
 
 
 class FlightRecorder:
@@ -219,6 +224,7 @@ class Trainer:
     # -- process setup -------------------------------------------------------------------------
 
     def run(self) -> None:
+        _die_with_parent()
         faulthandler.enable(all_threads=True)
         signal.pthread_sigmask(signal.SIG_BLOCK, SHUTDOWN_SIGNALS)  # before any thread starts
         signal.signal(signal.SIGUSR1, _on_user_signal)
@@ -237,9 +243,11 @@ class Trainer:
 
     def _init_distributed(self) -> None:
         """Join a store-based barrier first: 32 ranks importing torch on 2 cores arrive seconds
-        apart, longer than the collective timeout, so the join gets its own timeout."""
+        apart, longer than the collective timeout, so the join gets its own timeout. Under
+        torchrun the store is the elastic agent's (every rank a client), as env:// would do."""
         s = self.s
-        store = dist.TCPStore(s.master_addr, s.master_port, s.world_size, is_master=s.rank == 0,
+        store = dist.TCPStore(s.master_addr, s.master_port, s.world_size,
+                              is_master=s.rank == 0 and not s.agent_store,
                               timeout=dt.timedelta(seconds=s.init_timeout_s), wait_for_workers=False)
         store.add("rendezvous/arrived", 1)
         deadline = time.monotonic() + s.init_timeout_s
@@ -251,7 +259,7 @@ class Trainer:
         dist.init_process_group("gloo", store=dist.PrefixStore("default_pg", store), rank=s.rank,
                                 world_size=s.world_size,
                                 timeout=dt.timedelta(seconds=s.pg_timeout_s))
-        self._store = store  # rank 0 serves it; keep it alive for the whole job
+        self._store = store  # rank 0 may serve it; keep it alive for the whole job
         log(f"> rank {s.rank}/{s.world_size} (local rank {s.local_rank}) on {s.node_name}: "
             f"process group ready (gloo, timeout {s.pg_timeout_s:.0f} s)")
         if s.rank == 0:
@@ -385,6 +393,12 @@ def _describe(name: str, device: str) -> str:
             "SEGFAULT": "raising segmentation fault"}[name]
 
 
+def _die_with_parent() -> None:
+    """End with the launcher that started this rank (Linux PR_SET_PDEATHSIG): torchrun starts
+    ranks in sessions of their own, so nothing else stops them if the launcher is killed."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+
+
 def _on_user_signal(signum: int, frame: object) -> None:
     raise RuntimeError(f"Received signal {signum} ({signal.Signals(signum).name})")
 
@@ -436,6 +450,8 @@ def _die_by(sig: signal.Signals) -> None:
 
 
 def settings_from(argv: list[str], env: Mapping[str, str]) -> Settings:
+    """Identity from torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE), else from srun's
+    (SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS), the way Megatron's sbatch scripts derive it."""
     parser = argparse.ArgumentParser(prog="faultloop.workload", description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=30)
     parser.add_argument("--iter-time-s", type=float, default=0.1)
@@ -444,29 +460,36 @@ def settings_from(argv: list[str], env: Mapping[str, str]) -> Settings:
     parser.add_argument("--stall-timeout-s", type=float, default=8.0)
     args = parser.parse_args(argv)
     return Settings(
-        rank=int(env["RANK"]), local_rank=int(env.get("LOCAL_RANK", "0")),
-        world_size=int(env["WORLD_SIZE"]), master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
-        master_port=int(env["MASTER_PORT"]), node_name=env.get("FAULTLOOP_NODE_NAME", "localhost"),
+        rank=int(env.get("RANK") or env["SLURM_PROCID"]),
+        local_rank=int(env.get("LOCAL_RANK") or env.get("SLURM_LOCALID") or 0),
+        world_size=int(env.get("WORLD_SIZE") or env["SLURM_NTASKS"]),
+        master_addr=env.get("MASTER_ADDR", "127.0.0.1"), master_port=int(env["MASTER_PORT"]),
+        node_name=env.get("FAULTLOOP_NODE_NAME") or env.get("SLURMD_NODENAME") or socket.gethostname(),
         iterations=args.iterations, iter_time_s=args.iter_time_s, pg_timeout_s=args.pg_timeout_s,
         init_timeout_s=args.init_timeout_s, stall_timeout_s=args.stall_timeout_s,
         dump_prefix=env.get("TORCH_FR_DUMP_TEMP_FILE", ""),
+        agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE") == "True",
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    settings = settings_from(list(sys.argv[1:] if argv is None else argv), os.environ)
+@record
+def train(argv: list[str]) -> None:
+    """One rank's life. A failure is left uncaught, as in a real training script: torch's
+    excepthook prints it (every line prefixed `[rankN]:`), @record writes torchrun's error file,
+    and a signal ends the process the way the signal does."""
+    settings = settings_from(argv, os.environ)
     torch.set_num_threads(1)
-    trainer = Trainer(settings, FaultPlan.from_env(os.environ))
+    Trainer(settings, FaultPlan.from_env(os.environ)).run()
+
+
+def main(argv: list[str] | None = None) -> int:
     try:
-        trainer.run()
+        train(list(sys.argv[1:] if argv is None else argv))
     except KeyboardInterrupt:
-        traceback.print_exc()
+        # Python ends on an uncaught KeyboardInterrupt by re-raising SIGINT, which this process
+        # keeps blocked for its sigwait thread: print it the usual way, then die by the signal.
+        sys.excepthook(*sys.exc_info())
         _die_by(signal.SIGINT)
-    except BaseException:
-        traceback.print_exc()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(1)  # skip interpreter teardown: gloo's threads can hold it for seconds
     return 0
 
 

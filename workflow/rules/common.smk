@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from snakemake.utils import min_version, validate
 
@@ -12,6 +13,7 @@ min_version("9.0")
 # The workflow runs the package from this checkout, the code users patch between iterations.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
+import faultloop.adopt as fl_adopt
 import faultloop.config as fl_config
 import faultloop.faults as fl_faults
 import faultloop.fingerprint as fl_fingerprint
@@ -22,13 +24,58 @@ import faultloop.report as fl_report
 import faultloop.score as fl_score
 from faultloop.workflow import cell_targets, infra_failures, invoked_until, tool_config
 
-config.update(fl_config.resolve(config, workflow.config_settings.overwrite_config))
+try:
+    config.update(
+        fl_config.resolve(
+            config,
+            workflow.config_settings.overwrite_config,
+            schema=yaml.safe_load(
+                (
+                    Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
+                ).read_text()
+            ),
+        )
+    )
+except fl_config.ConfigError as error:
+    raise WorkflowError(str(error)) from None
 validate(config, "../schemas/config.schema.yaml")
 
+SESSION = layout.session_dir(config)
+UNTIL = invoked_until(sys.argv)
+# An adopted NVRx session (`adopt`, docs/coming-from-nvrx.md) is re-judged, never run: its pool is
+# its experiments.tsv, and its runs get the job.json the chain needs, derived from their artifacts
+# by the submitting Snakemake (a job step that re-reads this file only needs the pool).
+ADOPT = bool(config.get("adopt"))
 try:
-    POOL = fl_config.pool_cells(config)
+    if ADOPT and (config.get("pool") or config.get("pool_file")):
+        raise fl_config.ConfigError(
+            "config key 'adopt': the pool is the session's experiments.tsv; drop 'pool' and 'pool_file'"
+        )
+    # Upstream's own report stays untouched: faultloop's report would be written over it.
+    if (
+        ADOPT
+        and (not UNTIL or "aggregate_report" in UNTIL)
+        and fl_adopt.upstream_report(SESSION)
+    ):
+        raise fl_config.ConfigError(
+            f"{SESSION / layout.REPORT_MD} is upstream's report of the adopted session and "
+            "faultloop's report would replace it: re-judge with --until score (scores.tsv)"
+        )
+    if ADOPT and (workflow.remote_exec or workflow.subprocess_exec):
+        POOL = [
+            run.cell
+            for run in fl_adopt.read_tracking(
+                SESSION, gpus_per_node=config["gpus_per_node"]
+            )
+        ]
+    elif ADOPT:
+        ADOPTION = fl_adopt.adopt(SESSION, gpus_per_node=config["gpus_per_node"])
+        print(fl_adopt.summary(ADOPTION), file=sys.stderr)
+        POOL = ADOPTION.pool
+    else:
+        POOL = fl_config.pool_cells(config)
     CELLS = fl_config.selected_cells(config, POOL)
-except (fl_config.PoolError, fl_config.ConfigError) as error:
+except (fl_config.PoolError, fl_config.ConfigError, fl_adopt.AdoptError) as error:
     raise WorkflowError(str(error)) from None
 
 validate(
@@ -47,13 +94,10 @@ validate(
 )
 
 WORKLOAD = fl_config.workload(config)
-SESSION = layout.session_dir(config)
 CELL = {cell.name: cell for cell in POOL}
-# `--until <analysis rule>` re-judges stored runs: run_job is not defined then, so no training
-# job can be planned, and cells without run artifacts are reported as not run.
-REJUDGE = bool(invoked_until(sys.argv) - {"run_job"}) or bool(
-    config.get("rejudge", False)
-)
+# `--until <analysis rule>` (or an adopted session) re-judges stored runs: run_job is not defined
+# then, so no training job can be planned, and cells without run artifacts are reported as not run.
+REJUDGE = ADOPT or bool(UNTIL - {"run_job"}) or bool(config.get("rejudge", False))
 RUN_CELLS, _not_run = cell_targets(
     CELLS, SESSION, rejudge=REJUDGE
 )  # not-run cells: listed by `score`
@@ -103,8 +147,9 @@ RUN = config["run_job"]
 LAUNCH_FLAGS = shlex.join(
     [
         "--gpus-per-node", str(config["gpus_per_node"]), "--fault-delay", str(config["fault_delay"]),
-        "--iterations", str(RUN["iterations"]), "--pg-timeout-s", str(RUN["pg_timeout_s"]),
-        "--stall-timeout-s", str(RUN["stall_timeout_s"]), "--kill-grace-s", str(RUN["kill_grace_s"]),
+        "--launcher", RUN["launcher"], "--iterations", str(RUN["iterations"]),
+        "--pg-timeout-s", str(RUN["pg_timeout_s"]), "--stall-timeout-s", str(RUN["stall_timeout_s"]),
+        "--kill-grace-s", str(RUN["kill_grace_s"]), "--shutdown-timeout-s", str(RUN["shutdown_timeout_s"]),
         "--job-timeout-s", str(RUN["job_timeout_s"]),
     ]
 )  # fmt: skip

@@ -51,15 +51,12 @@ if not REJUDGE:
             cli=FAULTLOOP,
             max_attempts=config["run_job"]["infra_retries"] + 1,
             workload_script=WORKLOAD.script,
-            gpus_per_node=config["gpus_per_node"],
-            fault_delay=config["fault_delay"],
             cleanup=config["run_job"].get("cleanup_cmd", ""),
             launch=LAUNCH_FLAGS,
             # Changes after an infrastructure failure, so the next invocation retries this cell.
             infra_failures=lambda wildcards: infra_failures(SESSION / wildcards.cell),
         shell:
-            "{params.cli} cell run --output {output.manifest:q}"
+            "exec env {params.cli} cell run --output {output.manifest:q}"
             " --attempt {resources.attempt} --max-attempts {params.max_attempts}"
-            " --workload-script {params.workload_script:q} --gpus-per-node {params.gpus_per_node}"
-            " --fault-delay {params.fault_delay} --cleanup-cmd={params.cleanup:q}"
-            " -- {params.launch} > {log:q} 2>&1"
+            " --workload-script {params.workload_script:q} --cleanup-cmd={params.cleanup:q}"
+            " {params.launch} > {log:q} 2>&1"
