@@ -309,10 +309,11 @@ def test_srun_labels_that_are_node_indices(tmp_path: Path) -> None:
 
 
 def test_silent_death_without_any_exit_record() -> None:
-    """No srun/launcher lines at all: the one rank that lost no peer is the one that died."""
+    """No srun/launcher lines at all: the one rank that lost no peer is the one that died, and
+    dying without printing anything (no traceback, no fatal-error dump) is SIGKILL's mark."""
     lines = [ln for ln in (DATA / "nccl_sigkill_8r.log").read_text().splitlines() if not ln.startswith("srun")]
     v = logsage.analyze_log(lines)
-    assert (v.restart, v.primary_ranks, v.fault_category, v.fault_type) == (STOP, [6], "crash", None)
+    assert (v.restart, v.primary_ranks, v.fault_category, v.fault_type) == (STOP, [6], "crash", "SIGKILL")
 
 
 # -- torch 2.13's own launcher (real output, benchmarks/make_torchrun_logs.py) -----------------

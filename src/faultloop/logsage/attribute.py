@@ -17,7 +17,7 @@ from faultloop.logsage.facts import NEVER, Evidence, Facts
 from faultloop.logsage.rules import (BUSY_WINDOW_LINES, CUDA_HINT, DEATH, DEVICE_WAIT_FRAMES, DONE, EXCEPTION_KIND,
                                      FATAL, FIRST_SEQ, GPU, GPU_HARDWARE, JOB_SIGNAL, NETWORK_KIND, OOM_KIND, ORIGINS,
                                      PEER_LOST, POLICY, SIGNAL, SIGNAL_FAULT, SIGNAL_NUMBERS, SLURM, STACK_DUMP, STALL,
-                                     SYMPTOMS, TIMEOUT, WEAK_ORIGINS)
+                                     STOP_SIGNALS, SYMPTOMS, TIMEOUT, WEAK_ORIGINS)
 from faultloop.logsage.records import in_collective
 from faultloop.logsage.scan import add, drop, seen_ranks
 
@@ -100,6 +100,10 @@ def _timeline(facts: Facts) -> _Timeline:
     for rank, ex in facts.exits.items():
         if ex.stopped:
             stopped_at[rank] = min(stopped_at.get(rank, NEVER), ex.line)
+    first_symptom = min(symptom_at.values(), default=NEVER)
+    for (kind, rank), ev in facts.first.items():  # a stop signal after others failed: the job's teardown
+        if kind == SIGNAL and rank is not None and ev.line > first_symptom and _signal_name(ev.text) in STOP_SIGNALS:
+            stopped_at[rank] = min(stopped_at.get(rank, NEVER), ev.line)
 
     def before_own_end(kinds: tuple[str, ...]) -> dict[int | None, Evidence]:
         out: dict[int | None, Evidence] = {}
@@ -320,16 +324,21 @@ def _hang_cause(facts: Facts, rank: int) -> str:
 
     A stuck kernel leaves the rank's threads alive (its Python stall watchdog reports, or its stack
     waits on the device); a held GIL freezes Python threads but faulthandler's C timer still dumps
-    stacks; a stopped process prints nothing. Else: how the launcher had to end it.
+    stacks; a stopped process prints nothing. Else: how the launcher had to end it. Where the
+    prefixes do not tell whose stack dump is whose (node labels), the one dump outside any
+    collective is the stalled rank's: the others all wait in one.
     """
+    frames = facts.main_stacks.get(rank)
+    if frames is None:
+        outside = [stack for stack in facts.loose_stacks if stack and not in_collective(stack)]
+        frames = outside[0] if len(outside) == 1 else None
     if _ranks_with(facts, [STALL]):  # the job has a Python stall watchdog: its silence means something
         if (STALL, rank) in facts.first:
             return "GPU_SLEEP"
-        return "LOCK_GIL" if (STACK_DUMP, rank) in facts.first else "SIGSTOP"
-    frames = facts.main_stacks.get(rank)
+        return "LOCK_GIL" if (STACK_DUMP, rank) in facts.first or frames else "SIGSTOP"
     if frames and DEVICE_WAIT_FRAMES.search(frames[0]):
         return "GPU_SLEEP"
-    if facts.main_stacks and rank not in facts.main_stacks:
+    if (facts.main_stacks or facts.loose_stacks) and not frames:
         return "SIGSTOP"  # the others dumped stacks; a stopped process cannot
     killed = {facts.pid_rank[p] for p in facts.killed_pids if p in facts.pid_rank}
     ex = facts.exits.get(rank)
@@ -358,7 +367,8 @@ def _peer_lost(facts: Facts, tl: _Timeline) -> Attribution | None:
     quiet = sorted(world - victims - failed)
     in_view = world == known or len(victims) > 1  # an inferred world needs more than one victim in view
     if len(quiet) == 1 and not failed and in_view:  # no exit record: the one rank that lost no peer is the lost peer
-        return _attribution("CRASH", quiet, victims, keys,
+        # nothing printed at all (no traceback, no fatal-error dump, no signal message): how SIGKILL ends a process
+        return _attribution("SIGKILL", quiet, victims, keys,
                             f"rank {quiet[0]} is the only rank that did not lose a peer: it died without a word",
                             HIGH if facts.world_size and quiet[0] < facts.world_size and world == known else MEDIUM,
                             "the only rank that did not report a lost peer" +

@@ -81,7 +81,7 @@ class Facts:
     several_processes: bool = False  # rank-less lines are then nobody's in particular, not rank 0's
     world_size: int = 0
     label_pairs: set[tuple[int | None, str | None, int | None]] = field(default_factory=set)  # label, role, inner
-    layout: tuple[int, int, bool] = (-1, 0, False)  # (pairs seen, ranks per node if labels are nodes, [rankN] local)
+    layout: tuple[int, int, bool, bool] = (-1, 0, False, False)  # pairs seen, then scan._layout's answer
     first: dict[tuple[str, int | None], Evidence] = field(default_factory=dict)  # (kind, rank)
     evidence: list[Evidence] = field(default_factory=list)
     blocks: list[Block] = field(default_factory=list)
@@ -94,6 +94,7 @@ class Facts:
     enqueued: dict[int, int] = field(default_factory=dict)
     barrier_missing: set[int] = field(default_factory=set)
     main_stacks: dict[int, list[str]] = field(default_factory=dict)  # first stack dump per rank
+    loose_stacks: list[list[str]] = field(default_factory=list)  # dumps whose rank the prefixes do not tell
     collectives: dict[int, set[tuple[str, str | None]]] = field(default_factory=dict)  # SeqNum -> (op, numel)
     first_seq: int | None = None  # the lowest collective number a rank timed out on
     last_busy: Evidence | None = None  # the latest one-rank work (evaluation, saving...) before any timeout

@@ -167,7 +167,9 @@ def read_blocks(path: Path, facts: Facts) -> None:
         for block in facts.blocks:
             if block.kind == STACK_DUMP:
                 rank = resolve_rank(facts, block.source, "")
-                if rank is not None and rank not in facts.main_stacks:
+                if rank is None:
+                    facts.loose_stacks.append(main_stack(f, block))
+                elif rank not in facts.main_stacks:
                     facts.main_stacks[rank] = main_stack(f, block)
                 continue
             tb = parse_traceback(f, block)

@@ -5,7 +5,8 @@ HOW TO PATCH BETWEEN LOOP ITERATIONS
     hint). The anchors must be substrings of every line the regex can match; they are the
     prefilter. First matching row wins, so put specific rows above general ones. Named groups
     carry facts: rank (global), local (local rank), pid, code (exit status), sig (signal),
-    tasks and what (srun), missing (ranks a barrier waited for), seq (a collective's number).
+    tasks and what (srun), missing (ranks a barrier waited for), seq (a collective's number). A
+    rank group names the line's rank where its prefix cannot (a dump file named by rank).
   * A decision is wrong for a whole cause -> edit POLICY (cause -> category, restart, why).
   * What a traceback, an exit status or a signal means -> the smaller tables at the end.
 A rule fixes a class of lines (a launcher's wording, a prefix style), never one log.
@@ -94,7 +95,7 @@ RULES: tuple[Rule, ...] = (
     Rule("dist_timeout", TIMEOUT, ("rror",), r"DistBackendError.*[Tt]ime(?:d ?out)"),
     Rule("store_timeout", TIMEOUT, ("Timeout", "rror"), r"Socket Timeout|DistStoreError.*[Tt]ime"),
     Rule("monitored_barrier", TIMEOUT, ("arrier",), r"Ranks? (?P<missing>[\d, ]+) failed to pass monitoredBarrier"),
-    Rule("collective_mismatch", TIMEOUT, ("mismatch",), r"Detected mismatch between collectives", "DESYNC"),
+    Rule("collective_mismatch", TIMEOUT, ("rror",), r"Error: Detected mismatch between collectives", "DESYNC"),
     Rule("store_barrier", TIMEOUT, ("arrier",),
          r"Waiting in store based barrier|[Tt]imed out initializing process group in store based barrier", "SETUP_HANG"),
     # -- OOM and GPU errors (before the generic NCCL/CUDA rows) ------------------------------
@@ -157,6 +158,7 @@ RULES: tuple[Rule, ...] = (
     Rule("summary_exit", RECORD, ("exit",), r"^\s*exitcode\s*:\s*(?P<code>-?\d+)(?: \(pid: (?P<pid>\d+)\))?"),
     # -- context ------------------------------------------------------------------------------
     Rule("stall_watchdog", STALL, ("progress",), r"no (?:training )?progress (?:for|in) \d"),
+    Rule("stall_dump", STALL, ("_dump_",), r"dumped \d+ bytes to \S*_dump_(?P<rank>\d+) \(stall\)"),  # names its rank
     Rule("faulthandler_timeout", STACK_DUMP, ("Timeout",), r"^Timeout \(\d+:\d\d:\d\d"),
     Rule("nccl_progress", PROGRESS, ("atchdog", "Timeout"), r"last enqueued (?:NCCL )?work: (?P<seq>-?\d+)"),
     Rule("nccl_work", COLLECTIVE, ("SeqNum",), r"WorkNCCL\(SeqNum=\d+"),

@@ -21,7 +21,7 @@ from faultloop.logsage.rules import (BUSY, CLOSED, COLLECTIVE, DEATH, EXITED, JO
                                      Rule)
 
 CENSUS_BYTES = 2 << 20
-MAX_BLOCKS_PER_SOURCE = 2
+MAX_BLOCKS_PER_SOURCE = {TRACEBACK: 2, STACK_DUMP: 16}  # a node label's source holds every rank's dump
 FRAME_RUN_LINES = 6  # frame lines this close together belong to one traceback
 LEAD_MAX = 120  # how far into a line a torch rank prefix may sit behind timestamps or host tags
 
@@ -116,47 +116,61 @@ def seen_ranks(facts: Facts) -> set[int]:
     return {r for r in ranks if r is not None}
 
 
-def _layout(facts: Facts) -> tuple[int, bool]:
-    """(ranks per node when srun labels are node indices, else 0; whether [rankN] prefixes are
-    local ranks), cached per label-pair count. torch's own [rankN] is the global rank, torchrun's
-    [defaultN] the local one; a [rankN] seen under several labels is a torchrun role prefix
-    (local) too. Labels are nodes when one label carries several local ranks."""
+def _layout(facts: Facts) -> tuple[int, bool, bool]:
+    """How prefixes map to ranks, cached per label-pair count: (ranks per node, whether srun
+    labels are node indices, whether [rankN] prefixes are local ranks).
+
+    torch's own [rankN] is the global rank, torchrun's [defaultN] the local one; a [rankN] seen
+    under several labels is a torchrun role prefix (local) too. Labels are nodes (one torchrun
+    per srun task) when one label carries several ranks: a line with the label alone then comes
+    from some rank of that node, not from rank <label>."""
     if facts.layout[0] != len(facts.label_pairs):
         labels_of: dict[int, set[int]] = {}
-        for lab, role, inn in facts.label_pairs:
-            if lab is not None and inn is not None and role == "rank":
-                labels_of.setdefault(inn, set()).add(lab)
-        rank_is_local = any(len(v) > 1 for v in labels_of.values())
         inners: dict[int, set[int]] = {}
         for lab, role, inn in facts.label_pairs:
-            if lab is not None and inn is not None and (role != "rank" or rank_is_local):
+            if lab is not None and inn is not None:
                 inners.setdefault(lab, set()).add(inn)
-        node_mode = any(len(v) > 1 for v in inners.values())
-        per_node = 1 + max(max(v) for v in inners.values()) if node_mode else 0
-        facts.layout = (len(facts.label_pairs), per_node, rank_is_local)
-    return facts.layout[1], facts.layout[2]
+                if role == "rank":
+                    labels_of.setdefault(inn, set()).add(lab)
+        rank_is_local = any(len(v) > 1 for v in labels_of.values())
+        local: dict[int, set[int]] = {}
+        for lab, role, inn in facts.label_pairs:
+            if lab is not None and inn is not None and (role != "rank" or rank_is_local):
+                local.setdefault(lab, set()).add(inn)
+        labels_are_nodes = any(len(v) > 1 for v in inners.values())
+        per_node = 1 + max(max(v) for v in local.values()) if any(len(v) > 1 for v in local.values()) else 0
+        facts.layout = (len(facts.label_pairs), per_node, labels_are_nodes, rank_is_local)
+    return facts.layout[1], facts.layout[2], facts.layout[3]
 
 
 def node_local_size(facts: Facts) -> int:
-    """Ranks per node when srun labels are node indices (one torchrun per srun task), else 0."""
+    """Ranks per node when srun labels are node indices and lines carry local ranks, else 0."""
     return _layout(facts)[0]
+
+
+def labels_are_nodes(facts: Facts) -> bool:
+    return _layout(facts)[1]
 
 
 def resolve_rank(facts: Facts, source: Source, text: str) -> int | None:
     """Global rank: torch's [rankN] prefix; else the srun label, unless labels are node indices
-    (one torchrun per srun task: a label then carries several local ranks, and global = label *
-    local size + local); else the inner prefix; else a `[Rank N]` of the default process group in
+    (then global = label * ranks per node + a local [defaultN], and a line with the label alone
+    names no rank); else the inner prefix; else a `[Rank N]` of the default process group in
     the text."""
     label, _, role, inner = source
-    per_node, rank_is_local = _layout(facts)
+    per_node, node_labels, rank_is_local = _layout(facts)
     if inner is not None and role == "rank" and not rank_is_local:
         return inner
-    if label is not None and inner is not None and per_node:
-        return label * per_node + inner
+    if label is not None and node_labels:
+        return label * per_node + inner if inner is not None and per_node else _text_rank(text)
     if label is not None:
         return label
     if inner is not None:
         return inner
+    return _text_rank(text)
+
+
+def _text_rank(text: str) -> int | None:
     m = _TEXT_RANK_RE.search(text)
     return int(m.group(1)) if m else None
 
@@ -239,7 +253,8 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
             if not found:
                 continue
             rule, m = found
-            rank = resolve_rank(facts, source, text)
+            named = m.groupdict().get("rank")
+            rank = int(named) if named is not None else resolve_rank(facts, source, text)
             if rank is None and rule.kind == COLLECTIVE and source == NO_SOURCE and previous[0] == hit.line - 1:
                 rank = previous[1]  # the rest of a wrapped line
             previous = (hit.line, rank)
@@ -250,7 +265,7 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
                 if rule.kind == TRACEBACK:
                     last_traceback_line[source] = hit.line
                 key = (rule.kind, source)
-                if not (headless and run_goes_on) and block_count.get(key, 0) < MAX_BLOCKS_PER_SOURCE:
+                if not (headless and run_goes_on) and block_count.get(key, 0) < MAX_BLOCKS_PER_SOURCE[rule.kind]:
                     block_count[key] = block_count.get(key, 0) + 1
                     facts.blocks.append(Block(rule.kind, hit.line, hit.offset, source, headless))
                 if rule.kind == TRACEBACK:
@@ -328,11 +343,11 @@ def _srun_tasks(facts: Facts, tasks: str, what: str, ev: Evidence) -> None:
     the step's teardown began was stopped, not at fault."""
     sig = next((s for word, s in SRUN_WORDS.items() if what.startswith(word)), None)
     code = re.search(r"exit code (\d+)", what)
-    per_node = node_local_size(facts)
+    tasks_are_nodes = labels_are_nodes(facts)
     for part in tasks.split(","):
         lo, _, hi = part.partition("-")
         for task in range(int(lo), int(hi or lo) + 1):
-            rank = None if per_node else task
+            rank = None if tasks_are_nodes else task
             if what.startswith("Out Of Memory"):
                 add(facts, Evidence(ev.line, ev.text, OOM_KIND, rank, ev.rule, "OOM"))
                 continue
