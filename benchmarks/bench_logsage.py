@@ -7,7 +7,11 @@ with its prefilters: auto (ripgrep if installed, else grep) and GNU grep; pure P
 smallest log. Peak RSS is the analyzer
 process's own (wait4), so a flat column means memory does not grow with the log.
 
-    python benchmarks/bench_logsage.py [--sizes-mb 256 1024] [--out benchmarks/out]
+With --peer-src, another checkout's package (its src folder) runs beside this one in the same
+interleaved loop, e.g. the analyzer before a change:
+
+    git archive main src | tar -x -C /tmp/peer      # main's src/ into /tmp/peer/src
+    python benchmarks/bench_logsage.py [--sizes-mb 256 1024] [--out benchmarks/out] [--peer-src /tmp/peer/src]
 """
 
 from __future__ import annotations
@@ -88,9 +92,9 @@ class Run:
     rss_mb: float = 0.0
     stdout: str = ""
 
-    def add(self, cmd: list[str]) -> None:
+    def add(self, cmd: list[str], env: dict[str, str] | None = None) -> None:
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
         self.stdout = proc.stdout.read() if proc.stdout else ""
         _, _, usage = os.wait4(proc.pid, 0)  # includes the children it waited for (rg/grep)
         self.seconds = min(self.seconds, time.perf_counter() - start)
@@ -104,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/out")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="keep the generated logs")
+    parser.add_argument("--peer-src", type=Path, help="another checkout's src folder to time in the same run")
     args = parser.parse_args(argv)
+    peer_env = {**os.environ, "PYTHONPATH": str(args.peer_src.resolve())} if args.peer_src else None
     args.out.mkdir(parents=True, exist_ok=True)
     logsage = [sys.executable, "-m", "faultloop.cli", "logsage", "--format", "json", "--log-path"]
     rows = []
@@ -115,31 +121,40 @@ def main(argv: list[str] | None = None) -> int:
         with open(path, "rb") as f:  # warm the page cache for every contender alike
             while f.read(16 << 20):
                 pass
-        grep, auto, with_grep, python = Run(), Run(), Run(), Run()
+        grep, auto, with_grep, python, peer, peer_grep = Run(), Run(), Run(), Run(), Run(), Run()
         for _ in range(args.repeats):  # interleaved, so load from others hits every contender alike
             grep.add(["grep", "-c", GREP_PATTERN, str(path)])
             auto.add([*logsage, str(path)])
             with_grep.add([*logsage, str(path), "--prefilter", "grep"])
+            if peer_env:
+                peer.add([*logsage, str(path)], peer_env)
+                peer_grep.add([*logsage, str(path), "--prefilter", "grep"], peer_env)
         if n == 0:  # the pure-Python fallback is slow: once, on the smallest log
             python.add([*logsage, str(path), "--prefilter", "python"])
-        for run in (auto, with_grep, python):
+        for run in (auto, with_grep, python, peer, peer_grep):
             if run.stdout:
                 verdict = json.loads(run.stdout)
                 assert verdict["primary_ranks"] == [CULPRIT] and verdict["restart"] == "RESTART IMMEDIATE", verdict
-        rows.append((size, grep, auto, with_grep, python))
+        rows.append((size, grep, auto, with_grep, python, peer, peer_grep))
         if not args.keep:
             path.unlink()
     tool = "rg" if shutil.which("rg") else "grep" if shutil.which("grep") else "python"
     print(f"cores: {os.cpu_count()}, load average after: {os.getloadavg()[0]:.2f}; grep -c pattern "
           f"{GREP_PATTERN!r}; best of {args.repeats} interleaved runs; auto prefilter = {tool}")
     print("| log MB | grep -c MB/s | logsage auto MB/s | ratio | CPU s grep / logsage | peak RSS MB "
-          "| logsage --prefilter grep MB/s | ratio | --prefilter python MB/s | its RSS MB |")
-    print("|---" * 10 + "|")
-    for size, grep, auto, with_grep, python in rows:
+          "| logsage --prefilter grep MB/s | ratio | --prefilter python MB/s | its RSS MB "
+          "| peer auto MB/s | speed vs peer | CPU s logsage / peer | peer --prefilter grep MB/s | speed vs peer "
+          "| CPU s logsage / peer |")
+    print("|---" * 16 + "|")
+    for size, grep, auto, with_grep, python, peer, peer_grep in rows:
         py = f"{size / python.seconds:.0f} | {python.rss_mb:.0f}" if python.stdout else "- | -"
+        peers = " | ".join(
+            f"{size / other.seconds:.0f} | {other.seconds / mine.seconds:.2f} | "
+            f"{mine.cpu_seconds:.2f} / {other.cpu_seconds:.2f}" if other.stdout else "- | - | -"
+            for mine, other in ((auto, peer), (with_grep, peer_grep)))
         print(f"| {size:.0f} | {size / grep.seconds:.0f} | {size / auto.seconds:.0f} | {grep.seconds / auto.seconds:.2f} "
               f"| {grep.cpu_seconds:.2f} / {auto.cpu_seconds:.2f} | {auto.rss_mb:.0f} "
-              f"| {size / with_grep.seconds:.0f} | {grep.seconds / with_grep.seconds:.2f} | {py} |")
+              f"| {size / with_grep.seconds:.0f} | {grep.seconds / with_grep.seconds:.2f} | {py} | {peers} |")
     return 0
 
 

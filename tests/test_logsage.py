@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from faultloop import logsage
+from faultloop.logsage import modes, prefilter, rules
 from faultloop.faults import ERRORS_NOT_FOUND, FAULTS, NO_LOGS, RESTART, STOP
 from faultloop.llm import LLMSettings
 from openai_server import OpenAIServer, Reply, openai_server  # noqa: F401
@@ -112,13 +113,21 @@ def test_policy_matches_the_fault_table_for_every_injected_fault() -> None:
     for name, fault in FAULTS.items():
         assert logsage.POLICY[name].restart == fault.restart
         assert logsage.POLICY[name].category == fault.category
-    assert set(logsage.WHAT_HAPPENED) == set(logsage.POLICY), "every cause needs its explanation wording"
+    assert set(rules.WHAT_HAPPENED) == set(logsage.POLICY), "every cause needs its explanation wording"
 
 
 def test_every_rule_regex_needs_one_of_its_anchors() -> None:
     for rule in logsage.RULES:
         assert rule.anchors, rule.name
-        assert logsage.ANCHORS and all(a in logsage.ANCHORS for a in rule.anchors)
+        assert prefilter.ANCHORS and all(a in prefilter.ANCHORS for a in rule.anchors)
+
+
+def test_the_anchors_stay_within_ripgreps_literal_fast_path() -> None:
+    """ripgrep (13) searches a literal set of up to ~38 literals and 250 bytes with SIMD; a bigger
+    set falls back to an automaton two to four times slower on big logs (benchmarks/README.md).
+    A new rule reuses the table's short anchors ("rror", "ignal", "exit", ...)."""
+    assert len(prefilter.ANCHORS) <= 36, prefilter.ANCHORS
+    assert sum(map(len, prefilter.ANCHORS)) <= 240, prefilter.ANCHORS
 
 
 # -- streaming, prefilter equivalence, fingerprint ---------------------------------------------
@@ -151,9 +160,9 @@ def big_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tuple[
 def test_tool_and_python_prefilters_agree_across_blocks(big_log: tuple[Path, list[tuple[int, str]]], tool: str,
                                                         monkeypatch: pytest.MonkeyPatch, jobs: int) -> None:
     path, planted = big_log
-    monkeypatch.setattr(logsage, "MIN_RANGE_BYTES", 1 << 20)
-    grep_hits = [(h.line, h.offset, h.text) for h in logsage._scan_tool(path, shutil.which(tool) or tool, jobs)]
-    py_hits = [(h.line, h.offset, h.text) for h in logsage._scan_python(path)]
+    monkeypatch.setattr(prefilter, "MIN_RANGE_BYTES", 1 << 20)
+    grep_hits = [(h.line, h.offset, h.text) for h in prefilter.scan_tool(path, shutil.which(tool) or tool, jobs)]
+    py_hits = [(h.line, h.offset, h.text) for h in prefilter.scan_python(path)]
     assert grep_hits == py_hits
     assert [(line, text) for line, _, text in py_hits] == planted
     with open(path, "rb") as f:  # offsets point at the line starts
@@ -191,7 +200,7 @@ def test_cli_writes_both_forms(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 
 def test_cli_upstream_mode_without_package_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
-    if not logsage._missing_module("logsage"):
+    if not modes.missing_module("logsage"):
         pytest.skip("upstream logsage is installed here")
     assert logsage.main(["--log-path", str(DATA / "empty.log"), "--mode", "upstream"]) == 2
     assert "not installed" in capsys.readouterr().err
@@ -279,9 +288,7 @@ def test_accuracy_on_real_cpu_gloo_logs(tmp_path: Path) -> None:
             misses.append(f"{row['file']} {fault} r{rank}: {v.restart} {v.primary_ranks} {v.fault_type}")
     n = len(rows)
     report = f"restart {restart_ok}/{n}, only-primary {only_primary}/{n}, type {type_ok}/{n}; " + "; ".join(misses)
-    assert restart_ok == n, report
-    assert only_primary >= 0.95 * n, report
-    assert type_ok >= 0.90 * n, report
+    assert (restart_ok, only_primary, type_ok) == (n, n, n), report  # every log is right today: keep it so
 
 
 def test_srun_labels_that_are_node_indices(tmp_path: Path) -> None:
@@ -302,7 +309,210 @@ def test_srun_labels_that_are_node_indices(tmp_path: Path) -> None:
 
 
 def test_silent_death_without_any_exit_record() -> None:
-    """No srun/launcher lines at all: the one rank that lost no peer is the one that died."""
+    """No srun/launcher lines at all: the one rank that lost no peer is the one that died, and
+    dying without printing anything (no traceback, no fatal-error dump) is SIGKILL's mark."""
     lines = [ln for ln in (DATA / "nccl_sigkill_8r.log").read_text().splitlines() if not ln.startswith("srun")]
     v = logsage.analyze_log(lines)
-    assert (v.restart, v.primary_ranks, v.fault_category, v.fault_type) == (STOP, [6], "crash", None)
+    assert (v.restart, v.primary_ranks, v.fault_category, v.fault_type) == (STOP, [6], "crash", "SIGKILL")
+
+
+# -- torch 2.13's own launcher (real output, benchmarks/make_torchrun_logs.py) -----------------
+
+
+@pytest.mark.parametrize("name, restart, category, fault_type", [
+    ("torch213_2nodes_sigkill.log", STOP, "crash", "SIGKILL"),
+    ("torch213_2nodes_exception.log", STOP, "exception", "WORKLOAD_EXC"),
+    ("torch213_2nodes_sigstop.log", RESTART, "hang", "SIGSTOP"),
+    ("torch213_2nodes_segfault.log", STOP, "crash", "SEGFAULT"),
+])
+def test_real_torchrun_agents_per_node(name: str, restart: str, category: str, fault_type: str) -> None:
+    """Two torchrun agents labelled by node (srun-style): tracebacks carry torch's global [rankN]
+    prefix, the agents' death lines a local rank and pid that their summaries map to a rank."""
+    v = verdict(name)
+    assert (v.restart, v.primary_ranks, v.fault_category, v.fault_type) == (restart, [1], category, fault_type)
+    assert v.secondary_ranks == [0, 2, 3] and v.confidence == "high"
+
+
+# -- the shapes real clusters print (hand-written in each launcher's wording) ------------------
+
+def watchdog(rank: int, seq: int, op: str, numel: int | None = None, prefix: bool = False) -> str:
+    """A real NCCL watchdog timeout line (torch 2.x wording), with torch's [rankN]: prefix if asked."""
+    numel_part = f"NumelIn={numel}, NumelOut={numel}, " if numel is not None else ""
+    return (f"{f'[rank{rank}]:' if prefix else ''}[E1201 10:00:00.0 ProcessGroupNCCL.cpp:607] [Rank {rank}] Watchdog "
+            f"caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, {numel_part}"
+            f"Timeout(ms)=600000) ran for 600095 milliseconds before timing out.")
+
+
+SHAPES: dict[str, tuple[list[str], tuple[str, list[int], str, str | None]]] = {
+    # torch's excepthook prefix, torchrun agent without a summary: the raising rank, not the first to report
+    "excepthook_prefix": ([
+        "[rank0]:[W1201 10:00:00.000 ProcessGroupGloo.cpp:12] Warning: something harmless",
+        "[rank2]: Traceback (most recent call last):",
+        '[rank2]:   File "/w/train.py", line 88, in <module>',
+        "[rank2]:     loss = step(batch)",
+        '[rank2]:   File "/w/train.py", line 40, in step',
+        '[rank2]:     raise ValueError("labels out of range")',
+        "[rank2]: ValueError: labels out of range",
+        "[rank0]: RuntimeError: [pair.cc:553] Connection closed by peer [10.0.0.2]:2201",
+        "[rank1]: RuntimeError: [pair.cc:553] Connection closed by peer [10.0.0.2]:2201",
+        "W1201 10:00:01.000 123 torch/distributed/elastic/multiprocessing/api.py:900] Sending process 111 closing signal SIGTERM",
+        "E1201 10:00:02.000 123 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 2 (pid: 222) of binary: /usr/bin/python",
+    ], (STOP, [2], "exception", "WORKLOAD_EXC")),
+    # srun label and torch prefix layered; the CUDA error comes from the NCCL watchdog
+    "layered_srun_and_torch": ([
+        "3: [rank3]:[E1201 10:00:00.000 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 3] Process group watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered",
+        "3: [rank3]: CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
+        "3: [rank3]: For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+        "0: [rank0]:[E1201 10:00:01.000 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 0] Process group watchdog thread terminated with exception: NCCL error: remote process exited or there was a network error",
+        "1: [rank1]:[E1201 10:00:01.000 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 1] Process group watchdog thread terminated with exception: NCCL error: remote process exited or there was a network error",
+    ], (STOP, [3], "gpu_error", "GPU_ERROR")),
+    # a torchrun death line with no summary after it: one agent, so local rank = global rank
+    "death_line_without_summary": ([
+        "  5%|▍         | 200/4443 [11:11:27<255:23:04, 216.68s/it]W0613 07:54:19.850000 88 site-packages/torch/distributed/elastic/multiprocessing/api.py:897] Sending process 860 closing signal SIGTERM",
+        "W0613 07:54:19.895000 88 site-packages/torch/distributed/elastic/multiprocessing/api.py:897] Sending process 404 closing signal SIGTERM",
+        "E0613 07:54:22.195000 88 site-packages/torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -11) local_rank: 2 (pid: 770) of binary: /env/bin/python3.11",
+        "Traceback (most recent call last):",
+        '  File "/env/bin/torchrun", line 8, in <module>',
+        "    sys.exit(main())",
+        "[...]",
+    ], (STOP, [2], "crash", "SEGFAULT")),
+    # a ChildFailedError record cut off above its header, flattened or not
+    "cut_summary_record": ([
+        "[...]",
+        "  rank      : 5 (local_rank: 1)",
+        "  exitcode  : -6 (pid: 12345)",
+        "  error_file: <N/A>",
+        "  traceback : Signal 6 (SIGABRT) received by PID 12345",
+    ], (STOP, [5], "crash", "OS_ABORT")),
+    # several Failures entries (stopped by the agent) and the Root Cause
+    "failures_and_root_cause": ([
+        "Failures:",
+        "[1]:",
+        "  rank      : 1 (local_rank: 1)",
+        "  exitcode  : -15 (pid: 11)",
+        "[2]:",
+        "  rank      : 2 (local_rank: 2)",
+        "  exitcode  : -15 (pid: 12)",
+        "------------------------------------------------------------",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  time      : 2026-12-01_10:00:00",
+        "  rank      : 3 (local_rank: 3)",
+        "  exitcode  : -9 (pid: 13)  (SIGKILL)",
+    ], (STOP, [3], "crash", "SIGKILL")),
+    # torch.distributed.launch's CalledProcessError names the child's local rank and signal
+    "distributed_launch_died_with": ([
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.8/runpy.py", line 194, in _run_module_as_main',
+        '  File "/usr/local/lib/python3.8/dist-packages/torch/distributed/launch.py", line 242, in main',
+        "    cmd=cmd)",
+        "subprocess.CalledProcessError: Command '['/usr/bin/python', '-u', 'train.py', '--local_rank=1']' died with <Signals.SIGSEGV: 11>.",
+    ], (STOP, [1], "crash", "SEGFAULT")),
+    # the DeepSpeed launcher's exit report
+    "deepspeed_return_code": ([
+        "[2026-12-01 10:00:00,000] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 4321",
+        "[2026-12-01 10:00:00,000] [ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', '--local_rank=3', '--deepspeed'] exits with return code = -9",
+    ], (STOP, [3], "crash", "SIGKILL")),
+    # mpirun's notice names the global rank
+    "mpirun_notice": ([
+        "--------------------------------------------------------------------------",
+        "mpirun noticed that process rank 6 with PID 4242 on node gpu-07 exited on signal 9 (Killed).",
+        "--------------------------------------------------------------------------",
+    ], (STOP, [6], "crash", "SIGKILL")),
+    # a C++ exception whose what() line was cut off: the process aborted
+    "terminate_without_what": ([
+        "step 100 loss 0.5",
+        "terminate called after throwing an instance of 'std::runtime_error'",
+    ], (STOP, [0], "crash", "OS_ABORT")),
+    # the CUDA error line was cut off; torch's hint lines after it remain
+    "cuda_hints_without_error": ([
+        "[...]",
+        "[rank1]: CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
+        "[rank1]: For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+        "[rank0]: RuntimeError: NCCL error: remote process exited or there was a network error",
+    ], (STOP, [1], "gpu_error", "GPU_ERROR")),
+    # an excerpt that lost the traceback's header; a progress bar glued in front of the prefix
+    "headless_glued_traceback": ([
+        "steps:  4%|▍  | 374/9000 [1:58:35<20:12:59, 19.03s/it, avr_loss=0.08][rank5]:   File \"/w/train.py\", line 806, in train",
+        "[rank5]:     for step, batch in enumerate(loader):",
+        '[rank5]:   File "/w/data.py", line 61, in parse',
+        "[rank5]:     return json.loads(line)",
+        "[rank5]: json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)",
+    ], (STOP, [5], "exception", "WORKLOAD_EXC")),
+    # ranks waiting in different collectives at one SeqNum: no rank is the culprit
+    "desync": ([watchdog(1, 4084, "ALLREDUCE", 4821568, prefix=True),
+                watchdog(3, 4084, "BROADCAST", 56623104, prefix=True)], (STOP, [], "hang", None)),
+    # the first collective never completed: a setup problem
+    "first_collective": ([watchdog(3, 1, "BROADCAST", 1, prefix=True), watchdog(2, 1, "BROADCAST", 1, prefix=True)],
+                         (STOP, [], "hang", None)),
+    # only one victim's timeout is in view (in a sub-group's wording): nobody is singled out
+    "one_victim_only": ([
+        "[rank14]:[E ProcessGroupNCCL.cpp:1414] [PG 1 Rank 14] Process group watchdog thread terminated with exception: "
+        + watchdog(14, 15734, "ALLREDUCE", 220084533)], (RESTART, [], "hang", None)),
+    # one rank evaluates while the others time out: the timeout is too short for that work
+    "slow_rank_evaluating": (["Evaluating the results..."] + [watchdog(r, 4178, "ALLREDUCE") for r in (3, 1, 2)],
+                             (STOP, [0], "hang", None)),
+    # a GPU that fell off the bus explains the ranks' timeouts, wherever its report sits
+    "xid_after_timeouts": ([watchdog(r, 866, "ALLREDUCE", prefix=True) for r in (1, 2, 3)] + [
+        "kernel: NVRM: Xid (PCI:0000:1c:00): 79, pid=4242, name=python3, GPU has fallen off the bus."],
+        (STOP, [0], "gpu_error", "GPU_ERROR")),
+    # an uncorrectable ECC error in a rank's traceback
+    "ecc": ([
+        "[rank4]: Traceback (most recent call last):",
+        '[rank4]:   File "/w/train.py", line 10, in <module>',
+        "[rank4]:     model.to(device)",
+        "[rank4]: RuntimeError: CUDA error: uncorrectable ECC error encountered",
+        "[rank0]: RuntimeError: [pair.cc:553] Connection closed by peer [10.0.0.2]:2201",
+    ], (STOP, [4], "gpu_error", "GPU_ERROR")),
+    # the scheduler: time limit after the application said it was done -> it hung on the way out
+    "time_limit_after_done": ([
+        "[after training is done] datetime: 2026-12-01 14:45:03",
+        "slurmstepd: error: *** STEP 4226796.2 ON gpu-01 CANCELLED AT 2026-12-01T14:53:02 DUE TO TIME LIMIT ***",
+    ], (STOP, [], "hang", None)),
+    # a file that is not there on every node: a configuration error, no rank at fault
+    "config_error": ([
+        "10.0.0.4: /usr/bin/python3: can't open file 'train_mpu.py': [Errno 2] No such file or directory",
+        "10.0.0.1: /usr/bin/python3: can't open file 'train_mpu.py': [Errno 2] No such file or directory",
+    ], (STOP, [], "other", None)),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_real_world_shapes(shape: str) -> None:
+    lines, (restart, primary, category, fault_type) = SHAPES[shape]
+    v = logsage.analyze_log(lines)
+    assert (v.restart, v.primary_ranks, v.fault_category, v.fault_type) == (restart, primary, category, fault_type), \
+        v.detail
+    assert v.confidence in ("high", "medium", "low") and v.confidence_reason
+
+
+def test_a_lone_view_of_one_rank_is_never_high_confidence() -> None:
+    """Only rank 3's output: another rank may have failed first, so the naming is not certain."""
+    v = logsage.analyze_log(["[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."])
+    assert (v.primary_ranks, v.fault_category, v.confidence) == ([3], "oom", "medium")
+
+
+def test_unprefixed_lines_of_several_processes_name_no_rank() -> None:
+    """NCCL's own prefix shows GPU 4 of a multi-GPU node: the error is not rank 0's."""
+    v = logsage.analyze_log([
+        "node00:2712:3905 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer 10.0.0.1<54862> "
+        "with status=12 opcode=0 len=0 vendor err 129 (Recv)",
+        "node00:2712:3905 [4] NCCL INFO transport/net.cc:1302 -> 6"])
+    assert (v.restart, v.primary_ranks, v.fault_category) == (RESTART, [], "network")
+
+
+def test_policy_names_every_real_world_cause() -> None:
+    causes = {"DESYNC", "SETUP_HANG", "SHUTDOWN_HANG", "SLOW_RANK", "WATCHDOG_HANG", "CONFIG_ERROR", "DATA_ERROR",
+              "NCCL_SETUP", "PREEMPTION", "NODE_FAIL", "OOM", "TIME_LIMIT", "CANCELLED"}
+    assert causes <= set(logsage.POLICY)
+    assert all(logsage.POLICY[c].restart == STOP for c in ("DESYNC", "CONFIG_ERROR", "DATA_ERROR", "OOM", "NCCL_SETUP"))
+    assert all(logsage.POLICY[c].restart == RESTART for c in ("PREEMPTION", "NODE_FAIL", "CANCELLED"))
+
+
+def test_one_rank_work_of_a_rank_that_then_timed_out_explains_nothing() -> None:
+    """Rank 0 saved a checkpoint and then waited like everyone else: the stalled rank is still
+    the one that never timed out, and the hang stays a plain (restartable) one."""
+    lines = ["0: [2026-11-30 12:00:00] saving checkpoint at iteration 20000 to /ckpt/gpt"]
+    lines += [f"{r}: " + watchdog(r, 9843, "ALLREDUCE") for r in range(4) if r != 2]
+    v = logsage.analyze_log(lines + ["srun: error: node-001: task 2: Killed"])
+    assert (v.restart, v.primary_ranks, v.fault_category) == (RESTART, [2], "hang")

@@ -12,6 +12,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "cell": ("faultloop.workflow", "the per-cell workflow steps: run (run_job) and strip-log"),
     "run-job": ("faultloop.launch", "run one pool cell's training job and write its manifest"),
     "logsage": ("faultloop.logsage", "attribute a failed job from its log"),
+    "eval-logs": ("faultloop.evallogs", "score logsage on a folder of labelled real failure logs"),
     "fr": ("faultloop.fr", "attribute a failed job from its flight-recorder dumps"),
     "score": ("faultloop.score", "score one cell's attribution against the injected truth"),
     "report": ("faultloop.report", "aggregate scores into the session report"),

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import copy
 import difflib
-import hashlib
-import inspect
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -158,19 +156,6 @@ def selected_cells(config: Mapping[str, Any], cells: list[Cell]) -> list[Cell]:
     return [c for c in cells if c.name in set(wanted)]
 
 
-def source_fingerprint(*objects: Any, settings: Any = None) -> str:
-    """Short hash of the source of modules/functions plus settings.
-
-    Snakemake does not notice edits to imported modules; rules put this in their params so
-    that patching the analyzer re-runs the analysis (and only the analysis).
-    """
-    digest = hashlib.sha256()
-    for obj in objects:
-        digest.update(inspect.getsource(obj).encode())
-    digest.update(repr(settings).encode())
-    return digest.hexdigest()[:12]
-
-
 __all__ = [
     "ConfigError",
     "PoolError",
@@ -180,7 +165,6 @@ __all__ = [
     "pool_cells",
     "resolve",
     "selected_cells",
-    "source_fingerprint",
     "workload",
 ]
 

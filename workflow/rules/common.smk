@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 import faultloop.adopt as fl_adopt
 import faultloop.config as fl_config
 import faultloop.faults as fl_faults
+import faultloop.fingerprint as fl_fingerprint
 import faultloop.fr as fl_fr
 import faultloop.layout as layout
 import faultloop.logsage as fl_logsage
@@ -102,17 +103,18 @@ RUN_CELLS, _not_run = cell_targets(
 )  # not-run cells: listed by `score`
 
 # Fingerprints of the analysis code and settings: Snakemake does not see edits to imported
-# modules, so these params make a patched analyzer re-run the analysis (never run_job).
-LOGSAGE_VERSION = fl_config.source_fingerprint(
+# modules, so these params make a patched analyzer re-run the analysis (never run_job). A package
+# (logsage) is fingerprinted by every .py file in it, so a patch to logsage/rules.py counts.
+LOGSAGE_VERSION = fl_fingerprint.source_fingerprint(
     fl_logsage, fl_faults, settings=tool_config(config["logsage"])
 )
-FR_VERSION = fl_config.source_fingerprint(
+FR_VERSION = fl_fingerprint.source_fingerprint(
     fl_fr, settings=(config["gpus_per_node"], config["fr_segment_size"])
 )
-SCORE_VERSION = fl_config.source_fingerprint(
+SCORE_VERSION = fl_fingerprint.source_fingerprint(
     fl_score, fl_faults, settings=tool_config(config["judge"])
 )
-REPORT_VERSION = fl_config.source_fingerprint(fl_report)
+REPORT_VERSION = fl_fingerprint.source_fingerprint(fl_report)
 
 
 # Per-cell rules run the faultloop CLI from this checkout with the workflow's own Python. They are

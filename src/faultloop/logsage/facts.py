@@ -1,0 +1,103 @@
+"""What a scan of a log keeps: evidence lines and per-rank facts, bounded whatever the log size."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+NEVER = 1 << 62  # a line number after every line
+MAX_EVIDENCE = 60
+MAX_LABEL_PAIRS = 1 << 16
+
+
+
+class Source(NamedTuple):
+    """Where a line came from, by its prefixes; lines of one multi-line record share it."""
+
+    label: int | None  # srun --label: a task (= rank), or a node when one torchrun runs per node
+    host: str | None  # pdsh (DeepSpeed's multi-node runner)
+    role: str | None  # the word of a [wordN]: prefix: "rank" (torch: global rank), "default" (torchrun: local)
+    inner: int | None  # the number of that prefix
+
+
+NO_SOURCE = Source(None, None, None, None)
+
+
+@dataclass
+class Evidence:
+    """One log line behind the verdict."""
+
+    line: int
+    text: str
+    kind: str
+    rank: int | None
+    rule: str
+    hint: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"line": self.line, "text": self.text[:300], "kind": self.kind, "rank": self.rank,
+                "rule": self.rule}
+
+
+@dataclass
+class Exit:
+    """How a rank ended, by a launcher's or the scheduler's word."""
+
+    exitcode: int | None = None
+    signal: str | None = None
+    pid: int | None = None
+    line: int = NEVER
+    stopped: bool = False  # ended by the teardown after another rank failed: a victim
+
+
+@dataclass
+class Death:
+    """A launcher's line that a worker died, before its rank is known (a pid or a local rank)."""
+
+    evidence: Evidence
+    source: Source
+    pid: int | None
+    local: int | None
+    exitcode: int | None
+    signal: str | None
+
+
+@dataclass
+class Block:
+    """A multi-line record found by the scan and read after it (traceback, stack dump)."""
+
+    kind: str
+    line: int
+    offset: int
+    source: Source
+    headless: bool = False  # it starts at its first frame: the excerpt lost the traceback's header
+
+
+@dataclass
+class Facts:
+    """Everything the scan keeps: bounded per-rank first lines and a capped evidence list."""
+
+    labelled: bool = False
+    several_processes: bool = False  # rank-less lines are then nobody's in particular, not rank 0's
+    world_size: int = 0
+    label_pairs: set[tuple[int | None, str | None, int | None]] = field(default_factory=set)  # label, role, inner
+    layout: tuple[int, int, bool, bool] = (-1, 0, False, False)  # pairs seen, then scan._layout's answer
+    first: dict[tuple[str, int | None], Evidence] = field(default_factory=dict)  # (kind, rank)
+    evidence: list[Evidence] = field(default_factory=list)
+    blocks: list[Block] = field(default_factory=list)
+    exits: dict[int, Exit] = field(default_factory=dict)
+    pid_rank: dict[int, int] = field(default_factory=dict)
+    deaths: list[Death] = field(default_factory=list)
+    closed_pids: dict[int, int] = field(default_factory=dict)  # pid -> line
+    killed_pids: set[int] = field(default_factory=set)
+    stop_line: int = NEVER  # the first line where a launcher or the scheduler began the teardown
+    enqueued: dict[int, int] = field(default_factory=dict)
+    barrier_missing: set[int] = field(default_factory=set)
+    main_stacks: dict[int, list[str]] = field(default_factory=dict)  # first stack dump per rank
+    loose_stacks: list[list[str]] = field(default_factory=list)  # dumps whose rank the prefixes do not tell
+    collectives: dict[int, set[tuple[str, str | None]]] = field(default_factory=dict)  # SeqNum -> (op, numel)
+    first_seq: int | None = None  # the lowest collective number a rank timed out on
+    last_busy: Evidence | None = None  # the latest one-rank work (evaluation, saving...) before any timeout
+    summary_section: dict[Source, str] = field(default_factory=dict)  # "first" / "others"
+    pending_record: dict[Source, tuple[int, int | None]] = field(default_factory=dict)  # rank, local
+    assumed: dict[int, tuple[str, str]] = field(default_factory=dict)  # rank -> (confidence, the assumption)
