@@ -370,8 +370,12 @@ def _summary(facts: Facts, rule: Rule, groups: dict[str, str | None], ev: Eviden
     code = int(groups["code"] or 0)
     section = facts.summary_section.get(source, "")
     signal = signal_of(code)
-    record_exit(facts, rank, ev, code, None, int(groups["pid"]) if groups.get("pid") else None,
-                stopped=section == "others" and signal in STOP_SIGNALS)
+    pid = int(groups["pid"]) if groups.get("pid") else None
+    # Among the other failures a stop signal is the teardown's, but a SIGKILL only if the agent was
+    # already stopping that process: else something killed the rank itself (OOM killer, operator),
+    # and torch, timing a signal death by when it noticed it, may list it after its own victims.
+    teardown = signal in STOP_SIGNALS and (signal != "SIGKILL" or pid in facts.closed_pids)
+    record_exit(facts, rank, ev, code, None, pid, stopped=section == "others" and teardown)
 
 
 def resolve_deaths(facts: Facts) -> None:
