@@ -13,6 +13,7 @@ from faultloop import layout, report, score
 from faultloop.faults import FAULTS, RESTART, STOP
 from faultloop.llm import LLMSettings
 from faultloop.pool import Cell, load_pool
+from conftest import put_analysis
 from openai_server import OpenAIServer, Reply, openai_server  # noqa: F401
 
 KEY = "sk-report-SECRET-1234"
@@ -33,23 +34,24 @@ def good(cell: Cell, version: str) -> dict[str, Any]:
 
 
 def put_cell(session: Path, cell: Cell, ls: dict[str, Any] | None, suspects: list[int] | None,
-             *, valid: bool = True, log: list[str] | None = None, judge: tuple[LLMSettings, str] | None = None) -> None:
-    """Write a cell's artifacts as run_job / logsage / fr would, then score it like judge_score."""
+             *, valid: bool = True, log: list[str] | None = None, judge: tuple[LLMSettings, str] | None = None,
+             others: dict[str, dict[str, Any] | str] | None = None, torch: list[int] | str | None = None) -> None:
+    """Write a cell's artifacts as run_job / logsage / fr_analysis would, then score it like judge_score.
+    others: more log analyzers (name -> verdict or failure); torch: a second FR analyzer's suspects."""
     d = session / cell.name
     (d / "analysis").mkdir(parents=True, exist_ok=True)
     layout.write_json_atomic(d / layout.MANIFEST, {
         "job_id": f"job-{cell.name}", "state": "FAILED", "run_valid": valid,
-        "invalid_reason": None if valid else "fault never fired"})
-    if ls is not None:
-        layout.write_json_atomic(d / layout.LOGSAGE_JSON, ls)
-        layout.write_atomic(d / layout.LOGSAGE_TEXT, f"{ls['restart']}\n{ls['explanation']}\n")
+        "invalid_reason": None if valid else "fault never fired", "fault_fired_time": 100.0, "end_time": 112.5})
     fr = {"no_dumps": suspects is None, "suspect_ranks": suspects or []}
-    layout.write_json_atomic(d / layout.FR_JSON, fr)
-    layout.write_atomic(d / layout.FR_TEXT, f"0 | default_pg | allreduce | [[4]] | [Float] | {suspects}\n")
+    torch_fr = torch if isinstance(torch, str) or torch is None else {"no_dumps": False, "suspect_ranks": torch}
+    version = (ls or {}).get("analyzer_version", "v1")
+    put_analysis(d, {"builtin": ls, **(others or {})}, {"builtin": fr, "torchfrtrace": torch_fr}, version=version)
     layout.write_atomic(d / layout.STRIPPED_LOG, "\n".join(log or ["0: step 1", "1: step 1"]) + "\n")
     truth = score.Truth(cell, 4, 32)
-    s = score.score_cell_dir(d, truth, judge_mode=judge[1] if judge else "code", llm=judge[0] if judge else None)
-    score.write_score(s, d / layout.SCORE_JSON)
+    scores = score.score_analyzers(d, truth, judge_mode=judge[1] if judge else "code",
+                                   llm=judge[0] if judge else None)
+    score.write_scores(scores, cell.name, d / layout.SCORE_JSON)
 
 
 def gather(session: Path, cells: list[Cell]) -> Path:
@@ -111,8 +113,9 @@ def test_report_markdown(session: tuple[Path, Path]) -> None:
     assert table[5][7:9] == ["false", "N/A"]
     assert "3 scored, 1 pass all of" in md and "3 not scored" in md
     # rates: invalid F, infra D and not-run E never enter a rate
+    rates_part = md.split("## Pass rates")[1].split("### Not scored")[0].splitlines()
     rates = {line.split(" | ")[0].lstrip("| ") + "/" + line.split(" | ")[1]: line.split(" | ")
-             for line in lines if line.startswith("| ") and "%" in line}
+             for line in rates_part if line.startswith("| ") and "%" in line}
     assert rates["SIGKILL/2"][2] == "1/1 (100%)"
     assert rates["GPU_SLEEP/2"][2:4] == ["0/1 (0%)", "1/1 (100%)"]  # overall, restart_correct
     assert rates["**all**/"][2] == "1/3 (33%)" and rates["**all**/"][3] == "2/3 (67%)"
@@ -133,18 +136,22 @@ def test_report_markdown(session: tuple[Path, Path]) -> None:
     assert "L4 [collective_timeout, rank 0] `0: [rank0] watchdog caught" in c_part
     assert "Verdict: restart `RESTART IMMEDIATE`, primary [0]" in c_part
     assert "Stop condition: not met" in md and "First recorded analyzer version" in md
-    assert [p.name for p in (s / "history").iterdir()] == ["1_v1.tsv"]
+    assert [p.name for p in (s / "history" / "builtin").iterdir()] == ["1_v1.tsv"]
 
 
 def test_junit_html_heatmap(session: tuple[Path, Path]) -> None:
     s, tsv = session
     run_report(s, tsv)
-    suite = ET.parse(s / "junit.xml").getroot()
-    assert suite.tag == "testsuite" and suite.get("tests") == "6"
+    root = ET.parse(s / "junit.xml").getroot()
+    suites = {suite.get("name"): suite for suite in root.iter("testsuite")}
+    assert root.tag == "testsuites" and list(suites) == ["builtin", "fr:builtin"]
+    suite = suites["builtin"]
+    assert suite.get("tests") == "6"
     assert (suite.get("failures"), suite.get("skipped")) == ("2", "3")
     cases = {c.get("name"): c for c in suite.iter("testcase")}
     assert list(cases) == [c.name for c in (A, B, C, D, E, F)]
     assert len(cases[A.name]) == 0
+    assert cases[A.name].get("time") == "13.000"  # 12.5 s from the fault to the job's end + 0.5 s analysis
     assert cases[B.name].find("failure").get("message") == "rank_primary=false; fr_rank_correct=node"
     assert cases[C.name].find("failure").get("message") == ("restart_correct=false; rank_primary=false; "
                                                             "fault_described=partial; fr_rank_correct=no_dumps")
@@ -152,7 +159,7 @@ def test_junit_html_heatmap(session: tuple[Path, Path]) -> None:
     assert cases[E.name].find("skipped").get("message").startswith("not_run")
     assert suite.find("properties/property").get("value") == "v1"
     html = (s / "report.html").read_text()
-    assert '<table id="cells">' in html and html.count("<tr>") == 7
+    assert html.count('<details class="cell"') == 6
     assert all(c.name.split("_")[1] in html for c in (A, B, C)) and "data:image/png;base64," in html
     assert (s / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -182,9 +189,9 @@ def test_iterations_fixed_regressed_stop(tmp_path: Path) -> None:
 
     iteration("v1", True, False, False)
     md = iteration("v1", True, False, False)  # same version again: replaces, adds nothing
-    assert sorted(p.name for p in (s / "history").iterdir()) == ["1_v1.tsv"]
+    assert sorted(p.name for p in (s / "history" / "builtin").iterdir()) == ["1_v1.tsv"]
     md = iteration("v2", False, True, False)
-    assert sorted(p.name for p in (s / "history").iterdir()) == ["1_v1.tsv", "2_v2.tsv"]
+    assert sorted(p.name for p in (s / "history" / "builtin").iterdir()) == ["1_v1.tsv", "2_v2.tsv"]
     comp = md.split("## Iteration comparison")[1].split("## Pass rates")[0]
     assert "Against iteration 1 (`v1`)" in comp
     assert f"- Regressed (1): {x.name} (fault_described=false)" in comp
@@ -201,7 +208,7 @@ def test_iterations_fixed_regressed_stop(tmp_path: Path) -> None:
     assert "HOLDS" in html
     # a reverted analyzer (v1 again) becomes the newest iteration, still one entry per version
     iteration("v1", True, False, False)
-    assert sorted(p.name for p in (s / "history").iterdir()) == ["2_v2.tsv", "3_v3.tsv", "4_v4.tsv", "5_v1.tsv"]
+    assert sorted(p.name for p in (s / "history" / "builtin").iterdir()) == ["2_v2.tsv", "3_v3.tsv", "4_v4.tsv", "5_v1.tsv"]
 
 
 def test_stop_condition_needs_every_cell_scored(tmp_path: Path) -> None:
@@ -221,7 +228,7 @@ def test_mixed_analyzer_versions_warned(tmp_path: Path) -> None:
     tsv = gather(s, [x, y])
     md = run_report(s, tsv, "--analyzer-version", "new")
     assert "Analyzer version: `new`" in md and "several analyzer versions" in md
-    assert [p.name for p in (s / "history").iterdir()] == ["1_new.tsv"]
+    assert [p.name for p in (s / "history" / "builtin").iterdir()] == ["1_new.tsv"]
     # the workflow names the markdown with --output
     assert report.main(["--scores", str(tsv), "--session-dir", str(s), "--output", str(tmp_path / "r.md")]) == 0
     assert (tmp_path / "r.md").read_text().startswith("# Fault Injection Experiment Report\n")

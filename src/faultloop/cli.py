@@ -13,7 +13,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run-job": ("faultloop.launch", "run one pool cell's training job and write its manifest"),
     "node-launch": ("faultloop.launch", "launch one node's ranks (used under srun)"),
     "logsage": ("faultloop.logsage", "attribute a failed job from its log"),
+    "analyzers": ("faultloop.analyzers", "the configured log analyzers: list, try one on a log, run a cell's"),
     "fr": ("faultloop.fr", "attribute a failed job from its flight-recorder dumps"),
+    "fr-analyzers": ("faultloop.frpeers", "every configured FR analyzer on a cell's dumps (rule fr_analysis)"),
     "score": ("faultloop.score", "score one cell's attribution against the injected truth"),
     "report": ("faultloop.report", "aggregate scores into the session report"),
 }

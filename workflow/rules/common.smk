@@ -12,21 +12,33 @@ min_version("9.0")
 # The workflow runs the package from this checkout, the code users patch between iterations.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
+import faultloop.analyzers as fl_analyzers
 import faultloop.config as fl_config
 import faultloop.faults as fl_faults
-import faultloop.fr as fl_fr
+import faultloop.frpeers as fl_frpeers
 import faultloop.layout as layout
-import faultloop.logsage as fl_logsage
 import faultloop.report as fl_report
 import faultloop.score as fl_score
-from faultloop.workflow import cell_targets, infra_failures, invoked_until, tool_config
+from faultloop.workflow import (
+    cell_targets,
+    forced,
+    infra_failures,
+    invoked_until,
+    tool_config,
+)
 
-config.update(fl_config.resolve(config, workflow.config_settings.overwrite_config))
+config.update(
+    fl_config.resolve(
+        config, workflow.config_settings.overwrite_config, workflow.configfiles
+    )
+)
 validate(config, "../schemas/config.schema.yaml")
 
 try:
     POOL = fl_config.pool_cells(config)
     CELLS = fl_config.selected_cells(config, POOL)
+    ANALYZERS = fl_analyzers.selected(config)
+    FR_ANALYZERS = fl_frpeers.selected(config)
 except (fl_config.PoolError, fl_config.ConfigError) as error:
     raise WorkflowError(str(error)) from None
 
@@ -57,18 +69,30 @@ RUN_CELLS, _not_run = cell_targets(
     CELLS, SESSION, rejudge=REJUDGE
 )  # not-run cells: listed by `score`
 
-# Fingerprints of the analysis code and settings: Snakemake does not see edits to imported
-# modules, so these params make a patched analyzer re-run the analysis (never run_job).
-LOGSAGE_VERSION = fl_config.source_fingerprint(
-    fl_logsage, fl_faults, settings=tool_config(config["logsage"])
-)
-FR_VERSION = fl_config.source_fingerprint(
-    fl_fr, settings=(config["gpus_per_node"], config["fr_segment_size"])
-)
+# The analyzers with their fingerprints (code, settings, a command analyzer's watched files),
+# as one constant param per analysis rule: Snakemake does not see edits to imported modules or
+# a user's script, so a changed fingerprint changes the param and re-runs the cell's analysis
+# job, which re-runs only the analyzers whose fingerprint changed (never run_job).
+ANALYZER_SPECS = fl_analyzers.specs_json(ANALYZERS)
+FR_SPECS = fl_frpeers.specs_json(FR_ANALYZERS)
+# Every row of scores.tsv, per cell in this order: the log analyzers, then fr:<name>.
+SCORED_ANALYZERS = [a.name for a in ANALYZERS] + [
+    fl_score.FR_PREFIX + spec.name for spec in FR_ANALYZERS
+]
 SCORE_VERSION = fl_config.source_fingerprint(
     fl_score, fl_faults, settings=tool_config(config["judge"])
 )
 REPORT_VERSION = fl_config.source_fingerprint(fl_report)
+# `--forcerun logsage` (or -F) re-runs every analyzer of the cells it forces instead of reusing
+# results whose fingerprint is unchanged. A resource, not a param: params are rerun triggers.
+FRESH = {
+    rule: int(forced(sys.argv, rule, *files))
+    for rule, files in (
+        ("logsage", (layout.LOGSAGE_INDEX, layout.STRIPPED_LOG)),
+        ("fr_analysis", (layout.FR_INDEX,)),
+        ("judge_score", (layout.SCORE_JSON,)),
+    )
+}
 
 
 # Per-cell rules run the faultloop CLI from this checkout with the workflow's own Python. They are
