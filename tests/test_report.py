@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -270,3 +272,158 @@ def test_judge_agreement_over_http(openai_server: OpenAIServer, tmp_path: Path) 
     for path in s.rglob("*"):
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), path
+
+
+# ---- analyzers side by side -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def compared(tmp_path: Path) -> tuple[Path, Path]:
+    """Three log analyzers (one fails on a cell) and two FR analyzers (one fails on a cell)."""
+    s = tmp_path / "session"
+    wrong_rank = verdict(STOP, [3], [], "crash", "SIGKILL", "t1")
+    put_cell(s, A, good(A, "v1"), [1], torch=[],
+             others={"torchrun_root_cause": good(A, "t1"), "mine": "exited with status 1"})
+    put_cell(s, B, good(B, "v1"), [0], torch=[0],
+             others={"torchrun_root_cause": dict(wrong_rank, restart=RESTART, fault_category="hang",
+                                                 fault_type="GPU_SLEEP"), "mine": good(B, "m1")})
+    put_cell(s, C, good(C, "v1"), [1], log=GPU_ERROR_LOG, torch="torchfrtrace could not read the dump set",
+             others={"torchrun_root_cause": good(C, "t1"), "mine": dict(good(C, "m1"), restart=RESTART)})
+    (s / D.name).mkdir()
+    layout.write_json_atomic(s / D.name / layout.INFRA_FAILURE, {"job_id": "99", "state": "FAILED",
+                                                                 "run_valid": False, "invalid_reason": "no node"})
+    tsv = s / layout.SCORES_TSV
+    names = ["builtin", "torchrun_root_cause", "mine", "fr:builtin", "fr:torchfrtrace"]
+    score.write_scores_tsv(score.gather_rows(s, [A, B, C, D], names), tsv)
+    return s, tsv
+
+
+def section(md: str, title: str) -> str:
+    return md.split(f"{title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_side_by_side_sections(compared: tuple[Path, Path]) -> None:
+    s, tsv = compared
+    md = run_report(s, tsv)
+    assert "Analyzers: `builtin` (primary" in md and "`torchrun_root_cause`, `mine`; FR: `builtin`, `torchfrtrace`" in md
+    table = md.split(TABLE_HEADER)[1].split("\n\n")[0]
+    assert table.count("\n| ") == 4  # upstream's table: the primary analyzer only, one row per cell
+    side = section(md, "## Analyzers side by side")
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in side.splitlines()
+            if line.startswith("| ") and "`" in line}
+    assert rows["builtin"][2:5] == ["0", "3/3 (100%)", "3/3 (100%)"]  # failed on, overall, restart_correct
+    assert rows["torchrun_root_cause"][2:6] == ["0", "2/3 (67%)", "3/3 (100%)", "2/3 (67%)"]
+    assert rows["mine"][2:5] == ["1", "1/3 (33%)", "1/3 (33%)"]
+    paired = side.split("### Paired counts")[1].split("###")[0]
+    assert "| A | B | overall | restart_correct | rank_primary | rank_any | fault_described |" in paired
+    assert "| builtin | torchrun_root_cause | 1 / 0 | 0 / 0 | 1 / 0 | 1 / 0 | 0 / 0 |" in paired
+    assert "| torchrun_root_cause | mine | 2 / 1 | 2 / 0 | 1 / 1 | 1 / 1 | 1 / 0 |" in paired
+    differ = side.split("### Where the analyzers disagree")[1]
+    assert f"| {B.name} | rank_primary | true | false | true | builtin, mine |" in differ
+    assert f"| {C.name} | restart_correct | true | true | false | builtin, torchrun_root_cause |" in differ
+    fr = section(md, "## Flight-recorder analyzers side by side")
+    assert "| builtin | `v1` | 0 | 3/3 (100%) | 3 | 0 | 0 | 0 | 0 |" in fr
+    assert "| torchfrtrace | `v1` | 1 | 1/3 (33%) | 1 | 0 | 0 | 2 | 0 |" in fr
+    assert "| builtin | torchfrtrace | 2 | 0 | 1 | 0 |" in fr
+    assert f"| {A.name} | rank [1] | false [] | builtin |" in fr
+    times = section(md, "## Time to verdict")
+    assert "| FAULT_TYPE | cells | fault -> job end | builtin | torchrun_root_cause | mine | fr:builtin |" in times
+    assert "| SIGKILL | 1 | 12.5 / 12.5 | 0.5 / 0.5 |" in times
+    failures = section(md, "## Analyzer failures")
+    assert f"| mine | {A.name} | analyzer failed: exited with status 1 |" not in failures  # the error, as recorded
+    assert f"| mine | {A.name} | exited with status 1 | `stderr tail` |" in failures
+    assert f"| fr:torchfrtrace | {C.name} | torchfrtrace could not read the dump set | `stderr tail` |" in failures
+    assert D.name not in failures  # not scored: never an analyzer failure
+    assert report.failing_cells(tsv) == []  # the primary passes everywhere
+    assert report.failing_cells(tsv, analyzer="mine") == [A, C]
+    assert report.failing_cells(tsv, analyzer="fr:torchfrtrace") == [A, C]
+    assert [p.parent.name for p in sorted((s / "history").glob("*/*.tsv"))] == ["builtin", "mine",
+                                                                                 "torchrun_root_cause"]
+
+
+def test_junit_suite_per_analyzer(compared: tuple[Path, Path]) -> None:
+    s, tsv = compared
+    run_report(s, tsv)
+    root = ET.parse(s / "junit.xml").getroot()
+    suites = {suite.get("name"): suite for suite in root.iter("testsuite")}
+    assert list(suites) == ["builtin", "torchrun_root_cause", "mine", "fr:builtin", "fr:torchfrtrace"]
+    assert root.get("tests") == "20" and root.get("skipped") == "5"
+    assert (suites["mine"].get("failures"), suites["fr:torchfrtrace"].get("failures")) == ("2", "2")
+    mine = {c.get("name"): c for c in suites["mine"].iter("testcase")}
+    assert "analyzer failed: exited with status 1" in mine[A.name].find("failure").text.lower()
+    assert mine[B.name].get("time") == "13.000" and mine[D.name].find("skipped") is not None
+    assert suites["builtin"].get("time") == "39.000"
+
+
+def test_heatmap_fits_any_pool_shape(tmp_path: Path) -> None:
+    from PIL import Image
+
+    cells = [Cell(fault, 0, 5, nodes) for fault in FAULTS for nodes in (1, 2, 4, 8, 16, 32)]
+    rows = [report.ScoreRow(c, name, "scored", "j", "FAILED", {d: "true" for d in score.DIMENSIONS} | {
+        "fr_rank_correct": "rank"}, "", "", "v", "", [], [], [], None) for name in ("builtin", "a", "b", "c", "fr:x")
+        for c in cells]
+    wide, small = tmp_path / "wide.png", tmp_path / "small.png"
+    report.write_heatmap(rows, wide)
+    report.write_heatmap(rows[:1], small)
+    big, little = Image.open(wide).convert("L"), Image.open(small).convert("L")
+    assert big.width > 2 * little.width and big.height > 2 * little.height  # grows with the pool's shape
+    for image in (big, little):
+        top = [image.getpixel((x, y)) for y in range(image.height // 12) for x in range(image.width)]
+        assert min(top) < 100, "the title is drawn at the top"
+        assert min(image.getpixel((x, 0)) for x in range(image.width)) > 200, "nothing is cut at the top edge"
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed (make test installs it)")
+def test_html_report_in_a_real_browser(compared: tuple[Path, Path], tmp_path: Path) -> None:
+    from PIL import Image
+
+    from faultloop import browser
+
+    s, tsv = compared
+    md = run_report(s, tsv)
+    dom = browser.rendered_dom(s / "report.html")
+    from html.parser import HTMLParser
+
+    class Page(HTMLParser):
+        """The rendered page's sections, drill-down cells and their analyzer rows."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.sections: list[str] = []
+            self.cells: dict[str, list[str]] = {}
+            self.cell: str | None = None
+            self.images = 0
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            a = dict(attrs)
+            if tag == "section":
+                self.sections.append(a.get("id") or "")
+            elif tag == "details" and a.get("class") == "cell":
+                self.cell = (a.get("id") or "").removeprefix("cell-")
+                self.cells[self.cell] = []
+            elif tag == "tr" and a.get("class") == "analyzer-row" and self.cell:
+                self.cells[self.cell].append(a.get("data-analyzer") or "")
+            elif tag == "img" and (a.get("src") or "").startswith("data:image/png;base64,"):
+                self.images += 1
+
+    page = Page()
+    page.feed(dom)
+    # everything the markdown has, as sections of the page
+    md_titles = [line.lstrip("# ") for line in md.splitlines() if line.startswith("## ")]
+    for title in md_titles:
+        assert re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-") in page.sections, title
+    assert "cells" in page.sections and page.images == 1
+    assert list(page.cells) == [A.name, B.name, C.name, D.name]
+    assert page.cells[A.name] == ["builtin", "torchrun_root_cause", "mine", "fr:builtin", "fr:torchfrtrace"]
+    drill = dom.split(f'id="cell-{C.name}"')[1].split("</details>")[0]
+    assert "torchrun_root_cause</strong>: cited 0 line(s), missed" in drill
+    assert "[missed; injected rank + fault signature] 1: RuntimeError: CUDA error" in drill
+    assert f'href="{C.name}/analysis/mine/logsage.json"' in drill and f'href="{C.name}/analysis/main_workload.log"' in drill
+    assert "torchfrtrace could not read the dump set" in drill
+    # the picture: the heatmap's colours are on screen, the top of the page is not blank
+    png = tmp_path / "page.png"
+    browser.screenshot(s / "report.html", png, width=1200, height=1600)
+    shot = Image.open(png).convert("RGB")
+    colours = shot.getcolors(maxcolors=1 << 20) or []
+    assert any(r > 150 and g < 80 and b < 80 for _, (r, g, b) in colours), "red heatmap cells are rendered"
+    assert any(g > 100 and r < 80 for _, (r, g, b) in colours), "green heatmap cells are rendered"

@@ -494,9 +494,19 @@ def analyze_cell(analyzers: list[Analyzer], log: Path, index: Path, *, fresh: bo
 # ---- CLI -------------------------------------------------------------------------------------
 
 
+_JSON_STRING_RE = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def param_json(data: Any) -> str:
+    """JSON for a Snakemake params string: Snakemake reads `{name}` there as a wildcard, so braces
+    inside strings (a command's {log}) are written as JSON escapes, which json.loads restores."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return _JSON_STRING_RE.sub(lambda m: m.group(0).replace("{", "\\u007b").replace("}", "\\u007d"), text)
+
+
 def specs_json(analyzers: list[Analyzer]) -> str:
     """The analysis job's argument (and Snakemake param: any fingerprint change re-runs the job)."""
-    return json.dumps([a.spec.to_json() for a in analyzers], sort_keys=True, separators=(",", ":"))
+    return param_json([a.spec.to_json() for a in analyzers])
 
 
 def main(argv: list[str]) -> int:

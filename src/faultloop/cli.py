@@ -18,6 +18,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "fr-analyzers": ("faultloop.frpeers", "every configured FR analyzer on a cell's dumps (rule fr_analysis)"),
     "score": ("faultloop.score", "score one cell's attribution against the injected truth"),
     "report": ("faultloop.report", "aggregate scores into the session report"),
+    "screenshot": ("faultloop.browser", "picture the HTML report as headless chromium renders it"),
 }
 
 

@@ -22,7 +22,7 @@ import re
 import sys
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -237,7 +237,7 @@ def analyze_cell(specs: list[FrSpec], fr_path: str, manifest: Path, index: Path,
 
 
 def specs_json(specs: list[FrSpec]) -> str:
-    return json.dumps([spec.__dict__ for spec in specs], sort_keys=True, separators=(",", ":"))
+    return analyzers.param_json([asdict(spec) for spec in specs])
 
 
 def main(argv: list[str]) -> int:

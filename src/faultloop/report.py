@@ -733,20 +733,23 @@ def summary_section(rep: Report) -> Section:
 
 
 def iteration_sections(rep: Report) -> list[Section]:
-    out = [Section("Iteration comparison", ["Each analyzer against its own previous version (history per analyzer)."])]
+    new = [v for v in rep.views if v.comparison.previous is None]
+    intro: list[Block] = ["Each analyzer against its own previous version (history per analyzer)."]
+    if new:
+        intro.append("First recorded analyzer version, nothing to compare with: "
+                     + ", ".join(f"{v.name} (`{v.fingerprint}`)" for v in new) + ".")
+    out = [Section("Iteration comparison", intro)]
     for view in rep.views:
         comp = view.comparison
-        if comp.previous is None:
-            blocks: list[Block] = [f"First recorded analyzer version (`{view.fingerprint}`): nothing to compare with."]
-        else:
-            blocks = [f"Against iteration {comp.previous.number} (`{comp.previous.fingerprint}`):", [
+        if comp.previous is not None:
+            blocks: list[Block] = [f"Against iteration {comp.previous.number} (`{comp.previous.fingerprint}`):", [
                 f"Regressed ({len(comp.regressed)}): "
                 + (", ".join(f"{r.cell.name} ({', '.join(f'{d}={r.values[d]}' for d in dims)})"
                              for r, dims in comp.regressed) or "-"),
                 f"Fixed ({len(comp.fixed)}): {_cells(comp.fixed)}",
                 f"Still failing ({len(comp.still_failing)}): {_cells(comp.still_failing)}",
                 f"Failing, not scored before ({len(comp.new_failing)}): {_cells(comp.new_failing)}"]]
-        out.append(Section(view.name, blocks, level=3))
+            out.append(Section(view.name, blocks, level=3))
     return out
 
 
@@ -791,11 +794,12 @@ def side_by_side_sections(rep: Report) -> list[Section]:
                        level=3))
     if len(views) > 1:
         pairs = paired(views, PAIRED_DIMENSIONS)
+        table = [[a, b, *(f"{p.a_only} / {p.b_only}" for p in pairs if (p.a, p.b) == (a, b))]
+                 for a, b in itertools.combinations(views, 2)]
         out.append(Section("Paired counts", [
-            "Cells both analyzers scored: how often A is right where B is wrong, and the reverse.",
-            Table(["A", "B", "dimension", "A right, B wrong", "B right, A wrong", "both right", "both wrong"],
-                  [[p.a, p.b, p.dimension, str(p.a_only), str(p.b_only), str(p.both), str(p.neither)] for p in pairs])],
-            level=3))
+            "On the cells both analyzers scored, per dimension: `A right, B wrong / B right, A wrong` "
+            "(the cells where they agree are left out).",
+            Table(["A", "B", *PAIRED_DIMENSIONS], table)], level=3))
         differ = disagreements(views, PAIRED_DIMENSIONS[1:])
         shown = differ[:LISTED_DISAGREEMENTS]
         blocks: list[Block] = [
@@ -858,10 +862,22 @@ def time_section(rep: Report) -> Section:
         Table(["FAULT_TYPE", "cells", "fault -> job end", *names], table) if table else "No scored cell."])
 
 
+def _stderr_end(session: Path, row: ScoreRow) -> str:
+    """The last line the failed analyzer printed on stderr (run.json keeps the tail)."""
+    folder = (layout.fr_analyzer_dir(row.analyzer[len(FR_PREFIX):]) if row.is_fr
+              else layout.analyzer_dir(row.analyzer))
+    run = _json_or(_read(session / row.cell.name / folder / layout.RUN_JSON), {})
+    lines = [line for line in str(run.get("stderr_tail") or "").splitlines() if line.strip()]
+    return _code(lines[-1][-200:]) if lines else ""
+
+
 def failures_section(rep: Report) -> Section:
-    rows = [[r.analyzer, r.cell.name, r.analyzer_error] for r in rep.rows if r.scored and r.analyzer_error]
+    rows = [[r.analyzer, r.cell.name, r.analyzer_error, f"`{end}`" if (end := _stderr_end(rep.session_dir, r)) else "-"]
+            for r in rep.rows if r.scored and r.analyzer_error]
     return Section("Analyzer failures", [
-        Table(["analyzer", "cell", "error (stderr tail in analysis/<analyzer>/run.json)"], rows) if rows
+        "An analyzer that crashed, printed no verdict or ran out of time on a cell; its whole stderr tail is in "
+        "the cell's `analysis/<analyzer>/run.json`.",
+        Table(["analyzer", "cell", "error", "stderr, last line"], rows) if rows
         else "None: every analyzer gave a verdict on every scored cell."])
 
 
@@ -1014,7 +1030,9 @@ def write_heatmap(rows: list[ScoreRow], path: Path) -> None:
         ax.set_yticks(range(len(faults)), faults if ax in axes[:, 0] else [], fontsize=8)
         for i, row in enumerate(values):
             for j, v in enumerate(row):
-                ax.text(j, i, f"{v.passed}/{v.total}" if v.total else "-", ha="center", va="center", fontsize=7)
+                dark = v.total and not 0.2 < v.value < 0.85  # the colour map's ends are dark
+                ax.text(j, i, f"{v.passed}/{v.total}" if v.total else "-", ha="center", va="center", fontsize=7,
+                        color="white" if dark else "black")
         what = "FR names the injected rank" if name.startswith(FR_PREFIX) else "all four dimensions"
         ax.set_title(f"{name}\n{what}", fontsize=9)
     for ax in list(axes.flat)[len(views):]:

@@ -86,8 +86,8 @@ REPORT_VERSION = fl_config.source_fingerprint(fl_report)
 # `--forcerun logsage` (or -F) re-runs every analyzer of the cells it forces instead of reusing
 # results whose fingerprint is unchanged. A resource, not a param: params are rerun triggers.
 FRESH = {
-    rule: int(forced(sys.argv, rule, *files))
-    for rule, files in (
+    name: int(forced(sys.argv, name, *files))
+    for name, files in (
         ("logsage", (layout.LOGSAGE_INDEX, layout.STRIPPED_LOG)),
         ("fr_analysis", (layout.FR_INDEX,)),
         ("judge_score", (layout.SCORE_JSON,)),
