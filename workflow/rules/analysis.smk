@@ -15,11 +15,11 @@ rule logsage:
         rule_log("logsage"),
     conda:
         "../envs/faultloop.yaml"
+    resources:
+        fresh=FRESH["logsage"],
     params:
         cli=FAULTLOOP,
         analyzers=ANALYZER_SPECS,
-    resources:
-        fresh=FRESH["logsage"],
     shell:
         "({params.cli} cell strip-log --manifest {input.manifest:q} --output {output.log:q}"
         " && {params.cli} analyzers run-cell --log {output.log:q} --index {output.index:q}"
@@ -35,6 +35,8 @@ rule fr_analysis:
         rule_log("fr_analysis"),
     conda:
         "../envs/faultloop.yaml"
+    resources:
+        fresh=FRESH["fr_analysis"],
     params:
         cli=FAULTLOOP,
         analyzers=FR_SPECS,
@@ -42,8 +44,6 @@ rule fr_analysis:
         * config["gpus_per_node"],
         gpus_per_node=config["gpus_per_node"],
         segment_size=config["fr_segment_size"],
-    resources:
-        fresh=FRESH["fr_analysis"],
     shell:
         "{params.cli} fr-analyzers --manifest {input.manifest:q} --index {output.index:q}"
         " --specs {params.analyzers:q} --world-size {params.world_size}"

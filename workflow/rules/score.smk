@@ -14,6 +14,8 @@ rule judge_score:
         rule_log("judge_score"),
     conda:
         "../envs/faultloop.yaml"
+    resources:
+        fresh=FRESH["judge_score"],
     params:
         cli=FAULTLOOP,
         gpus_per_node=config["gpus_per_node"],
@@ -21,8 +23,6 @@ rule judge_score:
         mode=config["judge"]["mode"],
         llm=llm_flags(config["judge"]) if config["judge"]["mode"] != "code" else "",
         version=SCORE_VERSION,
-    resources:
-        fresh=FRESH["judge_score"],
     shell:
         '{params.cli} score --cell-dir "$(dirname {input.manifest:q})" --cell {wildcards.cell}'
         " --gpus-per-node {params.gpus_per_node} --segment-size {params.segment_size}"
