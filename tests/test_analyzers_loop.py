@@ -122,6 +122,11 @@ def test_analyzer_selection_limits_an_invocation(work: Path) -> None:
     dry = snakemake(work, "-n", "--profile", "profiles/local", "--config", *CONFIG, "analyzers=mine")
     counts = planned(dry.stdout + dry.stderr)
     assert counts["logsage"] == 2 and "run_job" not in counts and "fr_analysis" not in counts
+    # --forcerun logsage re-runs every analyzer of the forced cells, reusing none
+    forced = snakemake(work, "-n", "-p", "--profile", "profiles/local", "--config", *CONFIG,
+                       f"cells={CELLS[0]}", "--forcerun", "logsage")
+    output = forced.stdout + forced.stderr
+    assert planned(output)["logsage"] == 1 and "--fresh 1" in output
 
 
 def test_editing_the_script_reruns_only_its_analysis(work: Path) -> None:

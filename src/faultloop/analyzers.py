@@ -132,9 +132,12 @@ class Analyzer:
         return self.spec.name
 
     def analyze(self, log_path: str | os.PathLike[str], *, staging: Path | None = None) -> dict[str, Any]:
-        """The verdict in the logsage.json shape (the call a corpus evaluator makes)."""
-        verdict, _ = self._analyze(Path(log_path), staging)
-        return verdict
+        """The verdict in the logsage.json shape (the call a corpus evaluator makes); any failure
+        is raised as AnalyzerFailure."""
+        outcome = self.attempt(Path(log_path), staging=staging)
+        if outcome.verdict is None:
+            raise AnalyzerFailure(outcome.error or "no verdict", outcome.stderr_tail)
+        return outcome.verdict
 
     def attempt(self, log_path: Path, *, staging: Path | None = None) -> Outcome:
         """Run once, timed; every failure becomes part of the outcome."""
@@ -162,8 +165,11 @@ class Analyzer:
                     return normalize(logsage.run_upstream(neutral, logsage.Settings("upstream")).to_json()), None
                 except (RuntimeError, subprocess.TimeoutExpired) as exc:
                     raise AnalyzerFailure(str(exc)) from None
-            raw, _ = run_command(self.spec, neutral)
-            return parse_output(raw), raw
+            raw, stderr_tail = run_command(self.spec, neutral)
+            try:
+                return parse_output(raw), raw
+            except AnalyzerFailure as exc:
+                raise AnalyzerFailure(str(exc), stderr_tail) from None
 
 
 def llm_settings(endpoint: Mapping[str, Any]) -> LLMSettings:
@@ -269,7 +275,8 @@ def _rank_list(value: Any, field_name: str) -> list[int]:
 
 
 def normalize(data: Mapping[str, Any]) -> dict[str, Any]:
-    """A verdict in the logsage.json contract; raises AnalyzerFailure naming what is wrong."""
+    """A verdict in the logsage.json contract (other keys kept as given); raises AnalyzerFailure
+    naming what is wrong."""
     restart = data.get("restart")
     if not isinstance(restart, str) or not restart.strip():
         raise AnalyzerFailure("the verdict has no 'restart' decision")
@@ -277,6 +284,7 @@ def normalize(data: Mapping[str, Any]) -> dict[str, Any]:
     fault_type = data.get("fault_type")
     evidence = [e for e in data.get("evidence") or [] if isinstance(e, dict)]
     return {
+        **data,
         "restart": restart.strip(),
         "primary_ranks": _rank_list(data.get("primary_ranks"), "primary_ranks"),
         "secondary_ranks": _rank_list(data.get("secondary_ranks"), "secondary_ranks"),
