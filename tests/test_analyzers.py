@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from faultloop import analyzers, baselines, config, frpeers, layout
-from faultloop.analyzers import Analyzer, AnalyzerFailure, AnalyzerSpec
+from faultloop.analyzers import Analyzer, AnalyzerSpec
 from faultloop.config import ConfigError
 from faultloop.faults import ERRORS_NOT_FOUND, NO_LOGS, RESTART, STOP
 from openai_server import OpenAIServer, Reply, openai_server  # noqa: F401
@@ -384,3 +384,19 @@ def test_fr_cell_run_torchfrtrace_reads_sanitized_copies_never_the_originals(glo
     assert "missing ranks: {1}" in (cell / layout.fr_analyzer_dir("torchfrtrace") / layout.FR_TEXT).read_text()
     assert any("renamed to '0'" in note for note in torch["normalised"])
     assert [s["file"] for s in torch["skipped_files"]] == [str(dumps / "_dump_7")] and not marker.exists()
+
+
+def test_cli_list_and_try(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    monkeypatch.chdir(REPO)  # the configuration is read from the repository root, as the workflow does
+    site = tmp_path / "site.yaml"
+    site.write_text("analyzers: {broken: {kind: command, command: 'exit 4 # {log}'}}\n")
+    assert analyzers.main(["list", f"site_file={site}"]) == 0
+    listed = [line.split("\t")[:2] for line in capsys.readouterr().out.splitlines()]
+    assert listed == [["builtin", "builtin"], ["torchrun_root_cause", "torchrun_root_cause"],
+                      ["first_error", "first_error"], ["broken", "command"]]
+    assert analyzers.main(["try", "torchrun_root_cause", str(LOGS / "torchrun_segfault_8r.log")]) == 0
+    assert json.loads(capsys.readouterr().out)["primary_ranks"] == [4]
+    assert analyzers.main(["try", "broken", str(LOGS / "torchrun_segfault_8r.log"), f"site_file={site}"]) == 1
+    assert "broken failed: exited with status 4" in capsys.readouterr().err
+    assert analyzers.main(["try", "nope", str(LOGS / "empty.log")]) == 2
+    assert "analyzers.nope" in capsys.readouterr().err

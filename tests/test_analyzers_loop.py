@@ -11,7 +11,6 @@ import csv
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from xml.etree import ElementTree
 
