@@ -935,6 +935,9 @@ def render_markdown(rep: Report) -> str:
 LOG_FILES = (layout.LOGSAGE_JSON, layout.LOGSAGE_TEXT, layout.RAW_OUTPUT, layout.RUN_JSON, layout.ANALYZER_SCORE)
 FR_FILES = (layout.FR_JSON, layout.FR_TEXT, layout.RAW_OUTPUT, layout.RUN_JSON, layout.ANALYZER_SCORE)
 DUMP_LINKS = 16
+# Logs above this size are not searched for missed lines in the drill-down (every cell's log would
+# be read into memory); the analyzers' cited lines and the links are still shown.
+DRILL_LOG_BYTES = 64 << 20
 
 
 @dataclass
@@ -981,7 +984,9 @@ def drilldown(rep: Report) -> list[CellDrill]:
         files += [(d.name, f"{cell.name}/checkpoints/{d.name}") for d in dumps[:DUMP_LINKS]]
         if len(dumps) > DUMP_LINKS:
             files.append((f"{len(dumps) - DUMP_LINKS} more dumps", f"{cell.name}/checkpoints/"))
-        lines = _read(session / cell.name / layout.STRIPPED_LOG).splitlines() if first.scored else []
+        log = session / cell.name / layout.STRIPPED_LOG
+        readable = first.scored and log.is_file() and log.stat().st_size <= DRILL_LOG_BYTES
+        lines = _read(log).splitlines() if readable else []
         drills = []
         for name in everyone:
             row = index[name].get(cell.name)
