@@ -40,12 +40,10 @@ rule fr_analysis:
     params:
         cli=FAULTLOOP,
         analyzers=FR_SPECS,
-        world_size=lambda wildcards: CELL[wildcards.cell].nodes
-        * config["gpus_per_node"],
         gpus_per_node=config["gpus_per_node"],
         segment_size=config["fr_segment_size"],
     shell:
         "{params.cli} fr-analyzers --manifest {input.manifest:q} --index {output.index:q}"
-        " --specs {params.analyzers:q} --world-size {params.world_size}"
+        " --specs {params.analyzers:q}"
         " --gpus-per-node {params.gpus_per_node} --segment-size {params.segment_size}"
         " --fresh {resources.fresh} > {log:q} 2>&1"
