@@ -16,7 +16,7 @@ RUN_CONFIG ?= pool_file=config/pools/quick.tsv session=quick
 SNAKEMAKE_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: run test setup system-deps lint fmt clean-results
+.PHONY: run test setup system-deps lint fmt clean-results docs-screenshot
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,12 +32,19 @@ run: setup
 	$(BIN)/snakemake --profile profiles/local --config $(RUN_CONFIG) $(SNAKEMAKE_ARGS)
 	@$(BIN)/faultloop where $(RUN_CONFIG) | grep '^report:'
 
-# Debian packages the tests use: SLURM (a real local cluster) and ripgrep (logsage's fastest
-# prefilter; without it logsage falls back to grep).
+# docs/report.png: the quick pool's HTML report as chromium renders it (runs the pool if needed).
+docs-screenshot: run
+	$(BIN)/faultloop screenshot "$$($(BIN)/faultloop where $(RUN_CONFIG) | sed -n 's/^session: //p')/report.html" \
+	  docs/report.png
+
+# Debian packages the tests use: SLURM (a real local cluster), ripgrep (logsage's fastest
+# prefilter; without it logsage falls back to grep) and chromium (renders the HTML report).
 system-deps:
 	bash scripts/slurm-cluster.sh install
 	command -v rg >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 	  apt-get install -y -qq --no-install-recommends ripgrep) || echo "ripgrep not installed; logsage uses grep"
+	command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	  apt-get install -y -qq --no-install-recommends chromium)
 
 test: setup system-deps
 	$(BIN)/python -m pytest -ra $(PYTEST_ARGS)

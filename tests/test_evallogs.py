@@ -10,14 +10,12 @@ from typing import Any, Mapping
 
 import pytest
 
+from conftest import REAL_LOGS, needs_real_logs
+
 from faultloop import evallogs
 from faultloop.faults import RESTART, STOP
 
 ROOT = Path(__file__).resolve().parents[1]
-# Third-party excerpts from public issue threads: read from ../shared beside the checkout, never copied in.
-REAL_LOGS = ROOT.parent / "shared" / "real_logs"
-needs_real_logs = pytest.mark.skipif(not REAL_LOGS.is_dir(), reason=f"real-log corpus not found at {REAL_LOGS} "
-                                     "(third-party data kept outside the repo, in ../shared)")
 HEADER = "case\tsource\troot_cause_rank\tfault_class\texpected_restart\tjustification\n"
 
 

@@ -14,13 +14,12 @@ from typing import Any
 
 import pytest
 
+from conftest import NVRX_FR, needs_nvrx_dumps
+
 from faultloop import fr
 
 ROOT = Path(__file__).resolve().parents[1]
-# NVRx's real NCCL dumps are third-party data: read from ../shared beside the checkout, never copied in.
-DATA = ROOT.parent / "shared" / "fixtures" / "nvrx_fr"
-needs_nvrx_dumps = pytest.mark.skipif(not DATA.is_dir(), reason=f"NVRx flight-recorder fixtures not found at {DATA} "
-                                      "(third-party data kept outside the repo, in ../shared)")
+DATA = NVRX_FR
 
 
 def free_port() -> int:

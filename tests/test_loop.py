@@ -38,9 +38,11 @@ def dry_run(workdir: Path, *args: str) -> str:
     return result.stdout + result.stderr
 
 
-def scores(workdir: Path) -> dict[str, dict[str, str]]:
+def scores(workdir: Path, analyzer: str = "builtin") -> dict[str, dict[str, str]]:
+    """One analyzer's rows of the session's scores.tsv, by cell."""
     with open(workdir / SESSION / "scores.tsv") as handle:
-        return {row["CELL"]: row for row in csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)}
+        rows = csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
+        return {row["CELL"]: row for row in rows if row["ANALYZER"] == analyzer}
 
 
 def job_ids(workdir: Path) -> dict[str, str]:
@@ -64,7 +66,9 @@ def test_first_run_scores_every_cell(loop):
     assert rows["n1_WORKLOAD_EXC_r1_i5"]["restart_correct"] == "true"
     assert (loop / SESSION / "experiments_report.md").is_file()
     session = loop / SESSION
-    cases = {c.get("name"): c for c in ElementTree.parse(session / "junit.xml").iter("testcase")}
+    suites = {s.get("name"): s for s in ElementTree.parse(session / "junit.xml").iter("testsuite")}
+    assert list(suites) == ["builtin", "torchrun_root_cause", "first_error", "fr:builtin", "fr:torchfrtrace"]
+    cases = {c.get("name"): c for c in suites["builtin"].iter("testcase")}
     assert set(cases) == {"n1_SIGKILL_r1_i5", "n1_WORKLOAD_EXC_r1_i5"}
     assert "restart_correct" in cases["n1_SIGKILL_r1_i5"].find("failure").get("message")
     assert cases["n1_WORKLOAD_EXC_r1_i5"].find("failure") is None
@@ -118,7 +122,8 @@ def test_patch_reruns_analysis_only_and_report_shows_fixed_and_regressed(loop):
     regressed, fixed = comparison.find("n1_WORKLOAD_EXC_r1_i5"), comparison.find("n1_SIGKILL_r1_i5")
     assert 0 <= regressed < fixed, "the regression is shown first, then the fixed cell"
     assert "regress" in comparison[:fixed].lower() and "fixed" in comparison.lower()
-    assert len(list((loop / SESSION / "history").glob("*.tsv"))) == 2
+    assert len(list((loop / SESSION / "history" / "builtin").glob("*.tsv"))) == 2
+    assert len(list((loop / SESSION / "history" / "first_error").glob("*.tsv"))) == 1  # unchanged analyzer
 
 
 def test_infrastructure_failure_is_retried_alone_and_never_scored(loop):
@@ -198,4 +203,4 @@ def test_killed_snakemake_loses_no_finished_cell(loop):
     after = {name: json.loads((session / name / "job.json").read_text())["job_id"] for name in finished}
     assert after == before, "finished cells keep their runs"
     rows = list(csv.DictReader(open(session / "scores.tsv"), delimiter="\t", quoting=csv.QUOTE_NONE))
-    assert len(rows) == 4 and all(r["STATUS"] == "scored" for r in rows)
+    assert len(rows) == 4 * 5 and all(r["STATUS"] == "scored" for r in rows)  # 4 cells x 5 analyzers

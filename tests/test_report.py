@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ from faultloop import layout, report, score
 from faultloop.faults import FAULTS, RESTART, STOP
 from faultloop.llm import LLMSettings
 from faultloop.pool import Cell, load_pool
+from conftest import put_analysis
 from openai_server import OpenAIServer, Reply, openai_server  # noqa: F401
 
 KEY = "sk-report-SECRET-1234"
@@ -33,23 +36,24 @@ def good(cell: Cell, version: str) -> dict[str, Any]:
 
 
 def put_cell(session: Path, cell: Cell, ls: dict[str, Any] | None, suspects: list[int] | None,
-             *, valid: bool = True, log: list[str] | None = None, judge: tuple[LLMSettings, str] | None = None) -> None:
-    """Write a cell's artifacts as run_job / logsage / fr would, then score it like judge_score."""
+             *, valid: bool = True, log: list[str] | None = None, judge: tuple[LLMSettings, str] | None = None,
+             others: dict[str, dict[str, Any] | str] | None = None, torch: list[int] | str | None = None) -> None:
+    """Write a cell's artifacts as run_job / logsage / fr_analysis would, then score it like judge_score.
+    others: more log analyzers (name -> verdict or failure); torch: a second FR analyzer's suspects."""
     d = session / cell.name
     (d / "analysis").mkdir(parents=True, exist_ok=True)
     layout.write_json_atomic(d / layout.MANIFEST, {
         "job_id": f"job-{cell.name}", "state": "FAILED", "run_valid": valid,
-        "invalid_reason": None if valid else "fault never fired"})
-    if ls is not None:
-        layout.write_json_atomic(d / layout.LOGSAGE_JSON, ls)
-        layout.write_atomic(d / layout.LOGSAGE_TEXT, f"{ls['restart']}\n{ls['explanation']}\n")
+        "invalid_reason": None if valid else "fault never fired", "fault_fired_time": 100.0, "end_time": 112.5})
     fr = {"no_dumps": suspects is None, "suspect_ranks": suspects or []}
-    layout.write_json_atomic(d / layout.FR_JSON, fr)
-    layout.write_atomic(d / layout.FR_TEXT, f"0 | default_pg | allreduce | [[4]] | [Float] | {suspects}\n")
+    torch_fr = torch if isinstance(torch, str) or torch is None else {"no_dumps": False, "suspect_ranks": torch}
+    version = (ls or {}).get("analyzer_version", "v1")
+    put_analysis(d, {"builtin": ls, **(others or {})}, {"builtin": fr, "torchfrtrace": torch_fr}, version=version)
     layout.write_atomic(d / layout.STRIPPED_LOG, "\n".join(log or ["0: step 1", "1: step 1"]) + "\n")
     truth = score.Truth(cell, 4, 32)
-    s = score.score_cell_dir(d, truth, judge_mode=judge[1] if judge else "code", llm=judge[0] if judge else None)
-    score.write_score(s, d / layout.SCORE_JSON)
+    scores = score.score_analyzers(d, truth, judge_mode=judge[1] if judge else "code",
+                                   llm=judge[0] if judge else None)
+    score.write_scores(scores, cell.name, d / layout.SCORE_JSON)
 
 
 def gather(session: Path, cells: list[Cell]) -> Path:
@@ -111,8 +115,9 @@ def test_report_markdown(session: tuple[Path, Path]) -> None:
     assert table[5][7:9] == ["false", "N/A"]
     assert "3 scored, 1 pass all of" in md and "3 not scored" in md
     # rates: invalid F, infra D and not-run E never enter a rate
+    rates_part = md.split("## Pass rates")[1].split("### Not scored")[0].splitlines()
     rates = {line.split(" | ")[0].lstrip("| ") + "/" + line.split(" | ")[1]: line.split(" | ")
-             for line in lines if line.startswith("| ") and "%" in line}
+             for line in rates_part if line.startswith("| ") and "%" in line}
     assert rates["SIGKILL/2"][2] == "1/1 (100%)"
     assert rates["GPU_SLEEP/2"][2:4] == ["0/1 (0%)", "1/1 (100%)"]  # overall, restart_correct
     assert rates["**all**/"][2] == "1/3 (33%)" and rates["**all**/"][3] == "2/3 (67%)"
@@ -133,18 +138,22 @@ def test_report_markdown(session: tuple[Path, Path]) -> None:
     assert "L4 [collective_timeout, rank 0] `0: [rank0] watchdog caught" in c_part
     assert "Verdict: restart `RESTART IMMEDIATE`, primary [0]" in c_part
     assert "Stop condition: not met" in md and "First recorded analyzer version" in md
-    assert [p.name for p in (s / "history").iterdir()] == ["1_v1.tsv"]
+    assert [p.name for p in (s / "history" / "builtin").iterdir()] == ["1_v1.tsv"]
 
 
 def test_junit_html_heatmap(session: tuple[Path, Path]) -> None:
     s, tsv = session
     run_report(s, tsv)
-    suite = ET.parse(s / "junit.xml").getroot()
-    assert suite.tag == "testsuite" and suite.get("tests") == "6"
+    root = ET.parse(s / "junit.xml").getroot()
+    suites = {suite.get("name"): suite for suite in root.iter("testsuite")}
+    assert root.tag == "testsuites" and list(suites) == ["builtin", "fr:builtin"]
+    suite = suites["builtin"]
+    assert suite.get("tests") == "6"
     assert (suite.get("failures"), suite.get("skipped")) == ("2", "3")
     cases = {c.get("name"): c for c in suite.iter("testcase")}
     assert list(cases) == [c.name for c in (A, B, C, D, E, F)]
     assert len(cases[A.name]) == 0
+    assert cases[A.name].get("time") == "13.000"  # 12.5 s from the fault to the job's end + 0.5 s analysis
     assert cases[B.name].find("failure").get("message") == "rank_primary=false; fr_rank_correct=node"
     assert cases[C.name].find("failure").get("message") == ("restart_correct=false; rank_primary=false; "
                                                             "fault_described=partial; fr_rank_correct=no_dumps")
@@ -152,7 +161,7 @@ def test_junit_html_heatmap(session: tuple[Path, Path]) -> None:
     assert cases[E.name].find("skipped").get("message").startswith("not_run")
     assert suite.find("properties/property").get("value") == "v1"
     html = (s / "report.html").read_text()
-    assert '<table id="cells">' in html and html.count("<tr>") == 7
+    assert html.count('<details class="cell"') == 6
     assert all(c.name.split("_")[1] in html for c in (A, B, C)) and "data:image/png;base64," in html
     assert (s / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -182,9 +191,9 @@ def test_iterations_fixed_regressed_stop(tmp_path: Path) -> None:
 
     iteration("v1", True, False, False)
     md = iteration("v1", True, False, False)  # same version again: replaces, adds nothing
-    assert sorted(p.name for p in (s / "history").iterdir()) == ["1_v1.tsv"]
+    assert sorted(p.name for p in (s / "history" / "builtin").iterdir()) == ["1_v1.tsv"]
     md = iteration("v2", False, True, False)
-    assert sorted(p.name for p in (s / "history").iterdir()) == ["1_v1.tsv", "2_v2.tsv"]
+    assert sorted(p.name for p in (s / "history" / "builtin").iterdir()) == ["1_v1.tsv", "2_v2.tsv"]
     comp = md.split("## Iteration comparison")[1].split("## Pass rates")[0]
     assert "Against iteration 1 (`v1`)" in comp
     assert f"- Regressed (1): {x.name} (fault_described=false)" in comp
@@ -201,7 +210,7 @@ def test_iterations_fixed_regressed_stop(tmp_path: Path) -> None:
     assert "HOLDS" in html
     # a reverted analyzer (v1 again) becomes the newest iteration, still one entry per version
     iteration("v1", True, False, False)
-    assert sorted(p.name for p in (s / "history").iterdir()) == ["2_v2.tsv", "3_v3.tsv", "4_v4.tsv", "5_v1.tsv"]
+    assert sorted(p.name for p in (s / "history" / "builtin").iterdir()) == ["2_v2.tsv", "3_v3.tsv", "4_v4.tsv", "5_v1.tsv"]
 
 
 def test_stop_condition_needs_every_cell_scored(tmp_path: Path) -> None:
@@ -221,7 +230,7 @@ def test_mixed_analyzer_versions_warned(tmp_path: Path) -> None:
     tsv = gather(s, [x, y])
     md = run_report(s, tsv, "--analyzer-version", "new")
     assert "Analyzer version: `new`" in md and "several analyzer versions" in md
-    assert [p.name for p in (s / "history").iterdir()] == ["1_new.tsv"]
+    assert [p.name for p in (s / "history" / "builtin").iterdir()] == ["1_new.tsv"]
     # the workflow names the markdown with --output
     assert report.main(["--scores", str(tsv), "--session-dir", str(s), "--output", str(tmp_path / "r.md")]) == 0
     assert (tmp_path / "r.md").read_text().startswith("# Fault Injection Experiment Report\n")
@@ -263,3 +272,158 @@ def test_judge_agreement_over_http(openai_server: OpenAIServer, tmp_path: Path) 
     for path in s.rglob("*"):
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), path
+
+
+# ---- analyzers side by side -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def compared(tmp_path: Path) -> tuple[Path, Path]:
+    """Three log analyzers (one fails on a cell) and two FR analyzers (one fails on a cell)."""
+    s = tmp_path / "session"
+    wrong_rank = verdict(STOP, [3], [], "crash", "SIGKILL", "t1")
+    put_cell(s, A, good(A, "v1"), [1], torch=[],
+             others={"torchrun_root_cause": good(A, "t1"), "mine": "exited with status 1"})
+    put_cell(s, B, good(B, "v1"), [0], torch=[0],
+             others={"torchrun_root_cause": dict(wrong_rank, restart=RESTART, fault_category="hang",
+                                                 fault_type="GPU_SLEEP"), "mine": good(B, "m1")})
+    put_cell(s, C, good(C, "v1"), [1], log=GPU_ERROR_LOG, torch="torchfrtrace could not read the dump set",
+             others={"torchrun_root_cause": good(C, "t1"), "mine": dict(good(C, "m1"), restart=RESTART)})
+    (s / D.name).mkdir()
+    layout.write_json_atomic(s / D.name / layout.INFRA_FAILURE, {"job_id": "99", "state": "FAILED",
+                                                                 "run_valid": False, "invalid_reason": "no node"})
+    tsv = s / layout.SCORES_TSV
+    names = ["builtin", "torchrun_root_cause", "mine", "fr:builtin", "fr:torchfrtrace"]
+    score.write_scores_tsv(score.gather_rows(s, [A, B, C, D], names), tsv)
+    return s, tsv
+
+
+def section(md: str, title: str) -> str:
+    return md.split(f"{title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_side_by_side_sections(compared: tuple[Path, Path]) -> None:
+    s, tsv = compared
+    md = run_report(s, tsv)
+    assert "Analyzers: `builtin` (primary" in md and "`torchrun_root_cause`, `mine`; FR: `builtin`, `torchfrtrace`" in md
+    table = md.split(TABLE_HEADER)[1].split("\n\n")[0]
+    assert table.count("\n| ") == 4  # upstream's table: the primary analyzer only, one row per cell
+    side = section(md, "## Analyzers side by side")
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in side.splitlines()
+            if line.startswith("| ") and "`" in line}
+    assert rows["builtin"][2:5] == ["0", "3/3 (100%)", "3/3 (100%)"]  # failed on, overall, restart_correct
+    assert rows["torchrun_root_cause"][2:6] == ["0", "2/3 (67%)", "3/3 (100%)", "2/3 (67%)"]
+    assert rows["mine"][2:5] == ["1", "1/3 (33%)", "1/3 (33%)"]
+    paired = side.split("### Paired counts")[1].split("###")[0]
+    assert "| A | B | overall | restart_correct | rank_primary | rank_any | fault_described |" in paired
+    assert "| builtin | torchrun_root_cause | 1 / 0 | 0 / 0 | 1 / 0 | 1 / 0 | 0 / 0 |" in paired
+    assert "| torchrun_root_cause | mine | 2 / 1 | 2 / 0 | 1 / 1 | 1 / 1 | 1 / 0 |" in paired
+    differ = side.split("### Where the analyzers disagree")[1]
+    assert f"| {B.name} | rank_primary | true | false | true | builtin, mine |" in differ
+    assert f"| {C.name} | restart_correct | true | true | false | builtin, torchrun_root_cause |" in differ
+    fr = section(md, "## Flight-recorder analyzers side by side")
+    assert "| builtin | `v1` | 0 | 3/3 (100%) | 3 | 0 | 0 | 0 | 0 |" in fr
+    assert "| torchfrtrace | `v1` | 1 | 1/3 (33%) | 1 | 0 | 0 | 2 | 0 |" in fr
+    assert "| builtin | torchfrtrace | 2 | 0 | 1 | 0 |" in fr
+    assert f"| {A.name} | rank [1] | false [] | builtin |" in fr
+    times = section(md, "## Time to verdict")
+    assert "| FAULT_TYPE | cells | fault -> job end | builtin | torchrun_root_cause | mine | fr:builtin |" in times
+    assert "| SIGKILL | 1 | 12.5 / 12.5 | 0.5 / 0.5 |" in times
+    failures = section(md, "## Analyzer failures")
+    assert f"| mine | {A.name} | analyzer failed: exited with status 1 |" not in failures  # the error, as recorded
+    assert f"| mine | {A.name} | exited with status 1 | `stderr tail` |" in failures
+    assert f"| fr:torchfrtrace | {C.name} | torchfrtrace could not read the dump set | `stderr tail` |" in failures
+    assert D.name not in failures  # not scored: never an analyzer failure
+    assert report.failing_cells(tsv) == []  # the primary passes everywhere
+    assert report.failing_cells(tsv, analyzer="mine") == [A, C]
+    assert report.failing_cells(tsv, analyzer="fr:torchfrtrace") == [A, C]
+    assert [p.parent.name for p in sorted((s / "history").glob("*/*.tsv"))] == ["builtin", "mine",
+                                                                                 "torchrun_root_cause"]
+
+
+def test_junit_suite_per_analyzer(compared: tuple[Path, Path]) -> None:
+    s, tsv = compared
+    run_report(s, tsv)
+    root = ET.parse(s / "junit.xml").getroot()
+    suites = {suite.get("name"): suite for suite in root.iter("testsuite")}
+    assert list(suites) == ["builtin", "torchrun_root_cause", "mine", "fr:builtin", "fr:torchfrtrace"]
+    assert root.get("tests") == "20" and root.get("skipped") == "5"
+    assert (suites["mine"].get("failures"), suites["fr:torchfrtrace"].get("failures")) == ("2", "2")
+    mine = {c.get("name"): c for c in suites["mine"].iter("testcase")}
+    assert "analyzer failed: exited with status 1" in mine[A.name].find("failure").text.lower()
+    assert mine[B.name].get("time") == "13.000" and mine[D.name].find("skipped") is not None
+    assert suites["builtin"].get("time") == "39.000"
+
+
+def test_heatmap_fits_any_pool_shape(tmp_path: Path) -> None:
+    from PIL import Image
+
+    cells = [Cell(fault, 0, 5, nodes) for fault in FAULTS for nodes in (1, 2, 4, 8, 16)]
+    rows = [report.ScoreRow(c, name, "scored", "j", "FAILED", {d: "true" for d in score.DIMENSIONS} | {
+        "fr_rank_correct": "rank"}, "", "", "v", "", [], [], [], None) for name in ("builtin", "a", "b", "fr:x")
+        for c in cells]
+    wide, small = tmp_path / "wide.png", tmp_path / "small.png"
+    report.write_heatmap(rows, wide)
+    report.write_heatmap(rows[:1], small)
+    big, little = Image.open(wide).convert("L"), Image.open(small).convert("L")
+    assert big.width > 2 * little.width and big.height > 2 * little.height  # grows with the pool's shape
+    for image in (big, little):
+        top = [image.getpixel((x, y)) for y in range(image.height // 12) for x in range(image.width)]
+        assert min(top) < 100, "the title is drawn at the top"
+        assert min(image.getpixel((x, 0)) for x in range(image.width)) > 200, "nothing is cut at the top edge"
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed (make test installs it)")
+def test_html_report_in_a_real_browser(compared: tuple[Path, Path], tmp_path: Path) -> None:
+    from PIL import Image
+
+    from faultloop import browser
+
+    s, tsv = compared
+    md = run_report(s, tsv)
+    dom = browser.rendered_dom(s / "report.html")
+    from html.parser import HTMLParser
+
+    class Page(HTMLParser):
+        """The rendered page's sections, drill-down cells and their analyzer rows."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.sections: list[str] = []
+            self.cells: dict[str, list[str]] = {}
+            self.cell: str | None = None
+            self.images = 0
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            a = dict(attrs)
+            if tag == "section":
+                self.sections.append(a.get("id") or "")
+            elif tag == "details" and a.get("class") == "cell":
+                self.cell = (a.get("id") or "").removeprefix("cell-")
+                self.cells[self.cell] = []
+            elif tag == "tr" and a.get("class") == "analyzer-row" and self.cell:
+                self.cells[self.cell].append(a.get("data-analyzer") or "")
+            elif tag == "img" and (a.get("src") or "").startswith("data:image/png;base64,"):
+                self.images += 1
+
+    page = Page()
+    page.feed(dom)
+    # everything the markdown has, as sections of the page
+    md_titles = [line.lstrip("# ") for line in md.splitlines() if line.startswith("## ")]
+    for title in md_titles:
+        assert re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-") in page.sections, title
+    assert "cells" in page.sections and page.images == 1
+    assert list(page.cells) == [A.name, B.name, C.name, D.name]
+    assert page.cells[A.name] == ["builtin", "torchrun_root_cause", "mine", "fr:builtin", "fr:torchfrtrace"]
+    drill = dom.split(f'id="cell-{C.name}"')[1].split("</details>")[0]
+    assert "torchrun_root_cause</strong>: cited 0 line(s), missed" in drill
+    assert "[missed; injected rank + fault signature] 1: RuntimeError: CUDA error" in drill
+    assert f'href="{C.name}/analysis/mine/logsage.json"' in drill and f'href="{C.name}/analysis/main_workload.log"' in drill
+    assert "torchfrtrace could not read the dump set" in drill
+    # the picture: the heatmap's colours are on screen, the top of the page is not blank
+    png = tmp_path / "page.png"
+    browser.screenshot(s / "report.html", png, width=1200, height=1600)
+    shot = Image.open(png).convert("RGB")
+    colours = shot.getcolors(maxcolors=1 << 20) or []
+    assert any(r > 150 and g < 80 and b < 80 for _, (r, g, b) in colours), "red heatmap cells are rendered"
+    assert any(g > 100 and r < 80 for _, (r, g, b) in colours), "green heatmap cells are rendered"

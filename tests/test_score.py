@@ -24,6 +24,7 @@ from faultloop.score import (
     score_cell,
     write_scores_tsv,
 )
+from conftest import put_analysis
 from openai_server import OpenAIServer, Reply, openai_server  # noqa: F401
 
 KEY = "sk-judge-SECRET-9999"
@@ -192,16 +193,14 @@ def make_cell(session: Path, cell: Cell, *, manifest: dict[str, Any] | None, ls:
     (d / "analysis").mkdir(parents=True)
     if manifest is not None:
         (d / layout.MANIFEST).write_text(json.dumps(manifest))
-    if ls is not None:
-        (d / layout.LOGSAGE_JSON).write_text(json.dumps(ls))
-        (d / layout.LOGSAGE_TEXT).write_text(f"{ls['restart']}\nexplanation\nAttribution: Primary issues: "
-                                             f"{ls['primary_ranks']}, Secondary issues: []\n\nFalse\n")
-    if frj is not None:
-        (d / layout.FR_JSON).write_text(json.dumps(frj))
-        (d / layout.FR_TEXT).write_text("PGID | Process Group Desc | Op Type | Size | Dtype | Missing Ranks\n"
-                                        f"0 | default_pg | allreduce | [[4]] | [Float] | {frj['suspect_ranks']}\n")
+    put_analysis(d, {"builtin": ls}, {"builtin": frj})
     (d / layout.STRIPPED_LOG).write_text("\n".join(log_lines or ["1: training step 1"]) + "\n")
     return d
+
+
+def only_score(path: Path) -> dict[str, Any]:
+    """The builtin analyzer's score in a cell's score.json."""
+    return next(s for s in json.loads(path.read_text())["scores"] if s["analyzer"] == "builtin")
 
 
 def cli_args(d: Path, out: Path, cell: Cell, *extra: str) -> list[str]:
@@ -215,7 +214,7 @@ def test_cli_writes_score_json(tmp_path: Path) -> None:
     d = make_cell(tmp_path, cell, manifest=job(), ls=logsage(primary=[1, 2]), frj=fr([0, 1]))
     out = d / layout.SCORE_JSON
     assert main(cli_args(d, out, cell)) == 0
-    data = json.loads(out.read_text())
+    data = only_score(out)
     assert data["rank_primary"] == "partial" and data["fr_rank_correct"] == "node"
     assert data["llm_judge"] is None and data["scored_by"] == "code"
     assert not list(out.parent.glob(".*tmp"))  # atomic write left no temp file
@@ -233,10 +232,16 @@ def test_gather_lists_every_state(tmp_path: Path) -> None:
     (d / layout.INFRA_FAILURE).write_text(json.dumps(job(valid=False, job_id="77", state="FAILED",
                                                          invalid_reason="container failed to start")))
     make_cell(tmp_path, unscored, manifest=job())
-    rows = gather_rows(tmp_path, [good, bad, infra, notrun, unscored])
+    rows = gather_rows(tmp_path, [good, bad, infra, notrun, unscored], ["builtin", "fr:builtin"])
     out = tmp_path / "scores.tsv"
     write_scores_tsv(rows, out)
-    back = read_scores_tsv(out)
+    both = read_scores_tsv(out)
+    # one row per cell and analyzer, in the given order; the FR analyzer's row grades only FR
+    assert [(r["CELL"], r["ANALYZER"]) for r in both[:4]] == [(good.name, "builtin"), (good.name, "fr:builtin"),
+                                                             (bad.name, "builtin"), (bad.name, "fr:builtin")]
+    assert (both[1]["fr_rank_correct"], both[1]["restart_correct"], both[1]["fr_suspects"]) == ("rank", "N/A", "[1]")
+    assert both[0]["analyzer_wall_s"] == "0.5" and both[0]["analyzer_version"] == "v1"
+    back = [r for r in both if r["ANALYZER"] == "builtin"]
     assert [r["CELL"] for r in back] == [good.name, bad.name, infra.name, notrun.name, unscored.name]
     assert [r["STATUS"] for r in back] == [SCORED, INVALID, INFRA_FAILURE, NOT_RUN, NOT_RUN]
     assert [r["STATE"] for r in back] == ["FAILED", "FAILED", "INFRA_FAILURE", "NOT_RUN", "NOT_RUN"]
@@ -247,10 +252,10 @@ def test_gather_lists_every_state(tmp_path: Path) -> None:
     # --gather without a pool discovers the cell folders
     out2 = tmp_path / "scores2.tsv"
     assert main(["--gather", "--session-dir", str(tmp_path), "--output", str(out2)]) == 0
-    assert sorted(r["CELL"] for r in read_scores_tsv(out2)) == sorted([good.name, bad.name, infra.name,
-                                                                       unscored.name])
+    assert sorted(r["CELL"] for r in read_scores_tsv(out2)) == sorted(2 * [good.name, bad.name, infra.name,
+                                                                           unscored.name])
     assert main(["--gather", "--session-dir", str(tmp_path), "--pool", f"{notrun.spec} {good.spec}",
-                 "--output", str(out2)]) == 0
+                 "--analyzers", "builtin", "--output", str(out2)]) == 0
     assert [r["STATUS"] for r in read_scores_tsv(out2)] == [NOT_RUN, SCORED]
 
 
@@ -274,9 +279,8 @@ def judged(server: OpenAIServer, tmp_path: Path, mode: str, manifest: dict[str, 
     assert main(cli_args(d, out, cell, "--judge-mode", mode, "--llm-base-url", server.base_url,
                          "--llm-model", "judge-m", "--llm-api-key-file", str(key_file),
                          "--llm-timeout", timeout, "--llm-max-retries", "1")) == 0
-    text = out.read_text()
-    assert KEY not in text
-    return json.loads(text)
+    assert KEY not in out.read_text()
+    return only_score(out)
 
 
 def test_judge_both_keeps_code_grades(openai_server: OpenAIServer, tmp_path: Path) -> None:

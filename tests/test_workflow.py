@@ -8,7 +8,14 @@ from pathlib import Path
 from conftest import REPO, snakemake
 
 from faultloop.pool import Cell
-from faultloop.workflow import cell_targets, invoked_until, parse_overrides, tool_config, update_tracking
+from faultloop.workflow import (
+    cell_targets,
+    forced,
+    invoked_until,
+    parse_overrides,
+    tool_config,
+    update_tracking,
+)
 
 
 def planned(output: str) -> dict[str, int]:
@@ -82,6 +89,17 @@ def test_invoked_until_reads_the_command_line():
     assert invoked_until(["snakemake", "-U", "logsage", "fr_analysis", "-n"]) == {"logsage", "fr_analysis"}
     assert invoked_until(["snakemake", "--until=judge_score"]) == {"judge_score"}
     assert invoked_until(["snakemake", "--profile", "profiles/local"]) == set()
+
+
+def test_forced_reads_forcerun_forceall_and_files():
+    index = "analysis/analyzers.json"
+    assert forced(["snakemake", "--forcerun", "logsage", "--config", "cells=failed"], "logsage", index)
+    assert forced(["snakemake", "-R", "fr_analysis", "logsage"], "logsage", index)
+    assert forced(["snakemake", "--forcerun=judge_score,logsage"], "logsage", index)
+    assert forced(["snakemake", "-R", f"results/fault_injection/s/n1_SIGKILL_r1_i3/{index}"], "logsage", index)
+    assert forced(["snakemake", "-F"], "logsage", index) and forced(["snakemake", "--forceall"], "judge_score")
+    assert not forced(["snakemake", "--forcerun", "judge_score"], "logsage", index)
+    assert not forced(["snakemake", "--profile", "profiles/local", "logsage"], "logsage", index)
 
 
 def test_cell_targets_in_rejudge_mode(tmp_path):

@@ -13,10 +13,13 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run-job": ("faultloop.launch", "run one pool cell's training job and write its manifest"),
     "logsage": ("faultloop.logsage", "attribute a failed job from its log"),
     "eval-logs": ("faultloop.evallogs", "score logsage on a folder of labelled real failure logs"),
+    "analyzers": ("faultloop.analyzers", "the configured log analyzers: list, try one on a log, run a cell's"),
     "fr": ("faultloop.fr", "attribute a failed job from its flight-recorder dumps"),
+    "fr-analyzers": ("faultloop.frpeers", "every configured FR analyzer on a cell's dumps (rule fr_analysis)"),
     "score": ("faultloop.score", "score one cell's attribution against the injected truth"),
     "report": ("faultloop.report", "aggregate scores into the session report"),
     "adopt": ("faultloop.adopt", "take in a session NVRx's bash loop ran, to re-judge it without running anything"),
+    "screenshot": ("faultloop.browser", "picture the HTML report as headless chromium renders it"),
 }
 
 

@@ -10,7 +10,7 @@ import copy
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import yaml
 
@@ -47,10 +47,19 @@ def load_site_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def resolve(config: Mapping[str, Any], overrides: Mapping[str, Any],
+# Keys holding named entries that `--config key=a,b` selects from instead of replacing.
+SELECTABLE = ("analyzers", "fr_analyzers")
+
+
+def resolve(config: Mapping[str, Any], overrides: Mapping[str, Any], config_files: Iterable[str | Path] = (),
             schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Apply the site file under the command-line overrides; with a schema, a key it does not
-    know (a typo such as `gpus_per_nod`) fails here, named with where it came from."""
+    """Apply the site file under the command-line overrides.
+
+    With a schema, a key it does not know (a typo such as `gpus_per_nod`) fails here, named with
+    where it came from. `--config analyzers=mine,builtin` (a name or a list) limits an invocation
+    to those entries of `analyzers` (likewise `fr_analyzers`), in that order, as config_files and
+    the site file define them; a name without an entry stands for the kind of that name.
+    """
     site_file = overrides.get("site_file", config.get("site_file", "config/site.yaml"))
     site = load_site_file(site_file)
     if schema is not None:
@@ -63,7 +72,24 @@ def resolve(config: Mapping[str, Any], overrides: Mapping[str, Any],
         problems = [f"{where}: {problem}" for problem, where in seen.items()]
         if problems:
             raise ConfigError("unknown configuration key(s):\n" + "\n".join(f"  - {p}" for p in problems))
-    return deep_merge(deep_merge(config, site), overrides)
+    merged = deep_merge(deep_merge(config, site), overrides)
+    for key in SELECTABLE:
+        choice = overrides.get(key)
+        if not isinstance(choice, (str, list)):
+            continue
+        defined = dict(config[key]) if isinstance(config.get(key), Mapping) else {}
+        for path in config_files:
+            defined = deep_merge(defined, (yaml.safe_load(Path(path).read_text()) or {}).get(key) or {})
+        defined = deep_merge(defined, site.get(key) or {})
+        names = choice.replace(",", " ").split() if isinstance(choice, str) else [str(n) for n in choice]
+        merged[key] = {name: defined.get(name) or {"kind": name} for name in names}
+    return merged
+
+
+def load(overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """The configuration as the workflow resolves it, for commands run from the repository root."""
+    base = yaml.safe_load(Path("config/config.yaml").read_text())
+    return resolve(base, overrides)
 
 
 def unknown_keys(config: Mapping[str, Any], schema: Mapping[str, Any], prefix: str = "",
@@ -136,7 +162,8 @@ def pool_cells(config: Mapping[str, Any]) -> list[Cell]:
 
 
 def selected_cells(config: Mapping[str, Any], cells: list[Cell]) -> list[Cell]:
-    """Apply the `cells` key: all, failed (from the last report's scores), or named cells."""
+    """Apply the `cells` key: all, failed (the first analyzer's failing cells in the last report's
+    scores), or named cells."""
     choice = str(config.get("cells", "all")).strip()
     if choice in ("", "all"):
         return cells
@@ -146,7 +173,8 @@ def selected_cells(config: Mapping[str, Any], cells: list[Cell]) -> list[Cell]:
         scores = layout.session_dir(config) / layout.SCORES_TSV
         if not scores.is_file():
             raise ConfigError(f"config key 'cells': 'failed' needs a previous report, and {scores} does not exist")
-        failing = {c.name for c in failing_cells(scores)}
+        primary = next((name for name, entry in (config.get("analyzers") or {}).items() if entry is not None), None)
+        failing = {c.name for c in failing_cells(scores, analyzer=primary)}
         return [c for c in cells if c.name in failing]
     wanted = choice.replace(",", " ").split()
     known = {c.name for c in cells}
@@ -161,6 +189,7 @@ __all__ = [
     "PoolError",
     "Workload",
     "deep_merge",
+    "load",
     "load_site_file",
     "pool_cells",
     "resolve",
@@ -173,8 +202,7 @@ def main(argv: list[str]) -> int:
     """`faultloop where [key=value ...]`: print the session folder and report of a configuration."""
     from faultloop.workflow import parse_overrides
 
-    base = yaml.safe_load(Path("config/config.yaml").read_text())
-    resolved = resolve(base, parse_overrides(argv))
+    resolved = load(parse_overrides(argv))
     session = layout.session_dir(resolved)
     print(f"session: {session.resolve()}")
     print(f"report: {(session / layout.REPORT_MD).resolve()}")

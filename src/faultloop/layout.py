@@ -28,11 +28,17 @@ MANIFEST = "job.json"
 INFRA_FAILURE = "infra_failure.json"
 INFRA_HISTORY = "infra_failures.jsonl"
 STRIPPED_LOG = "analysis/main_workload.log"
-LOGSAGE_TEXT = "analysis/logsage.txt"
-LOGSAGE_JSON = "analysis/logsage.json"
-FR_TEXT = "analysis/fr.txt"
-FR_JSON = "analysis/fr.json"
-SCORE_JSON = "analysis/score.json"
+LOGSAGE_INDEX = "analysis/analyzers.json"  # the log analyzers' runs on this cell, one record each
+FR_INDEX = "analysis/fr/analyzers.json"  # the same for the flight-recorder analyzers
+SCORE_JSON = "analysis/score.json"  # every analyzer's score for the cell
+# Per analyzer: analysis/<name>/ (log analyzers) and analysis/fr/<name>/ (FR analyzers) hold
+LOGSAGE_TEXT = "logsage.txt"  # upstream's five-part text form
+LOGSAGE_JSON = "logsage.json"  # the verdict (docs/architecture.md)
+FR_TEXT = "fr.txt"  # upstream's FR table
+FR_JSON = "fr.json"
+RUN_JSON = "run.json"  # how the result came about: fingerprint, input digest, status, wall time
+RAW_OUTPUT = "output.txt"  # what an external analyzer printed, as it printed it
+ANALYZER_SCORE = "score.json"  # the analyzer's score (log analyzers), kept for reuse
 CELL_SUBDIRS = ("logs/slurm", "checkpoints", "tensorboard")
 SLURM_LOGS = "logs/slurm"
 FR_DUMP_PREFIX = "checkpoints/_dump_"  # + rank: torch's TORCH_FR_DUMP_TEMP_FILE convention
@@ -70,6 +76,19 @@ class RunPaths:
     def torchrun_error(self, node: int) -> str:
         """A node's torchrun error file (TORCHELASTIC_ERROR_FILE): its root-cause worker's error."""
         return f"{SLURM_LOGS}/{self.job_id}.node{node}.torchrun_error.json"
+
+
+FR_DIR = "analysis/fr"
+
+
+def analyzer_dir(name: str) -> str:
+    """A log analyzer's folder inside the cell directory."""
+    return f"analysis/{name}"
+
+
+def fr_analyzer_dir(name: str) -> str:
+    """A flight-recorder analyzer's folder inside the cell directory."""
+    return f"{FR_DIR}/{name}"
 
 
 UMASK = os.umask(0o022)

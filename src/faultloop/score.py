@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import json
 import sys
 from collections.abc import Iterable, Mapping
@@ -18,12 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from faultloop import layout
+from faultloop.analyzers import OK, RunRecord, file_digest, read_index
 from faultloop.faults import FAULTS, expected_restart, strip_markers
 from faultloop import llm as llm_client
 from faultloop.llm import LLMError, LLMSettings, chat_json
 from faultloop.pool import Cell, PoolError, load_pool
 
 NA = "N/A"
+FR_PREFIX = "fr:"  # ANALYZER of a flight-recorder analyzer's rows
 JUDGE_MODES = ("code", "llm", "both")
 # Dimensions the LLM judge answers (upstream's set); the code also grades category and type.
 JUDGE_DIMENSIONS = ("restart_correct", "rank_primary", "rank_any", "fault_described", "fr_rank_correct")
@@ -77,6 +80,7 @@ class CellScore:
     job_id: str
     state: str
     run_valid: str
+    analyzer: str = ""  # a log analyzer's name, or fr:<name> for a flight-recorder analyzer
     restart_correct: str = NA
     rank_primary: str = NA
     rank_any: str = NA
@@ -96,6 +100,10 @@ class CellScore:
     invalid_reason: str | None = None
     scored_by: str = "code"
     llm_judge: dict[str, Any] | None = None
+    analyzer_error: str = ""  # why the analyzer gave no verdict for this cell
+    fault_to_end_s: float | None = None  # how long the failure took to end the job
+    analyzer_wall_s: float | None = None  # how long the analyzer took on the cell
+    scored_from: str = ""  # digest of what the score was computed from (reuse key)
 
     def dimensions(self) -> dict[str, str]:
         return {d: getattr(self, d) for d in DIMENSIONS}
@@ -170,13 +178,16 @@ def _notes(truth: Truth, s: CellScore, logsage: Mapping[str, Any], problems: lis
     return sentence[0].upper() + sentence[1:] + "."
 
 
-def score_cell(
-    truth: Truth,
-    job: Mapping[str, Any] | None,
-    logsage: Mapping[str, Any] | None,
-    fr: Mapping[str, Any] | None,
-) -> CellScore:
-    """Grade one cell in code from run_job's manifest and the analyzers' JSON (any may be absent)."""
+def fault_to_end(job: Mapping[str, Any] | None) -> float | None:
+    """Seconds from the fault firing to the job's end: how long the failure took to surface."""
+    fired, end = (job or {}).get("fault_fired_time"), (job or {}).get("end_time")
+    if isinstance(fired, (int, float)) and isinstance(end, (int, float)) and end >= fired:
+        return round(end - fired, 3)
+    return None
+
+
+def _base(truth: Truth, job: Mapping[str, Any] | None) -> CellScore:
+    """The cell's facts, run validity, and N/A everywhere until a verdict is graded."""
     cell = truth.cell
     base = CellScore(
         cell=cell.name,
@@ -190,7 +201,7 @@ def score_cell(
         expected_restart=expected_restart(cell.fault_type),
         gpus_per_node=truth.gpus_per_node,
         segment_size=truth.segment_size,
-        analyzer_version=str((logsage or {}).get("analyzer_version") or ""),
+        fault_to_end_s=fault_to_end(job),
     )
     if job is None:
         base.invalid_reason = "no job.json (the job never ran)"
@@ -198,10 +209,31 @@ def score_cell(
         base.invalid_reason = str(job.get("invalid_reason") or "the fault never fired")
     if base.invalid_reason is not None:
         base.judge_notes = f"run_invalid: {base.invalid_reason}"
+    else:
+        base.run_valid = "true"
+    return base
+
+
+def score_cell(
+    truth: Truth,
+    job: Mapping[str, Any] | None,
+    logsage: Mapping[str, Any] | None,
+    fr: Mapping[str, Any] | None,
+    *,
+    failure: str | None = None,
+) -> CellScore:
+    """Grade one log analyzer's verdict on a cell in code from run_job's manifest, the verdict and
+    the primary FR analyzer's JSON (any may be absent; failure: why the analyzer gave none)."""
+    cell = truth.cell
+    base = _base(truth, job)
+    base.analyzer_version = str((logsage or {}).get("analyzer_version") or "")
+    if base.run_valid != "true":
         return base
-    base.run_valid = "true"
     problems: list[str] = []
-    if logsage is None:
+    if failure:
+        base.analyzer_error = failure
+        problems.append(f"analyzer failed: {failure}")
+    elif logsage is None:
         problems.append("no logsage.json")
     if fr is None:
         problems.append("no fr.json")
@@ -221,6 +253,25 @@ def score_cell(
     base.fault_described = grade_fault_described(type_ok, category_ok)
     base.fr_rank_correct = grade_fr(truth, fr) if fr is not None else "false"
     base.judge_notes = _notes(truth, base, ls, problems)
+    return base
+
+
+def score_fr(truth: Truth, job: Mapping[str, Any] | None, fr: Mapping[str, Any] | None, *,
+             failure: str | None = None) -> CellScore:
+    """Grade one flight-recorder analyzer's verdict: only fr_rank_correct applies."""
+    base = _base(truth, job)
+    if base.run_valid != "true":
+        return base
+    base.fr_suspects = sorted(set(_ranks((fr or {}).get("suspect_ranks"))))
+    base.fr_rank_correct = grade_fr(truth, fr) if fr is not None else "false"
+    if failure:
+        base.analyzer_error = failure
+        base.judge_notes = f"FR analyzer failed: {failure}."
+    elif base.fr_rank_correct == "rank":
+        base.judge_notes = "FR names exactly the injected rank."
+    else:
+        base.judge_notes = (f"FR {base.fr_rank_correct} (suspects {base.fr_suspects})."
+                            if base.fr_rank_correct != "no_dumps" else "No FR dumps.")
     return base
 
 
@@ -350,61 +401,110 @@ def _read_text(path: Path) -> str:
         return ""
 
 
-def score_cell_dir(
-    cell_dir: Path, truth: Truth, *, judge_mode: str = "code", llm: LLMSettings | None = None
-) -> CellScore:
-    """Score a cell from its artifacts; run the LLM judge on valid runs when the mode asks for it."""
-    score = score_cell(
-        truth,
-        _read_json(cell_dir / layout.MANIFEST),
-        _read_json(cell_dir / layout.LOGSAGE_JSON),
-        _read_json(cell_dir / layout.FR_JSON),
-    )
-    if judge_mode in ("llm", "both") and score.run_valid == "true":
-        if llm is None or not llm.base_url or not llm.model:
-            apply_judge(score, {"error": "judge mode needs an LLM base_url and model"}, judge_mode)
-        else:
-            inputs = JudgeInputs(
-                judge_log_tail(_read_text(cell_dir / layout.STRIPPED_LOG)),
-                _read_text(cell_dir / layout.LOGSAGE_TEXT),
-                _read_text(cell_dir / layout.FR_TEXT),
-            )
-            apply_judge(score, run_judge(llm, truth, inputs), judge_mode)
-    return score
+def _stored_score(path: Path, key: str) -> CellScore | None:
+    data = _read_json(path)
+    if not data or data.get("scored_from") != key:
+        return None
+    return CellScore(**{k: v for k, v in data.items() if k in CellScore.__dataclass_fields__})
 
 
-def write_score(score: CellScore, path: Path) -> None:
-    layout.write_json_atomic(path, asdict(score))
+def _reuse_key(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def score_analyzers(
+    cell_dir: Path, truth: Truth, *, judge_mode: str = "code", llm: LLMSettings | None = None,
+    version: str = "", fresh: bool = False,
+) -> list[CellScore]:
+    """Score every analyzer the cell's indexes list: the log analyzers (graded with the first FR
+    analyzer's verdict, as upstream's table is), then each FR analyzer on its own. A score whose
+    inputs are unchanged is reused (its file untouched); the LLM judge runs on valid runs when
+    the mode asks for it."""
+    job = _read_json(cell_dir / layout.MANIFEST)
+    log_runs = read_index(cell_dir / layout.LOGSAGE_INDEX)
+    fr_runs = read_index(cell_dir / layout.FR_INDEX)
+    primary_fr = fr_runs[0] if fr_runs else None
+    fr_primary = (_read_json(cell_dir / layout.fr_analyzer_dir(primary_fr.analyzer) / layout.FR_JSON)
+                  if primary_fr and primary_fr.status == OK else None)
+    common = (version, judge_mode, llm.model if llm else None, truth.gpus_per_node, truth.segment_size,
+              file_digest(cell_dir / layout.MANIFEST), primary_fr and asdict(primary_fr) | {"reused": None})
+    scores = []
+    for run in log_runs:
+        folder = cell_dir / layout.analyzer_dir(run.analyzer)
+        key = _reuse_key(common, asdict(run) | {"reused": None})
+        score = None if fresh else _stored_score(folder / layout.ANALYZER_SCORE, key)
+        if score is None:
+            verdict = _read_json(folder / layout.LOGSAGE_JSON) if run.status == OK else None
+            score = score_cell(truth, job, verdict, fr_primary, failure=run.error if run.status != OK else None)
+            _describe(score, run.analyzer, run, key)
+            if judge_mode in ("llm", "both") and score.run_valid == "true":
+                judge(score, cell_dir, folder, truth, judge_mode, llm, fr_primary_text=_read_text(
+                    cell_dir / layout.fr_analyzer_dir(primary_fr.analyzer) / layout.FR_TEXT) if primary_fr else "")
+            layout.write_json_atomic(folder / layout.ANALYZER_SCORE, asdict(score))
+        scores.append(score)
+    for run in fr_runs:
+        folder = cell_dir / layout.fr_analyzer_dir(run.analyzer)
+        key = _reuse_key(common[:-1], asdict(run) | {"reused": None})
+        score = None if fresh else _stored_score(folder / layout.ANALYZER_SCORE, key)
+        if score is None:
+            verdict = _read_json(folder / layout.FR_JSON) if run.status == OK else None
+            score = score_fr(truth, job, verdict, failure=run.error if run.status != OK else None)
+            _describe(score, f"{FR_PREFIX}{run.analyzer}", run, key)
+            layout.write_json_atomic(folder / layout.ANALYZER_SCORE, asdict(score))
+        scores.append(score)
+    return scores
+
+
+def _describe(score: CellScore, name: str, run: RunRecord, key: str) -> None:
+    score.analyzer, score.analyzer_version, score.scored_from = name, run.fingerprint, key
+    score.analyzer_wall_s = run.wall_s
+
+
+def judge(score: CellScore, cell_dir: Path, folder: Path, truth: Truth, mode: str, llm: LLMSettings | None, *,
+          fr_primary_text: str) -> None:
+    """Ask the LLM judge about one analyzer's verdict (what upstream's judge reads)."""
+    if llm is None or not llm.base_url or not llm.model:
+        apply_judge(score, {"error": "judge mode needs an LLM base_url and model"}, mode)
+        return
+    inputs = JudgeInputs(judge_log_tail(_read_text(cell_dir / layout.STRIPPED_LOG)),
+                         _read_text(folder / layout.LOGSAGE_TEXT), fr_primary_text)
+    apply_judge(score, run_judge(llm, truth, inputs), mode)
+
+
+def write_scores(scores: list[CellScore], cell: str, path: Path) -> None:
+    """The cell's score.json: every analyzer's score, log analyzers first."""
+    layout.write_json_atomic(path, {"cell": cell, "scores": [asdict(s) for s in scores]})
 
 
 # ---- gather ----------------------------------------------------------------------------------
 
 TSV_COLUMNS = (
-    "CELL", "FAULT_TYPE", "NODES", "RANK", "ITER", "JOB_ID", "STATE", "STATUS",
+    "CELL", "ANALYZER", "FAULT_TYPE", "NODES", "RANK", "ITER", "JOB_ID", "STATE", "STATUS",
     *DIMENSIONS, "judge_notes", "expected_restart", "logsage_restart", "primary_ranks",
-    "secondary_ranks", "fr_suspects", "analyzer_version", "gpus_per_node", "segment_size",
-    "scored_by", "llm_judge", "reason",
+    "secondary_ranks", "fr_suspects", "analyzer_version", "analyzer_error", "fault_to_end_s",
+    "analyzer_wall_s", "gpus_per_node", "segment_size", "scored_by", "llm_judge", "reason",
 )  # fmt: skip
 
 
-def _unscored_row(cell: Cell, state: str, status: str, reason: str, job_id: str = "") -> dict[str, str]:
+def _unscored_row(cell: Cell, analyzer: str, state: str, status: str, reason: str,
+                  job_id: str = "") -> dict[str, str]:
     row = {c: "" for c in TSV_COLUMNS}
-    row.update(CELL=cell.name, FAULT_TYPE=cell.fault_type, NODES=str(cell.nodes), RANK=str(cell.rank),
-               ITER=str(cell.iter), JOB_ID=job_id or "-", STATE=state, STATUS=status, reason=reason,
-               judge_notes=reason, expected_restart=expected_restart(cell.fault_type))
+    row.update(CELL=cell.name, ANALYZER=analyzer, FAULT_TYPE=cell.fault_type, NODES=str(cell.nodes),
+               RANK=str(cell.rank), ITER=str(cell.iter), JOB_ID=job_id or "-", STATE=state, STATUS=status,
+               reason=reason, judge_notes=reason, expected_restart=expected_restart(cell.fault_type))
     for d in DIMENSIONS:
         row[d] = NA
     return row
 
 
 def score_row(data: Mapping[str, Any]) -> dict[str, str]:
-    """A score.json as one scores.tsv row (lists and the judge record as compact JSON)."""
+    """One analyzer's score of a cell as one scores.tsv row (lists and the judge record as JSON)."""
     valid = data.get("run_valid") == "true"
     row = {c: "" for c in TSV_COLUMNS}
-    row.update(CELL=data["cell"], FAULT_TYPE=data["fault_type"], NODES=str(data["nodes"]),
-               RANK=str(data["rank"]), ITER=str(data["iter"]), JOB_ID=str(data.get("job_id") or "-"),
-               STATE=str(data.get("state") or "-"), STATUS=SCORED if valid else INVALID,
-               reason=str(data.get("invalid_reason") or ""))
+    row.update(CELL=data["cell"], ANALYZER=str(data.get("analyzer") or ""), FAULT_TYPE=data["fault_type"],
+               NODES=str(data["nodes"]), RANK=str(data["rank"]), ITER=str(data["iter"]),
+               JOB_ID=str(data.get("job_id") or "-"), STATE=str(data.get("state") or "-"),
+               STATUS=SCORED if valid else INVALID, reason=str(data.get("invalid_reason") or ""))
     for key in TSV_COLUMNS[TSV_COLUMNS.index("run_valid"):TSV_COLUMNS.index("reason")]:
         value = data.get(key)
         if value is not None:
@@ -412,26 +512,38 @@ def score_row(data: Mapping[str, Any]) -> dict[str, str]:
     return row
 
 
-def gather_rows(session_dir: Path, cells: Iterable[Cell]) -> list[dict[str, str]]:
-    """One row per pool cell: scored, invalid, infrastructure failure or not run."""
+def _cell_scores(cell_dir: Path) -> dict[str, dict[str, Any]] | None:
+    data = _read_json(cell_dir / layout.SCORE_JSON)
+    if data is None or not isinstance(data.get("scores"), list):
+        return None
+    return {str(s.get("analyzer")): s for s in data["scores"] if isinstance(s, dict)}
+
+
+def gather_rows(session_dir: Path, cells: Iterable[Cell], analyzers: list[str] | None = None) -> list[dict[str, str]]:
+    """One row per pool cell and analyzer (log analyzers, then fr:<name>), in that order: scored,
+    invalid, infrastructure failure or not run. Without a list, the analyzers the cells' scores name."""
+    cells = list(cells)
+    stored = {cell.name: _cell_scores(session_dir / cell.name) for cell in cells}
+    names = analyzers or list(dict.fromkeys(a for s in stored.values() if s for a in s)) or ["builtin"]
     rows = []
     for cell in cells:
         cell_dir = session_dir / cell.name
-        score = _read_json(cell_dir / layout.SCORE_JSON)
+        scores = stored[cell.name]
         infra = _read_json(cell_dir / layout.INFRA_FAILURE)
-        # infra_failure.json is cleared when a run starts, so one that exists describes the
-        # latest run: never scored, even though the chain produced a score.json for it.
-        if infra is not None:
-            why = str(infra.get("invalid_reason") or "the job could not start")
-            state = str(infra.get("state") or "?")
-            rows.append(_unscored_row(cell, "INFRA_FAILURE", INFRA_FAILURE, f"infrastructure ({state}): {why}",
-                                      str(infra.get("job_id") or "")))
-        elif score is not None:
-            rows.append(score_row(score))
-        elif (cell_dir / layout.MANIFEST).exists():
-            rows.append(_unscored_row(cell, "NOT_RUN", NOT_RUN, "ran but not scored yet"))
-        else:
-            rows.append(_unscored_row(cell, "NOT_RUN", NOT_RUN, "no run artifacts"))
+        for name in names:
+            # infra_failure.json is cleared when a run starts, so one that exists describes the
+            # latest run: never scored, even though the chain produced a score.json for it.
+            if infra is not None:
+                why = str(infra.get("invalid_reason") or "the job could not start")
+                state = str(infra.get("state") or "?")
+                rows.append(_unscored_row(cell, name, "INFRA_FAILURE", INFRA_FAILURE,
+                                          f"infrastructure ({state}): {why}", str(infra.get("job_id") or "")))
+            elif scores is not None and name in scores:
+                rows.append(score_row(scores[name]))
+            elif (cell_dir / layout.MANIFEST).exists():
+                rows.append(_unscored_row(cell, name, "NOT_RUN", NOT_RUN, "ran but not scored yet"))
+            else:
+                rows.append(_unscored_row(cell, name, "NOT_RUN", NOT_RUN, "no run artifacts"))
     return rows
 
 
@@ -481,6 +593,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--segment-size", type=int, default=32)
     p.add_argument("--output", type=Path, required=True)
     p.add_argument("--judge-mode", choices=JUDGE_MODES, default="code")
+    p.add_argument("--version", default="", help="fingerprint of the scoring code and settings (reuse key)")
+    p.add_argument("--fresh", type=int, default=0, help="1: score every analyzer again (--forcerun)")
+    p.add_argument("--analyzers", nargs="*", help="with --gather: the analyzers' rows to list, in order")
     llm_client.add_cli_arguments(p, timeout_s=120.0)
     return p
 
@@ -501,7 +616,7 @@ def main(argv: list[str]) -> int:
         except PoolError as exc:
             print(exc, file=sys.stderr)
             return 1
-        write_scores_tsv(gather_rows(args.session_dir, cells), args.output)
+        write_scores_tsv(gather_rows(args.session_dir, cells, args.analyzers), args.output)
         return 0
     if args.cell:
         try:
@@ -516,5 +631,7 @@ def main(argv: list[str]) -> int:
     llm = None
     if args.judge_mode != "code":
         llm = llm_client.settings_from_args(args)
-    write_score(score_cell_dir(args.cell_dir, truth, judge_mode=args.judge_mode, llm=llm), args.output)
+    scores = score_analyzers(args.cell_dir, truth, judge_mode=args.judge_mode, llm=llm, version=args.version,
+                             fresh=bool(args.fresh))
+    write_scores(scores, truth.cell.name, args.output)
     return 0

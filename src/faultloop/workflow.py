@@ -22,18 +22,14 @@ from faultloop.manifest import Manifest
 from faultloop.pool import Cell
 
 
-def invoked_until(argv: list[str]) -> set[str]:
-    """Rules named after ``--until``/``-U`` on the snakemake command line.
-
-    Snakemake does not expose its DAG settings while the Snakefile is parsed, so the command
-    line is read directly.
-    """
+def option_values(argv: list[str], *flags: str) -> set[str]:
+    """Values given after any of flags on a command line (`--flag a b`, `--flag=a,b`)."""
     names: set[str] = set()
     taking = False
     for arg in argv:
-        if arg in ("--until", "-U"):
+        if arg in flags:
             taking = True
-        elif arg.startswith("--until="):
+        elif arg.startswith("--") and arg.split("=", 1)[0] in flags and "=" in arg:
             names.update(arg.split("=", 1)[1].split(","))
             taking = False
         elif taking and not arg.startswith("-"):
@@ -41,6 +37,24 @@ def invoked_until(argv: list[str]) -> set[str]:
         else:
             taking = False
     return names
+
+
+def invoked_until(argv: list[str]) -> set[str]:
+    """Rules named after ``--until``/``-U`` on the snakemake command line.
+
+    Snakemake does not expose its DAG settings while the Snakefile is parsed, so the command
+    line is read directly.
+    """
+    return option_values(argv, "--until", "-U")
+
+
+def forced(argv: list[str], rule: str, *files: str) -> bool:
+    """Whether the snakemake command line forces a rule's jobs: ``--forceall``/``-F``, or
+    ``--forcerun``/``-R`` naming the rule or one of its output files."""
+    if "--forceall" in argv or "-F" in argv:
+        return True
+    targets = option_values(argv, "--forcerun", "-R")
+    return rule in targets or any(t.endswith(f) for t in targets for f in files)
 
 
 def cell_targets(cells: list[Cell], session: Path, *, rejudge: bool) -> tuple[list[Cell], list[Cell]]:

@@ -14,21 +14,28 @@ min_version("9.0")
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 import faultloop.adopt as fl_adopt
+import faultloop.analyzers as fl_analyzers
 import faultloop.config as fl_config
 import faultloop.faults as fl_faults
 import faultloop.fingerprint as fl_fingerprint
-import faultloop.fr as fl_fr
+import faultloop.frpeers as fl_frpeers
 import faultloop.layout as layout
-import faultloop.logsage as fl_logsage
 import faultloop.report as fl_report
 import faultloop.score as fl_score
-from faultloop.workflow import cell_targets, infra_failures, invoked_until, tool_config
+from faultloop.workflow import (
+    cell_targets,
+    forced,
+    infra_failures,
+    invoked_until,
+    tool_config,
+)
 
 try:
     config.update(
         fl_config.resolve(
             config,
             workflow.config_settings.overwrite_config,
+            workflow.configfiles,
             schema=yaml.safe_load(
                 (
                     Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
@@ -75,6 +82,8 @@ try:
     else:
         POOL = fl_config.pool_cells(config)
     CELLS = fl_config.selected_cells(config, POOL)
+    ANALYZERS = fl_analyzers.selected(config)
+    FR_ANALYZERS = fl_frpeers.selected(config)
 except (fl_config.PoolError, fl_config.ConfigError, fl_adopt.AdoptError) as error:
     raise WorkflowError(str(error)) from None
 
@@ -102,19 +111,30 @@ RUN_CELLS, _not_run = cell_targets(
     CELLS, SESSION, rejudge=REJUDGE
 )  # not-run cells: listed by `score`
 
-# Fingerprints of the analysis code and settings: Snakemake does not see edits to imported
-# modules, so these params make a patched analyzer re-run the analysis (never run_job). A package
-# (logsage) is fingerprinted by every .py file in it, so a patch to logsage/rules.py counts.
-LOGSAGE_VERSION = fl_fingerprint.source_fingerprint(
-    fl_logsage, fl_faults, settings=tool_config(config["logsage"])
-)
-FR_VERSION = fl_fingerprint.source_fingerprint(
-    fl_fr, settings=(config["gpus_per_node"], config["fr_segment_size"])
-)
+# The analyzers with their fingerprints (code, settings, a command analyzer's watched files),
+# as one constant param per analysis rule: Snakemake does not see edits to imported modules or
+# a user's script, so a changed fingerprint changes the param and re-runs the cell's analysis
+# job, which re-runs only the analyzers whose fingerprint changed (never run_job).
+ANALYZER_SPECS = fl_analyzers.specs_json(ANALYZERS)
+FR_SPECS = fl_frpeers.specs_json(FR_ANALYZERS)
+# Every row of scores.tsv, per cell in this order: the log analyzers, then fr:<name>.
+SCORED_ANALYZERS = [a.name for a in ANALYZERS] + [
+    fl_score.FR_PREFIX + spec.name for spec in FR_ANALYZERS
+]
 SCORE_VERSION = fl_fingerprint.source_fingerprint(
     fl_score, fl_faults, settings=tool_config(config["judge"])
 )
 REPORT_VERSION = fl_fingerprint.source_fingerprint(fl_report)
+# `--forcerun logsage` (or -F) re-runs every analyzer of the cells it forces instead of reusing
+# results whose fingerprint is unchanged. A resource, not a param: params are rerun triggers.
+FRESH = {
+    name: int(forced(sys.argv, name, *files))
+    for name, files in (
+        ("logsage", (layout.LOGSAGE_INDEX, layout.STRIPPED_LOG)),
+        ("fr_analysis", (layout.FR_INDEX,)),
+        ("judge_score", (layout.SCORE_JSON,)),
+    )
+}
 
 
 # Per-cell rules run the faultloop CLI from this checkout with the workflow's own Python. They are

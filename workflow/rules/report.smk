@@ -1,4 +1,5 @@
-# The session report: upstream's table, pass rates, failure modes, iteration comparison.
+# The session report: upstream's table for the first analyzer, every analyzer side by side,
+# pass rates, failure modes, time to verdict, iteration comparison.
 
 
 rule aggregate_report:
@@ -18,7 +19,6 @@ rule aggregate_report:
         session=lambda wildcards, output: str(Path(output.report).parent),
         gpus_per_node=config["gpus_per_node"],
         segment_size=config["fr_segment_size"],
-        analyzer_version=f"logsage-{LOGSAGE_VERSION}",
         version=REPORT_VERSION,
     script:
         "../scripts/report.py"

@@ -1,4 +1,4 @@
-# Scoring: every dimension computed in code per cell (optionally a second opinion from an LLM
+# Scoring: every dimension computed in code per cell and analyzer (optionally a second opinion from an LLM
 # judge), then gathered into the session's scores.tsv.
 
 
@@ -6,16 +6,16 @@ rule judge_score:
     input:
         manifest=cell_path(layout.MANIFEST),
         log=cell_path(layout.STRIPPED_LOG),
-        logsage_text=cell_path(layout.LOGSAGE_TEXT),
-        logsage_json=cell_path(layout.LOGSAGE_JSON),
-        fr_text=cell_path(layout.FR_TEXT),
-        fr_json=cell_path(layout.FR_JSON),
+        analyzers=cell_path(layout.LOGSAGE_INDEX),
+        fr_analyzers=cell_path(layout.FR_INDEX),
     output:
         score=cell_path(layout.SCORE_JSON),
     log:
         rule_log("judge_score"),
     conda:
         "../envs/faultloop.yaml"
+    resources:
+        fresh=FRESH["judge_score"],
     params:
         cli=FAULTLOOP,
         gpus_per_node=config["gpus_per_node"],
@@ -26,7 +26,8 @@ rule judge_score:
     shell:
         '{params.cli} score --cell-dir "$(dirname {input.manifest:q})" --cell {wildcards.cell}'
         " --gpus-per-node {params.gpus_per_node} --segment-size {params.segment_size}"
-        " --judge-mode {params.mode} {params.llm} --output {output.score:q} > {log:q} 2>&1"
+        " --judge-mode {params.mode} {params.llm} --version {params.version}"
+        " --fresh {resources.fresh} --output {output.score:q} > {log:q} 2>&1"
 
 
 rule score:
@@ -44,5 +45,6 @@ rule score:
         # Every pool cell in priority order; cells outside this invocation keep their stored
         # score, cells never run are listed as such.
         cells=[c.name for c in POOL],
+        analyzers=SCORED_ANALYZERS,
     script:
         "../scripts/score.py"

@@ -9,7 +9,6 @@ with logged(snakemake.log[0]):
         [
             "--scores", snakemake.input.scores,
             "--session-dir", snakemake.params.session,
-            "--analyzer-version", snakemake.params.analyzer_version,
             "--output", snakemake.output.report,
             "--html", snakemake.output.html,
             "--heatmap", snakemake.output.heatmap,

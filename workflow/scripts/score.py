@@ -9,6 +9,6 @@ from faultloop.workflow import logged
 with logged(snakemake.log[0]):
     session = Path(snakemake.params.session)
     cells = [Cell.from_name(name) for name in snakemake.params.cells]
-    rows = score.gather_rows(session, cells)
+    rows = score.gather_rows(session, cells, snakemake.params.analyzers)
     score.write_scores_tsv(rows, Path(snakemake.output.tsv))
-    print(f"{len(rows)} cells gathered into {snakemake.output.tsv}")
+    print(f"{len(cells)} cells x {len(snakemake.params.analyzers)} analyzers gathered into {snakemake.output.tsv}")
