@@ -12,7 +12,7 @@ import pytest
 
 from conftest import REAL_LOGS, needs_real_logs
 
-from faultloop import evallogs
+from faultloop import analyzers, evallogs
 from faultloop.faults import RESTART, STOP
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,6 +144,34 @@ def test_text_report_has_the_tables_and_every_miss(capsys: pytest.CaptureFixture
     assert evallogs.main([str(REAL_LOGS)]) == 0
     text = capsys.readouterr().out
     assert "by labelled category" in text and "by launcher style" in text and "all thresholds met" in text
-    evaluation = evallogs.evaluate(evallogs.load_cases(REAL_LOGS), evallogs.logsage_analyzer)
+    evaluation = evallogs.evaluate(evallogs.load_cases(REAL_LOGS), analyzers.resolve("builtin", {}).analyze)
     for miss in evaluation.misses():
         assert f"  {miss.case.name:<8} [{miss.style}] " in text
+
+
+@needs_real_logs
+def test_any_configured_analyzer_is_graded_and_the_baseline_is_the_floor(tmp_path: Path) -> None:
+    """`--analyzer NAME` grades a baseline, and a user's command analyzer from the site file, on
+    the same corpus: logsage must beat torchrun's own root cause on every measure."""
+    def run(*args: str, cwd: Path = ROOT) -> dict:
+        proc = subprocess.run([sys.executable, "-m", "faultloop.cli", "eval-logs", str(REAL_LOGS), "--format", "json",
+                               *args], capture_output=True, text=True, timeout=600, cwd=cwd)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)["overall"]
+
+    builtin, naive = run(), run("--analyzer", "torchrun_root_cause")
+    for measure in ("category", "restart", "culprit"):
+        assert naive[measure]["total"] == builtin[measure]["total"]
+        assert naive[measure]["right"] < builtin[measure]["right"], (measure, naive, builtin)
+    # a user's script wired through `command` in the site file: it says "rank 0, hang, restart" for every log
+    script = tmp_path / "always_rank0.py"
+    script.write_text('import json\nprint(json.dumps({"restart": "RESTART IMMEDIATE", "primary_ranks": [0], '
+                      '"secondary_ranks": [], "fault_category": "hang", "fault_type": None}))\n')
+    workdir = tmp_path / "wf"
+    (workdir / "config").mkdir(parents=True)
+    (workdir / "config" / "config.yaml").write_text((ROOT / "config" / "config.yaml").read_text())
+    (workdir / "config" / "site.yaml").write_text(
+        f"analyzers:\n  mine: {{kind: command, command: '{sys.executable} {script} {{log}}'}}\n")
+    mine = run("--analyzer", "mine", cwd=workdir)
+    hangs = sum(1 for case in evallogs.load_cases(REAL_LOGS) if case.category == "hang")
+    assert mine["category"]["right"] == hangs

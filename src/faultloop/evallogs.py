@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from faultloop import analyzers, config
 from faultloop.faults import RESTART, STOP
-from faultloop.logsage import analyze_log
 
 # An analyzer: log path -> verdict in the logsage.json shape.
 Analyzer = Callable[[Path], Mapping[str, Any]]
@@ -297,31 +297,31 @@ def evaluate(cases: Iterable[Case], analyze: Analyzer) -> Evaluation:
     return Evaluation(outcomes)
 
 
-def logsage_analyzer(log: Path) -> Mapping[str, Any]:
-    """The deterministic logsage, as an Analyzer."""
-    return analyze_log(log).to_json()
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="faultloop eval-logs",
-                                     description="Score logsage on labelled logs of real failures.")
+                                     description="Score a log analyzer on labelled logs of real failures.")
     parser.add_argument("directory", type=Path, help="folder of <case>.log files with labels_*.tsv beside them")
+    parser.add_argument("--analyzer", default="builtin",
+                        help="a configured analyzer's name (config/config.yaml, the site file) or a kind: builtin, "
+                             "torchrun_root_cause, first_error, ... (default: builtin, faultloop's logsage)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--check", action="store_true", help="exit 1 when a score is below its threshold")
     args = parser.parse_args(argv)
     try:
         cases = load_cases(args.directory)
-    except EvalError as exc:
+        settings = config.load({}) if Path("config/config.yaml").is_file() else {}
+        analyzer = analyzers.resolve(args.analyzer, settings)
+    except (EvalError, config.ConfigError) as exc:
         print(f"faultloop eval-logs: {exc}", file=sys.stderr)
         return 2
-    evaluation = evaluate(cases, logsage_analyzer)
+    evaluation = evaluate(cases, analyzer.analyze)
     bar = Thresholds()
     if args.format == "json":
         print(json.dumps(evaluation.to_json(bar), indent=1))
     else:
-        print(evaluation.to_text(bar, f"logsage on {len(cases)} labelled logs in {args.directory}"), end="")
+        print(evaluation.to_text(bar, f"{args.analyzer} on {len(cases)} labelled logs in {args.directory}"), end="")
     return 1 if args.check and evaluation.failures(bar) else 0
 
 
 __all__ = ["Analyzer", "Case", "EvalError", "Evaluation", "Outcome", "Thresholds", "evaluate", "judge",
-           "launcher_style", "load_cases", "logsage_analyzer", "main"]
+           "launcher_style", "load_cases", "main"]
