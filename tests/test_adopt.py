@@ -406,8 +406,6 @@ def test_workflow_rejudges_an_adopted_session_and_keeps_upstreams_report(workflo
     make_run(session, "n2_SIGKILL_r1_i5", "51234", SCHEDULED + INJECTOR, launch_out=SRUN_KILLED)
     report = REPORT_HEADER + verdict_row(1, "SIGKILL", 1, "51234", "false")
     (session / "experiments_report.md").write_text(report)
-    full = snakemake(workflow_copy, "-n", "--profile", "profiles/local", "--config", f"adopt={session}", check=False)
-    assert full.returncode != 0 and "faultloop's report would replace it" in full.stdout + full.stderr
     mixed = snakemake(workflow_copy, "-n", "--profile", "profiles/local", "--until", "score", "--config",
                       f"adopt={session}", "pool=SIGKILL:1:5:2", check=False)
     assert mixed.returncode != 0 and "drop 'pool' and 'pool_file'" in mixed.stdout + mixed.stderr
@@ -424,6 +422,18 @@ def test_workflow_rejudges_an_adopted_session_and_keeps_upstreams_report(workflo
     again = snakemake(workflow_copy, "-n", "--profile", "profiles/local", "--until", "score", "--config",
                       f"adopt={session}")
     assert planned(again.stdout + again.stderr) == {"total": 0}, "adopting again re-runs no analysis"
+    # The full report: upstream's own stays untouched, faultloop's has its own name and shows
+    # upstream's recorded verdict beside the code's grades, a star where they differ.
+    snakemake(workflow_copy, "--profile", "profiles/local", "--config", f"adopt={session}")
+    assert (session / "experiments_report.md").read_text() == report
+    mine = (session / "faultloop_report.md").read_text()
+    header = next(line for line in mine.splitlines() if line.startswith("| # | FAULT_TYPE"))
+    assert header.endswith("| judge_notes | upstream judge |")
+    row = next(line for line in mine.splitlines() if line.startswith("| 1 | SIGKILL"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[14].startswith("valid=true restart=false") and "*" in cells[14], cells
+    assert "## Upstream's LLM judge vs faultloop's code scorer" in mine
+    assert "| n2_SIGKILL_r1_i5 | rank_primary | true | false |" in mine and "restart=false " in cells[14]
 
 
 # ---- end to end: an upstream-shaped session built from real runs --------------------------------

@@ -14,6 +14,7 @@ import pytest
 from faultloop import layout, report, score
 from faultloop.faults import FAULTS, RESTART, STOP
 from faultloop.llm import LLMSettings
+from faultloop.manifest import Manifest
 from faultloop.pool import Cell, load_pool
 from conftest import put_analysis
 from openai_server import OpenAIServer, Reply, openai_server  # noqa: F401
@@ -42,28 +43,36 @@ def put_cell(session: Path, cell: Cell, ls: dict[str, Any] | None, suspects: lis
     others: more log analyzers (name -> verdict or failure); torch: a second FR analyzer's suspects."""
     d = session / cell.name
     (d / "analysis").mkdir(parents=True, exist_ok=True)
-    layout.write_json_atomic(d / layout.MANIFEST, {
-        "job_id": f"job-{cell.name}", "state": "FAILED", "run_valid": valid,
-        "invalid_reason": None if valid else "fault never fired", "fault_fired_time": 100.0, "end_time": 112.5})
+    job = manifest(cell, f"job-{cell.name}", valid=valid, invalid_reason=None if valid else "fault never fired",
+                   fault_fired_time=100.0, end_time=112.5)
+    job.write(d / layout.MANIFEST)
     fr = {"no_dumps": suspects is None, "suspect_ranks": suspects or []}
     torch_fr = torch if isinstance(torch, str) or torch is None else {"no_dumps": False, "suspect_ranks": torch}
     version = (ls or {}).get("analyzer_version", "v1")
     put_analysis(d, {"builtin": ls, **(others or {})}, {"builtin": fr, "torchfrtrace": torch_fr}, version=version)
     layout.write_atomic(d / layout.STRIPPED_LOG, "\n".join(log or ["0: step 1", "1: step 1"]) + "\n")
     truth = score.Truth(cell, 4, 32)
-    scores = score.score_analyzers(d, truth, judge_mode=judge[1] if judge else "code",
+    scores = score.score_analyzers(d, truth, job, judge_mode=judge[1] if judge else "code",
                                    llm=judge[0] if judge else None)
     score.write_scores(scores, cell.name, d / layout.SCORE_JSON)
 
 
+def manifest(cell: Cell, job_id: str, *, valid: bool = True, **kw: Any) -> Manifest:
+    return Manifest(job_id=job_id, workload="cpu_gloo", fault_type=cell.fault_type, fault_rank=cell.rank,
+                    fault_iter=cell.iter, nodes=cell.nodes, gpus_per_node=4, world_size=4 * cell.nodes,
+                    state="FAILED", main_log=None, launch_out=None, fault_fired=valid, run_valid=valid,
+                    **{"invalid_reason": None, **kw})
+
+
 def gather(session: Path, cells: list[Cell]) -> Path:
-    out = session / layout.SCORES_TSV
-    score.write_scores_tsv(score.gather_rows(session, cells), out)
+    """The score rule's work: the session's scores.tsv and the records the report reads."""
+    out = session / layout.SCORE_RECORDS
+    score.write_tables(score.gather(session, cells), session / layout.SCORES_TSV, out)
     return out
 
 
-def run_report(session: Path, tsv: Path, *extra: str) -> str:
-    assert report.main(["--scores", str(tsv), "--session-dir", str(session), *extra]) == 0
+def run_report(session: Path, records: Path, *extra: str) -> str:
+    assert report.main(["--records", str(records), "--session-dir", str(session), *extra]) == 0
     return (session / layout.REPORT_MD).read_text()
 
 
@@ -91,8 +100,8 @@ def session(tmp_path: Path) -> tuple[Path, Path]:
                            evidence=[{"line": 4, "text": GPU_ERROR_LOG[3], "kind": "collective_timeout", "rank": 0}]),
              None, log=GPU_ERROR_LOG)
     (s / D.name).mkdir()
-    layout.write_json_atomic(s / D.name / layout.INFRA_FAILURE, {"job_id": "99", "state": "FAILED", "run_valid": False,
-                                                                 "invalid_reason": "srun: container start failed"})
+    manifest(D, "99", valid=False, invalid_reason="srun: container start failed").write(
+        s / D.name / layout.INFRA_FAILURE)
     put_cell(s, F, good(F, "v1"), [0], valid=False)
     return s, gather(s, [A, B, C, D, E, F])
 
@@ -167,14 +176,15 @@ def test_junit_html_heatmap(session: tuple[Path, Path]) -> None:
 
 
 def test_failing_cells_and_pool(session: tuple[Path, Path], tmp_path: Path) -> None:
-    _, tsv = session
-    assert report.failing_cells(tsv) == [B, C]
-    assert report.failing_cells(tsv, include_unscored=True) == [B, C, D, E, F]
+    s, records = session
+    tsv = s / layout.SCORES_TSV
+    assert score.failing_cells(tsv) == [B, C]
+    assert score.failing_cells(tsv, include_unscored=True) == [B, C, D, E, F]
     pool = tmp_path / "failed.tsv"
-    assert report.write_failing_pool(tsv, pool) == [B, C]
+    assert score.write_failing_pool(score.read_scores_tsv(tsv), pool) == [B, C]
     assert load_pool(pool_file=pool, gpus_per_node=4) == [B, C]
     pool2 = tmp_path / "failed2.tsv"
-    run_report(tsv.parent, tsv, "--failing-pool", str(pool2))
+    run_report(s, records, "--failing-pool", str(pool2))
     assert pool2.read_text().splitlines()[0] == "FAULT_TYPE\tRANK\tITER\tNODES"
 
 
@@ -232,7 +242,7 @@ def test_mixed_analyzer_versions_warned(tmp_path: Path) -> None:
     assert "Analyzer version: `new`" in md and "several analyzer versions" in md
     assert [p.name for p in (s / "history" / "builtin").iterdir()] == ["1_new.tsv"]
     # the workflow names the markdown with --output
-    assert report.main(["--scores", str(tsv), "--session-dir", str(s), "--output", str(tmp_path / "r.md")]) == 0
+    assert report.main(["--records", str(tsv), "--session-dir", str(s), "--output", str(tmp_path / "r.md")]) == 0
     assert (tmp_path / "r.md").read_text().startswith("# Fault Injection Experiment Report\n")
 
 
@@ -290,12 +300,11 @@ def compared(tmp_path: Path) -> tuple[Path, Path]:
     put_cell(s, C, good(C, "v1"), [1], log=GPU_ERROR_LOG, torch="torchfrtrace could not read the dump set",
              others={"torchrun_root_cause": good(C, "t1"), "mine": dict(good(C, "m1"), restart=RESTART)})
     (s / D.name).mkdir()
-    layout.write_json_atomic(s / D.name / layout.INFRA_FAILURE, {"job_id": "99", "state": "FAILED",
-                                                                 "run_valid": False, "invalid_reason": "no node"})
-    tsv = s / layout.SCORES_TSV
+    manifest(D, "99", valid=False, invalid_reason="no node").write(s / D.name / layout.INFRA_FAILURE)
+    records = s / layout.SCORE_RECORDS
     names = ["builtin", "torchrun_root_cause", "mine", "fr:builtin", "fr:torchfrtrace"]
-    score.write_scores_tsv(score.gather_rows(s, [A, B, C, D], names), tsv)
-    return s, tsv
+    score.write_tables(score.gather(s, [A, B, C, D], names), s / layout.SCORES_TSV, records)
+    return s, records
 
 
 def section(md: str, title: str) -> str:
@@ -334,9 +343,10 @@ def test_side_by_side_sections(compared: tuple[Path, Path]) -> None:
     assert f"| mine | {A.name} | exited with status 1 | `stderr tail` |" in failures
     assert f"| fr:torchfrtrace | {C.name} | torchfrtrace could not read the dump set | `stderr tail` |" in failures
     assert D.name not in failures  # not scored: never an analyzer failure
-    assert report.failing_cells(tsv) == []  # the primary passes everywhere
-    assert report.failing_cells(tsv, analyzer="mine") == [A, C]
-    assert report.failing_cells(tsv, analyzer="fr:torchfrtrace") == [A, C]
+    table = s / layout.SCORES_TSV
+    assert score.failing_cells(table) == []  # the primary passes everywhere
+    assert score.failing_cells(table, analyzer="mine") == [A, C]
+    assert score.failing_cells(table, analyzer="fr:torchfrtrace") == [A, C]
     assert [p.parent.name for p in sorted((s / "history").glob("*/*.tsv"))] == ["builtin", "mine",
                                                                                  "torchrun_root_cause"]
 
@@ -359,9 +369,9 @@ def test_heatmap_fits_any_pool_shape(tmp_path: Path) -> None:
     from PIL import Image
 
     cells = [Cell(fault, 0, 5, nodes) for fault in FAULTS for nodes in (1, 2, 4, 8, 16)]
-    rows = [report.ScoreRow(c, name, "scored", "j", "FAILED", {d: "true" for d in score.DIMENSIONS} | {
-        "fr_rank_correct": "rank"}, "", "", "v", "", [], [], [], None) for name in ("builtin", "a", "b", "fr:x")
-        for c in cells]
+    grades = {d: "true" for d in score.DIMENSIONS} | {"fr_rank_correct": "rank"}
+    rows = [score.ScoreRecord(c, name, "scored", "j", "FAILED", **grades) for name in ("builtin", "a", "b", "fr:x")
+            for c in cells]
     wide, small = tmp_path / "wide.png", tmp_path / "small.png"
     report.write_heatmap(rows, wide)
     report.write_heatmap(rows[:1], small)

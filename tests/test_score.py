@@ -10,19 +10,22 @@ import pytest
 
 from faultloop import layout
 from faultloop.faults import RESTART, STOP
+from faultloop.manifest import Manifest
 from faultloop.pool import Cell
 from faultloop.score import (
     INFRA_FAILURE,
     INVALID,
     NOT_RUN,
     SCORED,
+    ScoreRecord,
     Truth,
-    gather_rows,
+    gather,
     grade_fr,
     main,
+    read_records,
     read_scores_tsv,
     score_cell,
-    write_scores_tsv,
+    write_tables,
 )
 from conftest import put_analysis
 from openai_server import OpenAIServer, Reply, openai_server  # noqa: F401
@@ -34,11 +37,14 @@ def truth(fault: str = "SIGKILL", rank: int = 1, nodes: int = 2, gpn: int = 4, s
     return Truth(Cell(fault, rank, 5, nodes), gpn, seg)
 
 
-def job(valid: bool = True, **kw: Any) -> dict[str, Any]:
-    data = {"job_id": "local-1", "state": "FAILED", "run_valid": valid,
-            "invalid_reason": None if valid else "fault never fired: job finished at iteration 3"}
+def job(valid: bool = True, cell: Cell = Cell("SIGKILL", 1, 5, 2), **kw: Any) -> Manifest:
+    data: dict[str, Any] = dict(
+        job_id="local-1", workload="cpu_gloo", fault_type=cell.fault_type, fault_rank=cell.rank,
+        fault_iter=cell.iter, nodes=cell.nodes, gpus_per_node=4, world_size=4 * cell.nodes, state="FAILED",
+        main_log=None, launch_out=None, fault_fired=valid, run_valid=valid,
+        invalid_reason=None if valid else "fault never fired: job finished at iteration 3")
     data.update(kw)
-    return data
+    return Manifest(**data)
 
 
 def logsage(restart: str = STOP, primary: list[int] | None = None, secondary: list[int] | None = None,
@@ -55,13 +61,13 @@ def fr(suspects: list[int], no_dumps: bool = False) -> dict[str, Any]:
 
 def test_all_correct() -> None:
     s = score_cell(truth(), job(), logsage(), fr([1]))
-    assert s.dimensions() == {
+    assert s.values == {
         "run_valid": "true", "restart_correct": "true", "rank_primary": "true", "rank_any": "true",
         "fault_category_correct": "true", "fault_type_correct": "true", "fault_described": "true",
         "fr_rank_correct": "rank",
     }
     assert s.judge_notes == "Correct on all dimensions."
-    assert (s.cell, s.job_id, s.state, s.analyzer_version) == ("n2_SIGKILL_r1_i5", "local-1", "FAILED", "abc123")
+    assert (s.cell.name, s.job_id, s.state, s.analyzer_version) == ("n2_SIGKILL_r1_i5", "local-1", "FAILED", "abc123")
 
 
 @pytest.mark.parametrize(
@@ -169,9 +175,9 @@ def test_fr_other_shapes() -> None:
 
 
 @pytest.mark.parametrize("manifest", [job(valid=False), None])
-def test_invalid_run_is_all_na(manifest: dict[str, Any] | None) -> None:
+def test_invalid_run_is_all_na(manifest: Manifest | None) -> None:
     s = score_cell(truth(), manifest, logsage(), fr([1]))
-    dims = s.dimensions()
+    dims = s.values
     assert dims.pop("run_valid") == "false"
     assert set(dims.values()) == {"N/A"}
     assert s.judge_notes.startswith("run_invalid: ")
@@ -187,12 +193,14 @@ def test_missing_logsage_is_a_miss() -> None:
 # ---- files, CLI, gather ------------------------------------------------------------------------
 
 
-def make_cell(session: Path, cell: Cell, *, manifest: dict[str, Any] | None, ls: dict[str, Any] | None = None,
+def make_cell(session: Path, cell: Cell, *, manifest: Manifest | None, ls: dict[str, Any] | None = None,
               frj: dict[str, Any] | None = None, log_lines: list[str] | None = None) -> Path:
     d = session / cell.name
     (d / "analysis").mkdir(parents=True)
     if manifest is not None:
-        (d / layout.MANIFEST).write_text(json.dumps(manifest))
+        manifest.fault_type, manifest.fault_rank, manifest.fault_iter, manifest.nodes = (
+            cell.fault_type, cell.rank, cell.iter, cell.nodes)
+        manifest.write(d / layout.MANIFEST)
     put_analysis(d, {"builtin": ls}, {"builtin": frj})
     (d / layout.STRIPPED_LOG).write_text("\n".join(log_lines or ["1: training step 1"]) + "\n")
     return d
@@ -203,17 +211,16 @@ def only_score(path: Path) -> dict[str, Any]:
     return next(s for s in json.loads(path.read_text())["scores"] if s["analyzer"] == "builtin")
 
 
-def cli_args(d: Path, out: Path, cell: Cell, *extra: str) -> list[str]:
-    return ["--cell-dir", str(d), "--fault-type", cell.fault_type, "--rank", str(cell.rank), "--iter",
-            str(cell.iter), "--nodes", str(cell.nodes), "--gpus-per-node", "4", "--segment-size", "32",
-            "--output", str(out), *extra]
+def cli_args(d: Path, out: Path, *extra: str) -> list[str]:
+    """The truth comes from the cell's job.json."""
+    return ["--cell-dir", str(d), "--gpus-per-node", "4", "--segment-size", "32", "--output", str(out), *extra]
 
 
 def test_cli_writes_score_json(tmp_path: Path) -> None:
     cell = Cell("SIGKILL", 1, 5, 2)
     d = make_cell(tmp_path, cell, manifest=job(), ls=logsage(primary=[1, 2]), frj=fr([0, 1]))
     out = d / layout.SCORE_JSON
-    assert main(cli_args(d, out, cell)) == 0
+    assert main(cli_args(d, out)) == 0
     data = only_score(out)
     assert data["rank_primary"] == "partial" and data["fr_rank_correct"] == "node"
     assert data["llm_judge"] is None and data["scored_by"] == "code"
@@ -226,37 +233,66 @@ def test_gather_lists_every_state(tmp_path: Path) -> None:
                                           Cell("OS_ABORT", 0, 5, 1))
     for c, manifest in ((good, job()), (bad, job(valid=False))):
         d = make_cell(tmp_path, c, manifest=manifest, ls=logsage(), frj=fr([1]))
-        main(cli_args(d, d / layout.SCORE_JSON, c))
+        main(cli_args(d, d / layout.SCORE_JSON))
     d = tmp_path / infra.name
     d.mkdir()
-    (d / layout.INFRA_FAILURE).write_text(json.dumps(job(valid=False, job_id="77", state="FAILED",
-                                                         invalid_reason="container failed to start")))
+    job(valid=False, cell=infra, job_id="77", state="FAILED",
+        invalid_reason="container failed to start").write(d / layout.INFRA_FAILURE)
     make_cell(tmp_path, unscored, manifest=job())
-    rows = gather_rows(tmp_path, [good, bad, infra, notrun, unscored], ["builtin", "fr:builtin"])
-    out = tmp_path / "scores.tsv"
-    write_scores_tsv(rows, out)
+    records = gather(tmp_path, [good, bad, infra, notrun, unscored], ["builtin", "fr:builtin"])
+    out, whole = tmp_path / "scores.tsv", tmp_path / "scores.jsonl"
+    write_tables(records, out, whole)
     both = read_scores_tsv(out)
     # one row per cell and analyzer, in the given order; the FR analyzer's row grades only FR
-    assert [(r["CELL"], r["ANALYZER"]) for r in both[:4]] == [(good.name, "builtin"), (good.name, "fr:builtin"),
-                                                             (bad.name, "builtin"), (bad.name, "fr:builtin")]
-    assert (both[1]["fr_rank_correct"], both[1]["restart_correct"], both[1]["fr_suspects"]) == ("rank", "N/A", "[1]")
-    assert both[0]["analyzer_wall_s"] == "0.5" and both[0]["analyzer_version"] == "v1"
-    back = [r for r in both if r["ANALYZER"] == "builtin"]
-    assert [r["CELL"] for r in back] == [good.name, bad.name, infra.name, notrun.name, unscored.name]
-    assert [r["STATUS"] for r in back] == [SCORED, INVALID, INFRA_FAILURE, NOT_RUN, NOT_RUN]
-    assert [r["STATE"] for r in back] == ["FAILED", "FAILED", "INFRA_FAILURE", "NOT_RUN", "NOT_RUN"]
-    assert back[0]["rank_primary"] == "true" and back[0]["primary_ranks"] == "[1]"
-    assert back[1]["restart_correct"] == "N/A" and "fault never fired" in back[1]["reason"]
-    assert back[2]["JOB_ID"] == "77" and "container failed to start" in back[2]["reason"]
-    assert back[4]["reason"] == "ran but not scored yet"
-    # --gather without a pool discovers the cell folders
-    out2 = tmp_path / "scores2.tsv"
-    assert main(["--gather", "--session-dir", str(tmp_path), "--output", str(out2)]) == 0
-    assert sorted(r["CELL"] for r in read_scores_tsv(out2)) == sorted(2 * [good.name, bad.name, infra.name,
-                                                                           unscored.name])
-    assert main(["--gather", "--session-dir", str(tmp_path), "--pool", f"{notrun.spec} {good.spec}",
-                 "--analyzers", "builtin", "--output", str(out2)]) == 0
-    assert [r["STATUS"] for r in read_scores_tsv(out2)] == [NOT_RUN, SCORED]
+    assert [(r.cell.name, r.analyzer) for r in both[:4]] == [(good.name, "builtin"), (good.name, "fr:builtin"),
+                                                            (bad.name, "builtin"), (bad.name, "fr:builtin")]
+    assert (both[1].fr_rank_correct, both[1].restart_correct, both[1].fr_suspects) == ("rank", "N/A", [1])
+    assert both[0].analyzer_wall_s == 0.5 and both[0].analyzer_version == "v1"
+    back = [r for r in both if r.analyzer == "builtin"]
+    assert [r.cell.name for r in back] == [good.name, bad.name, infra.name, notrun.name, unscored.name]
+    assert [r.status for r in back] == [SCORED, INVALID, INFRA_FAILURE, NOT_RUN, NOT_RUN]
+    assert [r.state for r in back] == ["FAILED", "FAILED", "INFRA_FAILURE", "NOT_RUN", "NOT_RUN"]
+    assert back[0].rank_primary == "true" and back[0].primary_ranks == [1]
+    assert back[1].restart_correct == "N/A" and "fault never fired" in back[1].reason
+    assert back[2].job_id == "77" and "container failed to start" in back[2].reason
+    assert back[4].reason == "ran but not scored yet"
+    # typed columns: one value per cell, rank lists as numbers, no JSON inside the table
+    header, first = out.read_text().splitlines()[:2]
+    row = dict(zip(header.split("\t"), first.split("\t")))
+    assert row["primary_ranks"] == "1" and "{" not in out.read_text() and "llm_judge" not in header
+    # the table and the whole records agree; only the records carry the evidence
+    assert [r.to_row() for r in both] == [r.to_row() for r in read_records(whole)]
+    assert read_records(whole)[0].evidence is not None and both[0].evidence is None
+
+
+def test_records_round_trip_and_carry_the_evidence(tmp_path: Path) -> None:
+    """What the report shows of a cell is found when it is scored: the lines the analyzer cited,
+    the injected rank's lines it did not, and the cell's files."""
+    cell = Cell("SEGFAULT", 1, 5, 2)
+    verdict = logsage(ftype="SEGFAULT") | {"evidence": [{"line": 3, "kind": "fatal_error", "rank": 1,
+                                                         "text": "1: Fatal Python error: Segmentation fault"}]}
+    d = make_cell(tmp_path, cell, manifest=job(), ls=verdict, frj=fr([1]), log_lines=[
+        "0: iteration 4", "1: iteration 4", "1: Fatal Python error: Segmentation fault", "0: all fine",
+        "srun: error: node0: task 1: Segmentation fault", "1: exited"])
+    assert main(cli_args(d, d / layout.SCORE_JSON)) == 0
+    record = ScoreRecord.from_json(only_score(d / layout.SCORE_JSON))
+    assert record.to_json() == ScoreRecord.from_json(record.to_json()).to_json()
+    assert record.evidence is not None
+    assert [c.line for c in record.evidence.cited] == [3]
+    assert [(e.number, e.cited) for e in record.evidence.expected] == [(3, True), (5, False), (6, False)]
+    assert [e.number for e in record.evidence.missed] == [5, 6]
+    assert {f.label for f in record.cell_files} >= {"job.json", "stripped log"}
+    assert {f.label for f in record.files} >= {layout.LOGSAGE_JSON, layout.RUN_JSON}
+    assert all((tmp_path / f.path).is_file() for f in record.files + record.cell_files)
+
+
+def test_scoring_without_a_readable_manifest_is_one_clear_error(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    d = tmp_path / "n2_SIGKILL_r1_i5"
+    d.mkdir()
+    (d / layout.MANIFEST).write_text('{"job_id": "1"}')
+    assert main(cli_args(d, d / layout.SCORE_JSON)) == 2
+    assert "job.json: missing field(s)" in capsys.readouterr().err
 
 
 # ---- LLM judge over real HTTP --------------------------------------------------------------------
@@ -265,7 +301,7 @@ ANSWER = {"restart_correct": "true", "rank_primary": "false", "rank_any": "true"
           "fr_rank_correct": "rank", "notes": "Rank 1 only secondary."}
 
 
-def judged(server: OpenAIServer, tmp_path: Path, mode: str, manifest: dict[str, Any] | None = None,
+def judged(server: OpenAIServer, tmp_path: Path, mode: str, manifest: Manifest | None = None,
            timeout: str = "3") -> dict[str, Any]:
     cell = Cell("SIGKILL", 1, 5, 2)
     key_file = tmp_path / "key.txt"
@@ -276,7 +312,7 @@ def judged(server: OpenAIServer, tmp_path: Path, mode: str, manifest: dict[str, 
     lines.insert(452, "1: [workload:1] Cycle: 3 kept")
     d = make_cell(tmp_path, cell, manifest=manifest or job(), ls=logsage(), frj=fr([1]), log_lines=lines)
     out = d / layout.SCORE_JSON
-    assert main(cli_args(d, out, cell, "--judge-mode", mode, "--llm-base-url", server.base_url,
+    assert main(cli_args(d, out, "--judge-mode", mode, "--llm-base-url", server.base_url,
                          "--llm-model", "judge-m", "--llm-api-key-file", str(key_file),
                          "--llm-timeout", timeout, "--llm-max-retries", "1")) == 0
     assert KEY not in out.read_text()

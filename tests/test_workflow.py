@@ -7,15 +7,15 @@ from pathlib import Path
 
 from conftest import REPO, snakemake
 
-from faultloop.pool import Cell
-from faultloop.workflow import (
+from faultloop.config import parse_overrides
+from faultloop.glue import (
     cell_targets,
     forced,
     invoked_until,
-    parse_overrides,
     tool_config,
     update_tracking,
 )
+from faultloop.pool import Cell
 
 
 def planned(output: str) -> dict[str, int]:
@@ -129,7 +129,7 @@ def test_tracking_tsv_upserts_rows(tmp_path):
 
 def test_strip_log_removes_markers_and_experiment_names(tmp_path):
     from faultloop.manifest import Manifest
-    from faultloop.workflow import strip_log
+    from faultloop.glue import strip_log
 
     cell = tmp_path / "n2_SIGKILL_r1_i5"
     (cell / "logs/slurm").mkdir(parents=True)

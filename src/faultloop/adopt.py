@@ -412,8 +412,11 @@ def write_verdicts(verdicts: Mapping[str, UpstreamVerdict], path: Path) -> None:
 def upstream_verdicts(session_dir: Path) -> dict[str, UpstreamVerdict]:
     """Upstream's recorded verdict per cell of an adopted session ({} when it has none)."""
     path = Path(session_dir) / layout.UPSTREAM_VERDICTS_TSV
-    if not path.is_file():
-        return {}
+    return read_verdicts(path) if path.is_file() else {}
+
+
+def read_verdicts(path: Path) -> dict[str, UpstreamVerdict]:
+    """An upstream_verdicts.tsv that adopt wrote, by cell."""
     with open(path, newline="") as handle:
         rows = list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
     return {r["CELL"]: UpstreamVerdict(*(r.get(c) or "" for c in VERDICT_COLUMNS)) for r in rows}
@@ -437,7 +440,7 @@ def disagreements(upstream: Mapping[str, UpstreamVerdict],
                   faultloop: Mapping[str, Mapping[str, str]]) -> list[Disagreement]:
     """Per cell (faultloop's order) and dimension, where the two verdicts differ.
 
-    `faultloop` maps a cell name to its score dimensions (a scores.tsv row, `CellScore.dimensions()`);
+    `faultloop` maps a cell name to its score dimensions (`ScoreRecord.values`);
     cells that only one side judged are left out.
     """
     found = []

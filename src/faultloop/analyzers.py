@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from faultloop import baselines, faults, layout, logsage
-from faultloop.config import ConfigError
+from faultloop.config import ConfigError, load, parse_overrides
 from faultloop.fingerprint import source_fingerprint
 from faultloop.faults import CATEGORIES, FAULTS, RESTART_DECISIONS
 from faultloop.llm import LLMSettings
@@ -520,9 +520,6 @@ def specs_json(analyzers: list[Analyzer]) -> str:
 
 def main(argv: list[str]) -> int:
     """`faultloop analyzers list|try|run-cell`: the configured log analyzers, one on a log, a cell's run."""
-    from faultloop.config import load
-    from faultloop.workflow import parse_overrides
-
     parser = argparse.ArgumentParser(prog="faultloop analyzers", description=main.__doc__)
     sub = parser.add_subparsers(dest="action", required=True)
     listing = sub.add_parser("list", help="the analyzers a workflow run would use, with kinds and fingerprints")

@@ -5,11 +5,14 @@ from __future__ import annotations
 import importlib
 import sys
 
-# subcommand -> (module, one-line help). Each module exposes main(argv: list[str]) -> int.
+from faultloop import config, layout
+
+# subcommand -> (module, one-line help). Each module exposes main(argv: list[str]) -> int; the
+# module itself (faultloop.cli) runs the commands that belong to no other module: `where`.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "pool": ("faultloop.pool", "validate a pool and print its cells"),
-    "where": ("faultloop.config", "print the session folder and report path for key=value overrides"),
-    "cell": ("faultloop.workflow", "the per-cell workflow steps: run (run_job) and strip-log"),
+    "where": ("faultloop.cli", "print the session folder and report path for key=value overrides"),
+    "cell": ("faultloop.glue", "the per-cell workflow steps: run (run_job) and strip-log"),
     "run-job": ("faultloop.launch", "run one pool cell's training job and write its manifest"),
     "logsage": ("faultloop.logsage", "attribute a failed job from its log"),
     "eval-logs": ("faultloop.evallogs", "score logsage on a folder of labelled real failure logs"),
@@ -21,6 +24,19 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "adopt": ("faultloop.adopt", "take in a session NVRx's bash loop ran, to re-judge it without running anything"),
     "screenshot": ("faultloop.browser", "picture the HTML report as headless chromium renders it"),
 }
+
+
+def where(argv: list[str]) -> int:
+    """`faultloop where [key=value ...]`: the session folder and report of a configuration."""
+    try:
+        resolved = config.load(config.parse_overrides(argv))
+    except config.ConfigError as exc:
+        print(f"faultloop where: {exc}", file=sys.stderr)
+        return 2
+    session = layout.session_dir(resolved)
+    print(f"session: {session.resolve()}")
+    print(f"report: {(session / layout.REPORT_MD).resolve()}")
+    return 0
 
 
 def usage() -> str:
@@ -38,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     if command not in SUBCOMMANDS:
         print(f"faultloop: unknown command {command!r}\n\n{usage()}", file=sys.stderr)
         return 2
+    if command == "where":
+        return where(rest)
     module = importlib.import_module(SUBCOMMANDS[command][0])
     return int(module.main(rest) or 0)
 

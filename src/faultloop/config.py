@@ -86,6 +86,17 @@ def resolve(config: Mapping[str, Any], overrides: Mapping[str, Any], config_file
     return merged
 
 
+def parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """Snakemake-style ``key=value`` overrides (YAML values), as given to ``--config``."""
+    overrides: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise ConfigError(f"expected key=value, got {pair!r}")
+        overrides[key] = yaml.safe_load(value) if value else ""
+    return overrides
+
+
 def load(overrides: Mapping[str, Any]) -> dict[str, Any]:
     """The configuration as the workflow resolves it, for commands run from the repository root."""
     base = yaml.safe_load(Path("config/config.yaml").read_text())
@@ -134,10 +145,6 @@ class Workload:
     description: str
     pool_file: str
 
-    @property
-    def builtin(self) -> bool:
-        return self.script == "builtin"
-
 
 def workload(config: Mapping[str, Any]) -> Workload:
     name = config["workload"]
@@ -161,29 +168,6 @@ def pool_cells(config: Mapping[str, Any]) -> list[Cell]:
     )
 
 
-def selected_cells(config: Mapping[str, Any], cells: list[Cell]) -> list[Cell]:
-    """Apply the `cells` key: all, failed (the first analyzer's failing cells in the last report's
-    scores), or named cells."""
-    choice = str(config.get("cells", "all")).strip()
-    if choice in ("", "all"):
-        return cells
-    if choice == "failed":
-        from faultloop.report import failing_cells
-
-        scores = layout.session_dir(config) / layout.SCORES_TSV
-        if not scores.is_file():
-            raise ConfigError(f"config key 'cells': 'failed' needs a previous report, and {scores} does not exist")
-        primary = next((name for name, entry in (config.get("analyzers") or {}).items() if entry is not None), None)
-        failing = {c.name for c in failing_cells(scores, analyzer=primary)}
-        return [c for c in cells if c.name in failing]
-    wanted = choice.replace(",", " ").split()
-    known = {c.name for c in cells}
-    unknown = [w for w in wanted if w not in known]
-    if unknown:
-        raise ConfigError(f"config key 'cells': not in the pool: {', '.join(unknown)}")
-    return [c for c in cells if c.name in set(wanted)]
-
-
 __all__ = [
     "ConfigError",
     "PoolError",
@@ -191,19 +175,9 @@ __all__ = [
     "deep_merge",
     "load",
     "load_site_file",
+    "parse_overrides",
     "pool_cells",
     "resolve",
-    "selected_cells",
     "workload",
 ]
 
-
-def main(argv: list[str]) -> int:
-    """`faultloop where [key=value ...]`: print the session folder and report of a configuration."""
-    from faultloop.workflow import parse_overrides
-
-    resolved = load(parse_overrides(argv))
-    session = layout.session_dir(resolved)
-    print(f"session: {session.resolve()}")
-    print(f"report: {(session / layout.REPORT_MD).resolve()}")
-    return 0

@@ -18,6 +18,15 @@ REPORT_MD = "experiments_report.md"
 REPORT_COLUMNS = ("#", "FAULT_TYPE", "NODES", "RANK", "ITER", "JOB_ID", "STATE", "run_valid", "restart_correct",
                   "rank_primary", "rank_any", "fault_described", "fr_rank_correct", "judge_notes")
 SCORES_TSV = "scores.tsv"
+SCORE_RECORDS = "scores.jsonl"  # every analyzer's score record of every pool cell, whole (the report's input)
+# The report's own files and its memory of earlier analyzer versions
+REPORT_HTML = "report.html"
+HEATMAP_PNG = "heatmap.png"
+JUNIT_XML = "junit.xml"
+FAILING_POOL = "failing_pool.tsv"
+HISTORY_DIR = "history"
+# faultloop's report in an adopted session whose experiments_report.md is upstream's own
+ADOPTED_REPORT_MD = "faultloop_report.md"
 # An adopted NVRx session: upstream's recorded verdict per cell, read from its experiments_report.md,
 # and what the first adoption found (whether that report is upstream's rather than faultloop's).
 UPSTREAM_VERDICTS_TSV = "upstream_verdicts.tsv"

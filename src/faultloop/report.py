@@ -12,6 +12,7 @@ patterns and the failing pool follow the first (primary) log analyzer.
 from __future__ import annotations
 
 import argparse
+import base64
 import html
 import itertools
 import json
@@ -27,248 +28,41 @@ from pathlib import Path
 from typing import Any, Union
 
 from faultloop import layout
+from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
+
+from faultloop import adopt
+from faultloop.evidence import CellEvidence, CitedLine, EvidenceLine
 from faultloop.faults import FAULT_NAMES, FAULTS, HANG, RESTART, STOP
-from faultloop.pool import Cell, write_pool_file
+from faultloop.history import Comparison, HistoryEntry, compare, read_history, record_history, stop_condition
+from faultloop.pool import Cell
 from faultloop.score import (
-    DIMENSIONS,
     FR_PREFIX,
     JUDGE_DIMENSIONS,
     NA,
     PASS_VALUE,
-    SCORED,
     STOP_DIMENSIONS,
-    read_scores_tsv,
-    write_scores_tsv,
+    ScoreRecord,
+    by_analyzer,
+    read_records,
+    write_failing_pool,
 )
 
 TITLE = "# Fault Injection Experiment Report"
-TABLE_COLUMNS = ("#", "FAULT_TYPE", "NODES", "RANK", "ITER", "JOB_ID", "STATE", "run_valid", "restart_correct",
-                 "rank_primary", "rank_any", "fault_described", "fr_rank_correct", "judge_notes")
+TABLE_COLUMNS = layout.REPORT_COLUMNS
+UPSTREAM_COLUMN = "upstream judge"  # adopted sessions: what upstream's LLM judge recorded for the cell
+# upstream's dimensions, abbreviated for the column
+UPSTREAM_SHORT = {"run_valid": "valid", "restart_correct": "restart", "rank_primary": "primary", "rank_any": "any",
+                  "fault_described": "described", "fr_rank_correct": "fr"}
 RATE_DIMENSIONS = ("restart_correct", "rank_primary", "rank_any", "fault_category_correct", "fault_type_correct",
                    "fault_described", "fr_rank_correct")
 # What tells log analyzers apart (fr_rank_correct comes from the FR analyzer, the same for all).
 LOG_DIMENSIONS = RATE_DIMENSIONS[:-1]
 PAIRED_DIMENSIONS = ("overall", "restart_correct", "rank_primary", "rank_any", "fault_described")
-HISTORY_DIR = "history"
-HEATMAP_PNG = "heatmap.png"
-REPORT_HTML = "report.html"
-JUNIT_XML = "junit.xml"
 EVIDENCE_LINES = 12
 LISTED_DISAGREEMENTS = 200  # the markdown lists this many; the HTML and scores.tsv have every cell
 GRADE_CLASS = {"true": "pass", "rank": "pass", "false": "fail", "partial": "fail", "node": "fail",
                "segment": "fail", "no_dumps": "fail", "N/A": "na"}
-
-
-@dataclass(frozen=True)
-class ScoreRow:
-    """One scores.tsv row (one analyzer on one cell), typed."""
-
-    cell: Cell
-    analyzer: str
-    status: str
-    job_id: str
-    state: str
-    values: dict[str, str]
-    notes: str
-    reason: str
-    analyzer_version: str
-    logsage_restart: str
-    primary_ranks: list[int]
-    secondary_ranks: list[int]
-    fr_suspects: list[int]
-    llm_judge: dict[str, Any] | None
-    analyzer_error: str = ""
-    fault_to_end_s: float | None = None
-    analyzer_wall_s: float | None = None
-
-    @property
-    def scored(self) -> bool:
-        return self.status == SCORED
-
-    @property
-    def is_fr(self) -> bool:
-        return self.analyzer.startswith(FR_PREFIX)
-
-    def failing(self, dims: Iterable[str] | None = None) -> list[str]:
-        """The dimensions this scored cell misses (empty for a pass or an unscored cell)."""
-        if not self.scored:
-            return []
-        dims = dims if dims is not None else ("fr_rank_correct",) if self.is_fr else STOP_DIMENSIONS
-        return [d for d in dims if self.values.get(d) != PASS_VALUE[d]]
-
-    @property
-    def passed(self) -> bool:
-        return self.scored and not self.failing()
-
-    @property
-    def time_to_verdict_s(self) -> float | None:
-        """From the fault firing to the analyzer's answer: the job's end, then the analysis."""
-        if self.fault_to_end_s is None or self.analyzer_wall_s is None:
-            return None
-        return self.fault_to_end_s + self.analyzer_wall_s
-
-
-def _json_or(text: str, default: Any) -> Any:
-    try:
-        return json.loads(text) if text else default
-    except ValueError:
-        return default
-
-
-def _float(text: str | None) -> float | None:
-    try:
-        return float(text) if text else None
-    except ValueError:
-        return None
-
-
-def load_rows(path: Path) -> list[ScoreRow]:
-    """scores.tsv's rows; a table from before the ANALYZER column is faultloop's own analyzer."""
-    rows = []
-    for r in read_scores_tsv(path):
-        rows.append(ScoreRow(
-            cell=Cell(r["FAULT_TYPE"], int(r["RANK"]), int(r["ITER"]), int(r["NODES"])),
-            analyzer=r.get("ANALYZER") or "builtin",
-            status=r["STATUS"], job_id=r["JOB_ID"], state=r["STATE"],
-            values={d: r.get(d) or NA for d in DIMENSIONS}, notes=r.get("judge_notes", ""),
-            reason=r.get("reason", ""), analyzer_version=r.get("analyzer_version", ""),
-            logsage_restart=r.get("logsage_restart", ""),
-            primary_ranks=_json_or(r.get("primary_ranks", ""), []),
-            secondary_ranks=_json_or(r.get("secondary_ranks", ""), []),
-            fr_suspects=_json_or(r.get("fr_suspects", ""), []),
-            llm_judge=_json_or(r.get("llm_judge", ""), None),
-            analyzer_error=r.get("analyzer_error", ""),
-            fault_to_end_s=_float(r.get("fault_to_end_s")),
-            analyzer_wall_s=_float(r.get("analyzer_wall_s")),
-        ))
-    return rows
-
-
-def by_analyzer(rows: list[ScoreRow]) -> dict[str, list[ScoreRow]]:
-    """Rows per analyzer, in the order the analyzers first appear (the primary first)."""
-    out: dict[str, list[ScoreRow]] = {}
-    for row in rows:
-        out.setdefault(row.analyzer, []).append(row)
-    return out
-
-
-def primary_name(rows: list[ScoreRow]) -> str | None:
-    return next((r.analyzer for r in rows if not r.is_fr), None)
-
-
-# ---- failing cells (re-run only what failed, pool presets) ---------------------------------------
-
-
-def failing_cells(scores_tsv: Path, *, analyzer: str | None = None, include_unscored: bool = False) -> list[Cell]:
-    """Cells where an analyzer (default: the primary) misses a stop-condition dimension; with
-    include_unscored also invalid, infra-failed and not-run cells."""
-    rows = load_rows(Path(scores_tsv))
-    name = analyzer if analyzer in {r.analyzer for r in rows} else primary_name(rows)
-    return [r.cell for r in rows if r.analyzer == name and (r.failing() or (include_unscored and not r.scored))]
-
-
-def write_failing_pool(scores_tsv: Path, pool_path: Path, *, include_unscored: bool = False) -> list[Cell]:
-    """A pool TSV (FAULT_TYPE RANK ITER NODES) of the primary analyzer's failing cells, for the next iteration."""
-    cells = failing_cells(scores_tsv, include_unscored=include_unscored)
-    write_pool_file(cells, pool_path)
-    return cells
-
-
-# ---- history and iteration comparison -------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class HistoryEntry:
-    number: int
-    fingerprint: str
-    path: Path
-
-
-HISTORY_RE = re.compile(r"^(?P<n>\d+)_(?P<fp>.+)\.tsv$")
-
-
-def _safe(fingerprint: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", fingerprint) or "unknown"
-
-
-def read_history(history_dir: Path) -> list[HistoryEntry]:
-    entries = []
-    for p in history_dir.glob("*.tsv") if history_dir.is_dir() else []:
-        m = HISTORY_RE.match(p.name)
-        if m:
-            entries.append(HistoryEntry(int(m["n"]), m["fp"], p))
-    return sorted(entries, key=lambda e: e.number)
-
-
-def record_history(history_dir: Path, rows: list[dict[str, str]], fingerprint: str) -> list[HistoryEntry]:
-    """Store one analyzer's scores.tsv rows under its fingerprint (history/<analyzer>/): one entry
-    per distinct version, newest last.
-
-    Re-running the report for the latest version replaces its entry; a version seen earlier (a
-    reverted patch) moves to the end, since it is again the newest iteration.
-    """
-    fp = _safe(fingerprint)
-    entries = read_history(history_dir)
-    if entries and entries[-1].fingerprint == fp:
-        number = entries[-1].number
-    else:
-        for e in entries:
-            if e.fingerprint == fp:
-                e.path.unlink()
-        number = (entries[-1].number + 1) if entries else 1
-    history_dir.mkdir(parents=True, exist_ok=True)
-    write_scores_tsv(rows, history_dir / f"{number}_{fp}.tsv")
-    return read_history(history_dir)
-
-
-@dataclass
-class Comparison:
-    """Current iteration against the previous analyzer version, cell by cell."""
-
-    previous: HistoryEntry | None
-    regressed: list[tuple[ScoreRow, list[str]]] = field(default_factory=list)
-    fixed: list[ScoreRow] = field(default_factory=list)
-    still_failing: list[ScoreRow] = field(default_factory=list)
-    new_failing: list[ScoreRow] = field(default_factory=list)
-
-
-def compare(current: list[ScoreRow], previous_entry: HistoryEntry | None) -> Comparison:
-    comp = Comparison(previous_entry)
-    before = {r.cell.name: r for r in load_rows(previous_entry.path)} if previous_entry else {}
-    for row in current:
-        if not row.scored:
-            continue
-        old = before.get(row.cell.name)
-        if old is None or not old.scored:
-            if row.failing():
-                comp.new_failing.append(row)
-        elif old.passed and not row.passed:
-            comp.regressed.append((row, row.failing()))
-        elif not old.passed and row.passed:
-            comp.fixed.append(row)
-        elif not row.passed:
-            dims_lost = [d for d in row.failing() if d not in old.failing()]
-            if dims_lost:  # failing before too, but a dimension that passed now fails
-                comp.regressed.append((row, dims_lost))
-            else:
-                comp.still_failing.append(row)
-    return comp
-
-
-def all_pass(rows: list[ScoreRow]) -> bool:
-    return bool(rows) and all(r.passed for r in rows)
-
-
-def stop_condition(history: list[HistoryEntry]) -> tuple[bool, str]:
-    """Upstream's stop condition: every cell passes the four dimensions for two consecutive versions."""
-    if len(history) < 2:
-        return False, "only one analyzer version so far; the stop condition needs two consecutive clean ones"
-    last, prev = load_rows(history[-1].path), load_rows(history[-2].path)
-    for label, rows in (("this", last), ("the previous", prev)):
-        if not all_pass(rows):
-            bad = [r for r in rows if not r.passed]
-            return False, f"{len(bad)} of {len(rows)} cells do not pass in {label} version"
-    return True, f"every cell passes in analyzer versions {history[-2].fingerprint} and {history[-1].fingerprint}"
 
 
 # ---- rates --------------------------------------------------------------------------------------
@@ -287,18 +81,18 @@ class Rate:
         return f"{self.passed}/{self.total} ({100 * self.passed / self.total:.0f}%)" if self.total else "-"
 
 
-def rate(rows: list[ScoreRow], test: Callable[[ScoreRow], bool]) -> Rate:
+def rate(rows: list[ScoreRecord], test: Callable[[ScoreRecord], bool]) -> Rate:
     scored = [r for r in rows if r.scored]
     return Rate(sum(1 for r in scored if test(r)), len(scored))
 
 
-def dim_pass(d: str) -> Callable[[ScoreRow], bool]:
+def dim_pass(d: str) -> Callable[[ScoreRecord], bool]:
     return lambda r: r.values.get(d) == PASS_VALUE[d]
 
 
-def groups(rows: list[ScoreRow]) -> dict[tuple[str, int], list[ScoreRow]]:
+def groups(rows: list[ScoreRecord]) -> dict[tuple[str, int], list[ScoreRecord]]:
     """Rows by (fault type, node count) in the fault table's order."""
-    out: dict[tuple[str, int], list[ScoreRow]] = {}
+    out: dict[tuple[str, int], list[ScoreRecord]] = {}
     order = {name: i for i, name in enumerate(FAULT_NAMES)}
     for r in sorted(rows, key=lambda r: (order.get(r.cell.fault_type, 99), r.cell.fault_type, r.cell.nodes)):
         out.setdefault((r.cell.fault_type, r.cell.nodes), []).append(r)
@@ -313,14 +107,14 @@ class Pattern:
     name: str
     meaning: str
     fix: str
-    test: Callable[[ScoreRow], bool]
+    test: Callable[[ScoreRecord], bool]
 
 
-def _v(r: ScoreRow, d: str) -> str:
+def _v(r: ScoreRecord, d: str) -> str:
     return r.values.get(d, NA)
 
 
-def _category(r: ScoreRow) -> str:
+def _category(r: ScoreRecord) -> str:
     fault = FAULTS.get(r.cell.fault_type)
     return fault.category if fault else ""
 
@@ -374,96 +168,9 @@ PATTERNS = (
 )
 
 
-def pattern_hits(rows: list[ScoreRow]) -> list[tuple[Pattern, list[ScoreRow]]]:
+def pattern_hits(rows: list[ScoreRecord]) -> list[tuple[Pattern, list[ScoreRecord]]]:
     scored = [r for r in rows if r.scored]
     return [(p, [r for r in scored if p.test(r)]) for p in PATTERNS]
-
-
-# ---- evidence -------------------------------------------------------------------------------------
-
-# What each fault leaves in a log when it fires (never the injector's own marker lines, which are
-# stripped): used only to point at lines an analyzer should have read.
-SIGNATURES: dict[str, str] = {
-    "GPU_ERROR": r"illegal memory access|CUDA error|cudaError|device-side assert|GPU error",
-    "GPU_SLEEP": r"watchdog|timed? ?out|timeout|stall|heartbeat",
-    "WORKLOAD_EXC": r"InjectedException|Traceback|Exception",
-    "ASYNC_EXC": r"InjectedException|Traceback|Exception",
-    "SIGNAL_EXC": r"SIGUSR1|InjectedException|Traceback",
-    "OS_ABORT": r"SIGABRT|abort|signal 6\b|exit ?code[:= ]*-6\b|core dumped",
-    "LOCK_GIL": r"watchdog|timed? ?out|timeout|stall|heartbeat|GIL",
-    "SEGFAULT": r"SIGSEGV|segmentation fault|segfault|signal 11\b|exit ?code[:= ]*-11\b",
-    "SIGINT": r"SIGINT|KeyboardInterrupt|signal 2\b|exit ?code[:= ]*-2\b",
-    "SIGKILL": r"SIGKILL|signal 9\b|killed|exit ?code[:= ]*-9\b",
-    "SIGTERM": r"SIGTERM|signal 15\b|terminated|exit ?code[:= ]*-15\b",
-    "SIGSTOP": r"SIGSTOP|stopped|watchdog|timed? ?out|timeout|stall",
-}
-ERROR_WORDS = re.compile(r"error|fail|exception|timeout|timed out|killed|signal|abort|fatal|watchdog|exit",
-                         re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class EvidenceLine:
-    number: int
-    text: str
-    why: str
-    cited: bool
-
-
-@dataclass(frozen=True)
-class CellEvidence:
-    row: ScoreRow
-    candidates: list[EvidenceLine]
-    cited: list[dict[str, Any]]
-    last_line_of_rank: EvidenceLine | None
-
-    def expected(self) -> list[EvidenceLine]:
-        """The lines a verdict should rest on (the injected rank's last line too)."""
-        lines = list(self.candidates)
-        last = self.last_line_of_rank
-        if last and last.number not in {e.number for e in lines}:
-            lines.append(last)
-        return lines
-
-
-def rank_pattern(rank: int) -> re.Pattern[str]:
-    """Lines by the rank (srun --label prefix) or naming it (rank 3, rank=3, [3])."""
-    return re.compile(rf"^\s*{rank}:\s|\brank[\s=:\[#]*{rank}\b", re.IGNORECASE)
-
-
-def cell_evidence(session_dir: Path, row: ScoreRow, lines: list[str] | None = None) -> CellEvidence:
-    """Lines of the stripped log the verdict should rest on, beside the ones the analyzer cited.
-    lines: the cell's stripped log, when the caller has read it already."""
-    cell_dir = session_dir / row.cell.name
-    verdict = _json_or(_read(cell_dir / layout.analyzer_dir(row.analyzer) / layout.LOGSAGE_JSON), {})
-    cited = [e for e in verdict.get("evidence", []) if isinstance(e, dict)]
-    cited_lines = {e.get("line") for e in cited}
-    cited_texts = {str(e.get("text", "")).strip() for e in cited}
-    if lines is None:
-        lines = _read(cell_dir / layout.STRIPPED_LOG).splitlines()
-    by_rank = rank_pattern(row.cell.rank)
-    signature = re.compile(SIGNATURES.get(row.cell.fault_type, r"$^"), re.IGNORECASE)
-    strong, weak = [], []
-    last: EvidenceLine | None = None
-    for number, text in enumerate(lines, start=1):
-        if text.strip() in cited_texts:
-            cited_lines.add(number)  # analyzers may number lines differently; the text is the same
-        named = bool(by_rank.search(text))
-        signed = bool(signature.search(text))
-        if named:
-            last = EvidenceLine(number, text, "last line of the injected rank", number in cited_lines)
-        if named and signed:
-            strong.append(EvidenceLine(number, text, "injected rank + fault signature", number in cited_lines))
-        elif signed or (named and ERROR_WORDS.search(text)):
-            why = "fault signature" if signed else "injected rank + error word"
-            weak.append(EvidenceLine(number, text, why, number in cited_lines))
-    return CellEvidence(row, (strong + weak)[:EVIDENCE_LINES], cited, last)
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")
-    except OSError:
-        return ""
 
 
 # ---- judge agreement ------------------------------------------------------------------------------
@@ -488,7 +195,7 @@ class Agreement:
     kappa: float
 
 
-def judge_agreement(rows: list[ScoreRow]) -> tuple[list[Agreement], int]:
+def judge_agreement(rows: list[ScoreRecord]) -> tuple[list[Agreement], int]:
     """Per dimension: how often the LLM judge agrees with the code; also the count of judge failures."""
     pairs = []
     failures = 0
@@ -512,7 +219,7 @@ def judge_agreement(rows: list[ScoreRow]) -> tuple[list[Agreement], int]:
 # ---- analyzers side by side -----------------------------------------------------------------------
 
 
-def passes(row: ScoreRow, dimension: str) -> bool:
+def passes(row: ScoreRecord, dimension: str) -> bool:
     """`overall`: all four stop-condition dimensions; else the one dimension."""
     return row.passed if dimension == "overall" else row.values.get(dimension) == PASS_VALUE[dimension]
 
@@ -540,11 +247,11 @@ class Disagreement:
     right: list[str]
 
 
-def _index(views: dict[str, list[ScoreRow]]) -> dict[str, dict[str, ScoreRow]]:
+def _index(views: dict[str, list[ScoreRecord]]) -> dict[str, dict[str, ScoreRecord]]:
     return {name: {r.cell.name: r for r in rows if r.scored} for name, rows in views.items()}
 
 
-def paired(views: dict[str, list[ScoreRow]], dimensions: Iterable[str]) -> list[Paired]:
+def paired(views: dict[str, list[ScoreRecord]], dimensions: Iterable[str]) -> list[Paired]:
     index = _index(views)
     out = []
     for a, b in itertools.combinations(views, 2):
@@ -556,7 +263,7 @@ def paired(views: dict[str, list[ScoreRow]], dimensions: Iterable[str]) -> list[
     return out
 
 
-def disagreements(views: dict[str, list[ScoreRow]], dimensions: Iterable[str]) -> list[Disagreement]:
+def disagreements(views: dict[str, list[ScoreRecord]], dimensions: Iterable[str]) -> list[Disagreement]:
     """Per cell every analyzer scored, the dimensions on which some are right and some wrong."""
     index = _index(views)
     names = list(views)
@@ -587,7 +294,7 @@ class AnalyzerView:
     """One log analyzer's rows with its own history, iteration comparison and stop condition."""
 
     name: str
-    rows: list[ScoreRow]
+    rows: list[ScoreRecord]
     fingerprint: str
     history: list[HistoryEntry]
     comparison: Comparison
@@ -599,24 +306,25 @@ class Report:
     """Everything the markdown, HTML and JUnit outputs are rendered from."""
 
     session_dir: Path
-    rows: list[ScoreRow]
+    rows: list[ScoreRecord]
     views: list[AnalyzerView]  # the log analyzers, the primary first
-    fr_views: dict[str, list[ScoreRow]]  # the flight-recorder analyzers, fr:<name>
+    fr_views: dict[str, list[ScoreRecord]]  # the flight-recorder analyzers, fr:<name>
+    upstream: dict[str, adopt.UpstreamVerdict] = field(default_factory=dict)  # adopted sessions, by cell
 
     @property
     def primary(self) -> AnalyzerView:
         return self.views[0]
 
     @property
-    def log_views(self) -> dict[str, list[ScoreRow]]:
+    def log_views(self) -> dict[str, list[ScoreRecord]]:
         return {v.name: v.rows for v in self.views}
 
 
-def analyzer_versions(rows: list[ScoreRow]) -> Counter[str]:
+def analyzer_versions(rows: list[ScoreRecord]) -> Counter[str]:
     return Counter(r.analyzer_version or "unknown" for r in rows if r.scored)
 
 
-def pick_fingerprint(rows: list[ScoreRow], given: str | None) -> str:
+def pick_fingerprint(rows: list[ScoreRecord], given: str | None) -> str:
     """The analyzer version the scores belong to: the given one, else the scored cells' majority."""
     if given:
         return given
@@ -624,26 +332,25 @@ def pick_fingerprint(rows: list[ScoreRow], given: str | None) -> str:
     return versions.most_common(1)[0][0] if versions else "unknown"
 
 
-def build_report(scores_tsv: Path, session_dir: Path, fingerprint: str | None = None,
-                 *, record: bool = True) -> Report:
-    """Load the scores and, per log analyzer, record its history and compare with its previous
-    version (fingerprint: the primary analyzer's version, default its cells' majority)."""
-    rows = load_rows(scores_tsv)
-    raw = read_scores_tsv(scores_tsv)
+def build_report(records_path: Path, session_dir: Path, fingerprint: str | None = None,
+                 *, record: bool = True, upstream: dict[str, adopt.UpstreamVerdict] | None = None) -> Report:
+    """Load the score records and, per log analyzer, record its history and compare with its
+    previous version (fingerprint: the primary analyzer's version, default its cells' majority).
+    upstream: an adopted session's recorded verdicts (its LLM judge's), shown beside the code's."""
+    rows = read_records(records_path)
     views = []
     for name, own in by_analyzer(rows).items():
         if own[0].is_fr:
             continue
         fp = pick_fingerprint(own, fingerprint if not views else None)
-        history_dir = session_dir / HISTORY_DIR / name
-        subset = [r for r in raw if (r.get("ANALYZER") or "builtin") == name]
-        history = record_history(history_dir, subset, fp) if record else read_history(history_dir)
+        history_dir = session_dir / layout.HISTORY_DIR / name
+        history = record_history(history_dir, own, fp) if record else read_history(history_dir)
         previous = history[-2] if len(history) >= 2 else None
         views.append(AnalyzerView(name, own, fp, history, compare(own, previous), stop_condition(history)))
     if not views:
         views.append(AnalyzerView("builtin", [], "unknown", [], Comparison(None), (False, "no scores")))
     fr_views = {name: own for name, own in by_analyzer(rows).items() if own[0].is_fr}
-    return Report(session_dir, rows, views, fr_views)
+    return Report(session_dir, rows, views, fr_views, upstream or {})
 
 
 # ---- sections: one model, rendered as markdown and as HTML ----------------------------------------
@@ -669,36 +376,48 @@ class Section:
     def anchor(self) -> str:
         return re.sub(r"[^a-z0-9]+", "-", self.title.lower()).strip("-")
 
-    def markdown(self) -> list[str]:
-        out = ["#" * self.level + " " + self.title, ""]
-        for block in self.blocks:
-            if isinstance(block, Table):
-                out += md_table(block.header, block.rows)
-            elif isinstance(block, list):
-                out += [f"- {item}" for item in block]
-            else:
-                out.append(block)
-            out.append("")
-        return out
 
 
 def _cell_text(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def md_table(header: Iterable[str], rows: Iterable[Iterable[Any]]) -> list[str]:
-    header = list(header)
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    out += ["| " + " | ".join(_cell_text(c) for c in row) + " |" for row in rows]
+def upstream_rows(rows: list[ScoreRecord], upstream: dict[str, adopt.UpstreamVerdict]) -> list[list[str]]:
+    """Upstream's table; in an adopted session, one more column: upstream's own judge's verdict,
+    a star where it differs from the code's grade."""
+    out = []
+    for i, r in enumerate(rows, start=1):
+        row = [str(i), r.cell.fault_type, str(r.cell.nodes), str(r.cell.rank), str(r.cell.iter), r.job_id or "-", r.state,
+               *(r.values[d] for d in TABLE_COLUMNS[7:13]), r.notes]
+        if upstream:
+            verdict = upstream.get(r.cell.name)
+            differ = {d.dimension for d in adopt.disagreements(upstream, {r.cell.name: r.values})}
+            row.append(" ".join(f"{UPSTREAM_SHORT[d]}={v}{'*' if d in differ else ''}"
+                                for d, v in verdict.dimensions().items()) if verdict else "-")
+        out.append(row)
     return out
 
 
-def upstream_rows(rows: list[ScoreRow]) -> list[list[str]]:
-    return [[str(i), r.cell.fault_type, str(r.cell.nodes), str(r.cell.rank), str(r.cell.iter), r.job_id, r.state,
-             *(r.values[d] for d in TABLE_COLUMNS[7:13]), r.notes] for i, r in enumerate(rows, start=1)]
+def upstream_judge_section(rep: Report) -> list[Section]:
+    """An adopted session: where upstream's LLM judge and faultloop's code scorer disagree."""
+    if not rep.upstream:
+        return []
+    mine = {r.cell.name: r.values for r in rep.primary.rows if r.scored}
+    differ = adopt.disagreements(rep.upstream, mine)
+    judged = [c for c in mine if c in rep.upstream]
+    per_dim = Counter(d.dimension for d in differ)
+    return [Section("Upstream's LLM judge vs faultloop's code scorer", [
+        f"Upstream's report recorded a verdict for {len(judged)} of the {len(mine)} scored cells "
+        f"(analyzer `{rep.primary.name}`); the `{UPSTREAM_COLUMN}` column of the table above shows it, a star "
+        "where it differs from the code's grade.",
+        Table(["dimension", "agree", "differ"],
+              [[d, str(len(judged) - per_dim[d]), str(per_dim[d])] for d in UPSTREAM_SHORT]),
+        Table(["cell", "dimension", "upstream's judge", "faultloop's code"],
+              [[d.cell, d.dimension, d.upstream, d.faultloop] for d in differ[:LISTED_DISAGREEMENTS]])
+        if differ else "They agree on every cell and dimension."])]
 
 
-def _cells(rows: Iterable[ScoreRow]) -> str:
+def _cells(rows: Iterable[ScoreRecord]) -> str:
     return ", ".join(r.cell.name for r in rows) or "-"
 
 
@@ -715,7 +434,7 @@ def summary_section(rep: Report) -> Section:
              + "".join(f", `{n}`" for n in others)
              + (f"; FR: {', '.join(f'`{n[len(FR_PREFIX):]}`' for n in rep.fr_views)}" if rep.fr_views else "")]
     number = p.history[-1].number if p.history else 1
-    lines.append(f"Analyzer version: `{p.fingerprint}` (iteration {number}, history in `{HISTORY_DIR}/{p.name}/`)")
+    lines.append(f"Analyzer version: `{p.fingerprint}` (iteration {number}, history in `{layout.HISTORY_DIR}/{p.name}/`)")
     versions = analyzer_versions(p.rows)
     if len(versions) > 1:
         mixed = ", ".join(f"`{v}` x{n}" for v, n in versions.most_common())
@@ -728,7 +447,8 @@ def summary_section(rep: Report) -> Section:
     if p.comparison.regressed:
         blocks.append(f"**REGRESSED since the previous version: {len(p.comparison.regressed)} cell(s): "
                       f"{_cells(r for r, _ in p.comparison.regressed)}**")
-    blocks.append(Table(list(TABLE_COLUMNS), upstream_rows(p.rows), graded=True))
+    columns = [*TABLE_COLUMNS, UPSTREAM_COLUMN] if rep.upstream else list(TABLE_COLUMNS)
+    blocks.append(Table(columns, upstream_rows(p.rows, rep.upstream), graded=True))
     return Section(TITLE.lstrip("# "), blocks, level=1)
 
 
@@ -753,7 +473,7 @@ def iteration_sections(rep: Report) -> list[Section]:
     return out
 
 
-def _rate_row(label: list[str], rows: list[ScoreRow], dims: Iterable[str]) -> list[str]:
+def _rate_row(label: list[str], rows: list[ScoreRecord], dims: Iterable[str]) -> list[str]:
     return [*label, str(rate(rows, lambda r: r.passed)), *(str(rate(rows, dim_pass(d))) for d in dims)]
 
 
@@ -862,18 +582,9 @@ def time_section(rep: Report) -> Section:
         Table(["FAULT_TYPE", "cells", "fault -> job end", *names], table) if table else "No scored cell."])
 
 
-def _stderr_end(session: Path, row: ScoreRow) -> str:
-    """The last line the failed analyzer printed on stderr (run.json keeps the tail)."""
-    folder = (layout.fr_analyzer_dir(row.analyzer[len(FR_PREFIX):]) if row.is_fr
-              else layout.analyzer_dir(row.analyzer))
-    run = _json_or(_read(session / row.cell.name / folder / layout.RUN_JSON), {})
-    lines = [line for line in str(run.get("stderr_tail") or "").splitlines() if line.strip()]
-    return _code(lines[-1][-200:]) if lines else ""
-
-
 def failures_section(rep: Report) -> Section:
-    rows = [[r.analyzer, r.cell.name, r.analyzer_error, f"`{end}`" if (end := _stderr_end(rep.session_dir, r)) else "-"]
-            for r in rep.rows if r.scored and r.analyzer_error]
+    rows = [[r.analyzer, r.cell.name, r.analyzer_error, f"`{_code(r.analyzer_stderr_end)}`" if r.analyzer_stderr_end
+             else "-"] for r in rep.rows if r.scored and r.analyzer_error]
     return Section("Analyzer failures", [
         "An analyzer that crashed, printed no verdict or ran out of time on a cell; its whole stderr tail is in "
         "the cell's `analysis/<analyzer>/run.json`.",
@@ -894,17 +605,17 @@ def evidence_sections(rep: Report) -> list[Section]:
     failing = [r for r in rep.primary.rows if r.scored and not r.passed]
     out = [Section("Evidence for failing cells", [] if failing else ["No failing cell."])]
     for r in failing:
-        ev = cell_evidence(rep.session_dir, r)
+        ev = r.evidence or CellEvidence()
         out.append(Section(f"{r.cell.name}: {', '.join(f'{d}={r.values[d]}' for d in r.failing())}", [
             f"Verdict: restart `{r.logsage_restart or 'none'}`, primary {r.primary_ranks}, "
             f"secondary {r.secondary_ranks}, FR suspects {r.fr_suspects}. {r.notes}",
             f"Lines naming rank {r.cell.rank} or carrying the {r.cell.fault_type} signature "
             "(missed = not cited by the analyzer):",
-            [f"L{e.number} [{'cited' if e.cited else 'MISSED'}; {e.why}] `{_code(e.text)}`" for e in ev.expected()]
+            [f"L{e.number} [{'cited' if e.cited else 'MISSED'}; {e.why}] `{_code(e.text)}`" for e in ev.expected]
             or ["none found in the stripped log"],
             "Lines the verdict rested on (logsage evidence):",
-            [f"L{e.get('line')} [{e.get('kind', '?')}, rank {e.get('rank')}] `{_code(e.get('text', ''))}`"
-             for e in ev.cited] or ["none (the analyzer cited no line)"],
+            [f"L{e.line} [{e.kind}, rank {e.rank}] `{_code(e.text)}`" for e in ev.cited]
+            or ["none (the analyzer cited no line)"],
         ], level=3))
     return out
 
@@ -923,30 +634,33 @@ def judge_section(rep: Report) -> list[Section]:
 def sections(rep: Report) -> list[Section]:
     return [summary_section(rep), *iteration_sections(rep), *rates_sections(rep), *side_by_side_sections(rep),
             *fr_sections(rep), time_section(rep), failures_section(rep), patterns_section(rep),
-            *evidence_sections(rep), *judge_section(rep)]
+            *evidence_sections(rep), *judge_section(rep), *upstream_judge_section(rep)]
+
+
+def _templates(*, autoescape: bool) -> Environment:
+    """The report's Jinja templates (package data), with the filters and tests they share."""
+    env = Environment(loader=PackageLoader("faultloop", "templates"), trim_blocks=True, lstrip_blocks=True,
+                      autoescape=select_autoescape(["html", "j2"]) if autoescape else False)
+    env.filters["inline"] = lambda text: Markup(inline_html(str(text)))
+    env.filters["md_cell"] = _cell_text
+    env.tests["table"] = lambda block: isinstance(block, Table)
+    return env
 
 
 def render_markdown(rep: Report) -> str:
-    return "\n".join(line for s in sections(rep) for line in s.markdown()).rstrip() + "\n"
+    text = _templates(autoescape=False).get_template("report.md.j2").render(sections=sections(rep))
+    return text.rstrip() + "\n"
 
 
 # ---- the per-cell drill-down (HTML) ---------------------------------------------------------------
-
-LOG_FILES = (layout.LOGSAGE_JSON, layout.LOGSAGE_TEXT, layout.RAW_OUTPUT, layout.RUN_JSON, layout.ANALYZER_SCORE)
-FR_FILES = (layout.FR_JSON, layout.FR_TEXT, layout.RAW_OUTPUT, layout.RUN_JSON, layout.ANALYZER_SCORE)
-DUMP_LINKS = 16
-# Logs above this size are not searched for missed lines in the drill-down (every cell's log would
-# be read into memory); the analyzers' cited lines and the links are still shown.
-DRILL_LOG_BYTES = 64 << 20
-
 
 @dataclass
 class AnalyzerDrill:
     """One analyzer's verdict on a cell, with the lines it cited and the ones it missed."""
 
-    row: ScoreRow
+    row: ScoreRecord
     files: list[tuple[str, str]]  # (label, link relative to the report)
-    cited: list[dict[str, Any]]
+    cited: list[CitedLine]
     missed: list[EvidenceLine]
 
 
@@ -964,50 +678,29 @@ class CellDrill:
                          if a.row.scored) or self.reason
 
 
-def _links(session: Path, folder: str, names: Iterable[str]) -> list[tuple[str, str]]:
-    return [(name, f"{folder}/{name}") for name in names if (session / folder / name).is_file()]
-
-
 def drilldown(rep: Report) -> list[CellDrill]:
-    """Every cell of the pool: its run's files, and per analyzer its verdict, evidence and misses."""
-    session = rep.session_dir
+    """Every cell of the pool: its run's files, and per analyzer its verdict, evidence and misses
+    (all of it in the score records: judge_score found them)."""
     everyone = {**rep.log_views, **rep.fr_views}
     index = {name: {r.cell.name: r for r in rows} for name, rows in everyone.items()}
     out = []
     for first in rep.primary.rows:
-        cell = first.cell
-        job = _json_or(_read(session / cell.name / layout.MANIFEST), {})
-        files = [(label, f"{cell.name}/{path}") for label, path in (
-            ("job.json", layout.MANIFEST), ("main log", job.get("main_log") or ""),
-            ("stripped log", layout.STRIPPED_LOG)) if path and (session / cell.name / path).is_file()]
-        dumps = sorted((session / cell.name / "checkpoints").glob("_dump_*"))
-        files += [(d.name, f"{cell.name}/checkpoints/{d.name}") for d in dumps[:DUMP_LINKS]]
-        if len(dumps) > DUMP_LINKS:
-            files.append((f"{len(dumps) - DUMP_LINKS} more dumps", f"{cell.name}/checkpoints/"))
-        log = session / cell.name / layout.STRIPPED_LOG
-        readable = first.scored and log.is_file() and log.stat().st_size <= DRILL_LOG_BYTES
-        lines = _read(log).splitlines() if readable else []
         drills = []
         for name in everyone:
-            row = index[name].get(cell.name)
+            row = index[name].get(first.cell.name)
             if row is None:
                 continue
-            if row.is_fr:
-                folder = f"{cell.name}/{layout.fr_analyzer_dir(name[len(FR_PREFIX):])}"
-                drills.append(AnalyzerDrill(row, _links(session, folder, FR_FILES), [], []))
-                continue
-            folder = f"{cell.name}/{layout.analyzer_dir(name)}"
-            ev = cell_evidence(session, row, lines) if row.scored else None
-            drills.append(AnalyzerDrill(row, _links(session, folder, LOG_FILES), ev.cited if ev else [],
-                                        [e for e in ev.expected() if not e.cited] if ev else []))
-        out.append(CellDrill(cell, first.status, first.reason, files, drills))
+            ev = row.evidence or CellEvidence()
+            drills.append(AnalyzerDrill(row, [(f.label, f.path) for f in row.files], ev.cited, ev.missed))
+        out.append(CellDrill(first.cell, first.status, first.reason, [(f.label, f.path) for f in first.cell_files],
+                             drills))
     return out
 
 
 # ---- heatmap, HTML, JUnit -----------------------------------------------------------------------
 
 
-def write_heatmap(rows: list[ScoreRow], path: Path) -> None:
+def write_heatmap(rows: list[ScoreRecord], path: Path) -> None:
     """One panel per analyzer: cells passing (log analyzers: all four dimensions; FR analyzers: the
     exact rank) per fault type x node count; grey where no cell was scored. Sized from the pool's
     shape, so any number of fault types, node counts and analyzers stays readable."""
@@ -1068,14 +761,7 @@ def inline_html(text: str) -> str:
 
 
 def render_html(rep: Report, heatmap: Path) -> str:
-    import base64
-
-    from jinja2 import Environment, PackageLoader, select_autoescape
-    from markupsafe import Markup
-
-    env = Environment(loader=PackageLoader("faultloop", "templates"), autoescape=select_autoescape(["html", "j2"]))
-    env.filters["inline"] = lambda text: Markup(inline_html(str(text)))
-    env.tests["table"] = lambda block: isinstance(block, Table)
+    env = _templates(autoescape=True)
     png = base64.b64encode(heatmap.read_bytes()).decode() if heatmap.exists() else ""
     return env.get_template("report.html.j2").render(
         title=TITLE.lstrip("# "), sections=sections(rep), heatmap_png=png, cells=drilldown(rep),
@@ -1119,29 +805,33 @@ def junit_xml(rep: Report) -> str:
 def main(argv: list[str]) -> int:
     """`faultloop report`: write the session report, heatmap, HTML, JUnit and history entries."""
     p = argparse.ArgumentParser(prog="faultloop report", description=main.__doc__)
-    p.add_argument("--scores", type=Path, required=True, help="scores.tsv from `faultloop score --gather`")
+    p.add_argument("--records", type=Path, required=True,
+                   help=f"the session's {layout.SCORE_RECORDS} (the score rule gathers it)")
     p.add_argument("--session-dir", type=Path, required=True)
+    p.add_argument("--upstream-verdicts", type=Path,
+                   help=f"an adopted session's {layout.UPSTREAM_VERDICTS_TSV}: upstream's judge beside the code's")
     p.add_argument("--analyzer-version", help="the primary analyzer's fingerprint (default: its cells' majority)")
     p.add_argument("--report", "--output", dest="report", type=Path, help=f"default <session>/{layout.REPORT_MD}")
-    p.add_argument("--heatmap", type=Path, help=f"default <session>/{HEATMAP_PNG}")
-    p.add_argument("--html", type=Path, help=f"default <session>/{REPORT_HTML}")
-    p.add_argument("--junit", type=Path, help=f"default <session>/{JUNIT_XML}")
+    p.add_argument("--heatmap", type=Path, help=f"default <session>/{layout.HEATMAP_PNG}")
+    p.add_argument("--html", type=Path, help=f"default <session>/{layout.REPORT_HTML}")
+    p.add_argument("--junit", type=Path, help=f"default <session>/{layout.JUNIT_XML}")
     p.add_argument("--no-history", action="store_true", help="compare with the history but do not record")
     p.add_argument("--failing-pool", type=Path, help="also write a pool TSV of the primary analyzer's failing cells")
     p.add_argument("--include-unscored", action="store_true",
                    help="with --failing-pool: add invalid, infra-failed and not-run cells")
     args = p.parse_args(argv)
-    if not args.scores.is_file():
-        print(f"faultloop report: no scores file {args.scores}", file=sys.stderr)
+    if not args.records.is_file():
+        print(f"faultloop report: no score records {args.records}", file=sys.stderr)
         return 1
     s = args.session_dir
-    rep = build_report(args.scores, s, args.analyzer_version, record=not args.no_history)
-    heatmap = args.heatmap or s / HEATMAP_PNG
+    upstream = adopt.read_verdicts(args.upstream_verdicts) if args.upstream_verdicts else None
+    rep = build_report(args.records, s, args.analyzer_version, record=not args.no_history, upstream=upstream)
+    heatmap = args.heatmap or s / layout.HEATMAP_PNG
     write_heatmap(rep.rows, heatmap)
     layout.write_atomic(args.report or s / layout.REPORT_MD, render_markdown(rep))
-    layout.write_atomic(args.html or s / REPORT_HTML, render_html(rep, heatmap))
-    layout.write_atomic(args.junit or s / JUNIT_XML, junit_xml(rep))
+    layout.write_atomic(args.html or s / layout.REPORT_HTML, render_html(rep, heatmap))
+    layout.write_atomic(args.junit or s / layout.JUNIT_XML, junit_xml(rep))
     if args.failing_pool:
-        cells = write_failing_pool(args.scores, args.failing_pool, include_unscored=args.include_unscored)
+        cells = write_failing_pool(rep.primary.rows, args.failing_pool, include_unscored=args.include_unscored)
         print(f"{len(cells)} failing cells written to {args.failing_pool}")
     return 0

@@ -23,7 +23,9 @@ from faultloop.analyzers import OK, RunRecord, file_digest, read_index
 from faultloop.faults import FAULTS, expected_restart, strip_markers
 from faultloop import llm as llm_client
 from faultloop.llm import LLMError, LLMSettings, chat_json
-from faultloop.pool import Cell, PoolError, load_pool
+from faultloop.evidence import CellEvidence, cell_evidence
+from faultloop.manifest import Manifest, ManifestError
+from faultloop.pool import Cell, write_pool_file
 
 NA = "N/A"
 FR_PREFIX = "fr:"  # ANALYZER of a flight-recorder analyzer's rows
@@ -45,6 +47,10 @@ PASS_VALUE = {d: "true" for d in DIMENSIONS} | {"fr_rank_correct": "rank"}
 # Upstream's stop condition: every cell passes these four.
 STOP_DIMENSIONS = ("restart_correct", "rank_primary", "fault_described", "fr_rank_correct")
 LOG_TAIL_LINES = 400
+# A record's links to the analyzer's own files (the report's per-cell drill-down)
+LOG_FILES = (layout.LOGSAGE_JSON, layout.LOGSAGE_TEXT, layout.RAW_OUTPUT, layout.RUN_JSON, layout.ANALYZER_SCORE)
+FR_FILES = (layout.FR_JSON, layout.FR_TEXT, layout.RAW_OUTPUT, layout.RUN_JSON, layout.ANALYZER_SCORE)
+DUMP_LINKS = 16
 
 # Cell status in scores.tsv. Only SCORED cells enter pass rates.
 SCORED, INVALID, INFRA_FAILURE, NOT_RUN = "scored", "invalid", "infra_failure", "not_run"
@@ -68,19 +74,25 @@ class Truth:
         return range(start, start + self.segment_size)
 
 
-@dataclass
-class CellScore:
-    """score.json: the contract in docs/architecture.md (plus the cluster shape and reason)."""
+@dataclass(frozen=True)
+class FileLink:
+    """A file of the cell a person may open from the report (path relative to the session)."""
 
-    cell: str
-    fault_type: str
-    rank: int
-    iter: int
-    nodes: int
-    job_id: str
-    state: str
-    run_valid: str
-    analyzer: str = ""  # a log analyzer's name, or fr:<name> for a flight-recorder analyzer
+    label: str
+    path: str
+
+
+@dataclass
+class ScoreRecord:
+    """One analyzer's grades on one cell. A cell's score.json holds its records, scores.tsv one
+    row per record (typed columns), scores.jsonl every record whole (what the report reads)."""
+
+    cell: Cell
+    analyzer: str  # a log analyzer's name, or fr:<name> for a flight-recorder analyzer
+    status: str = NOT_RUN  # scored | invalid | infra_failure | not_run
+    job_id: str = ""
+    state: str = ""
+    run_valid: str = NA
     restart_correct: str = NA
     rank_primary: str = NA
     rank_any: str = NA
@@ -101,12 +113,114 @@ class CellScore:
     scored_by: str = "code"
     llm_judge: dict[str, Any] | None = None
     analyzer_error: str = ""  # why the analyzer gave no verdict for this cell
+    analyzer_stderr_end: str = ""  # the last line it printed on stderr then
     fault_to_end_s: float | None = None  # how long the failure took to end the job
     analyzer_wall_s: float | None = None  # how long the analyzer took on the cell
     scored_from: str = ""  # digest of what the score was computed from (reuse key)
+    evidence: CellEvidence | None = None  # log analyzers on valid runs: cited and expected lines
+    files: list[FileLink] = field(default_factory=list)  # the analyzer's own files on the cell
+    cell_files: list[FileLink] = field(default_factory=list)  # the run's: manifest, logs, dumps
 
-    def dimensions(self) -> dict[str, str]:
+    @property
+    def values(self) -> dict[str, str]:
         return {d: getattr(self, d) for d in DIMENSIONS}
+
+    @property
+    def notes(self) -> str:
+        return self.judge_notes
+
+    @property
+    def reason(self) -> str:
+        return self.invalid_reason or ""
+
+    @property
+    def scored(self) -> bool:
+        return self.status == SCORED
+
+    @property
+    def is_fr(self) -> bool:
+        return self.analyzer.startswith(FR_PREFIX)
+
+    def failing(self, dims: Iterable[str] | None = None) -> list[str]:
+        """The dimensions this scored cell misses (empty for a pass or an unscored cell)."""
+        if not self.scored:
+            return []
+        dims = dims if dims is not None else ("fr_rank_correct",) if self.is_fr else STOP_DIMENSIONS
+        return [d for d in dims if getattr(self, d) != PASS_VALUE[d]]
+
+    @property
+    def passed(self) -> bool:
+        return self.scored and not self.failing()
+
+    @property
+    def time_to_verdict_s(self) -> float | None:
+        """From the fault firing to the analyzer's answer: the job's end, then the analysis."""
+        if self.fault_to_end_s is None or self.analyzer_wall_s is None:
+            return None
+        return self.fault_to_end_s + self.analyzer_wall_s
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["cell"] = self.cell.name
+        data["fault_type"], data["rank"], data["iter"], data["nodes"] = (
+            self.cell.fault_type, self.cell.rank, self.cell.iter, self.cell.nodes)
+        data["evidence"] = self.evidence.to_json() if self.evidence else None
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ScoreRecord:
+        values = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        values["cell"] = Cell.from_name(str(data["cell"]))
+        values["evidence"] = CellEvidence.from_json(data["evidence"]) if data.get("evidence") else None
+        values["files"] = [FileLink(**f) for f in data.get("files") or []]
+        values["cell_files"] = [FileLink(**f) for f in data.get("cell_files") or []]
+        return cls(**values)
+
+    def to_row(self) -> dict[str, str]:
+        """The scores.tsv row: one value per column, rank lists as space-separated numbers."""
+        data = self.to_json()
+        row = {c: "" for c in TSV_COLUMNS}
+        row.update(CELL=self.cell.name, ANALYZER=self.analyzer, FAULT_TYPE=self.cell.fault_type,
+                   NODES=str(self.cell.nodes), RANK=str(self.cell.rank), ITER=str(self.cell.iter),
+                   JOB_ID=self.job_id or "-", STATE=self.state or "-", STATUS=self.status, reason=self.reason)
+        for column in TSV_COLUMNS[TSV_COLUMNS.index("run_valid"):TSV_COLUMNS.index("reason")]:
+            value = data[column]
+            row[column] = (" ".join(map(str, value)) if isinstance(value, list)
+                           else "" if value is None else str(value))
+        return row
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, str]) -> ScoreRecord:
+        """A scores.tsv row (no evidence, no judge record: those live in scores.jsonl)."""
+        def ranks(text: str | None) -> list[int]:
+            return [int(x) for x in (text or "").replace(",", " ").strip("[] ").split() if x.lstrip("-").isdigit()]
+
+        def seconds(text: str | None) -> float | None:
+            try:
+                return float(text) if text else None
+            except ValueError:
+                return None
+
+        def number(text: str | None, default: int) -> int:
+            return int(text) if text and text.isdigit() else default
+
+        return cls(
+            cell=Cell(row["FAULT_TYPE"], int(row["RANK"]), int(row["ITER"]), int(row["NODES"])),
+            analyzer=row.get("ANALYZER") or "builtin", status=row["STATUS"], job_id=row.get("JOB_ID", ""),
+            state=row.get("STATE", ""), **{d: row.get(d) or NA for d in DIMENSIONS},
+            judge_notes=row.get("judge_notes", ""), expected_restart=row.get("expected_restart", ""),
+            logsage_restart=row.get("logsage_restart", ""), primary_ranks=ranks(row.get("primary_ranks")),
+            secondary_ranks=ranks(row.get("secondary_ranks")), fr_suspects=ranks(row.get("fr_suspects")),
+            analyzer_version=row.get("analyzer_version", ""), gpus_per_node=number(row.get("gpus_per_node"), 4),
+            segment_size=number(row.get("segment_size"), 32), invalid_reason=row.get("reason") or None,
+            scored_by=row.get("scored_by") or "code", analyzer_error=row.get("analyzer_error", ""),
+            analyzer_stderr_end=row.get("analyzer_stderr_end", ""),
+            fault_to_end_s=seconds(row.get("fault_to_end_s")), analyzer_wall_s=seconds(row.get("analyzer_wall_s")))
+
+    @classmethod
+    def unscored(cls, cell: Cell, analyzer: str, status: str, state: str, reason: str, job_id: str = "") -> ScoreRecord:
+        return cls(cell, analyzer, status=status, job_id=job_id, state=state, judge_notes=reason,
+                   invalid_reason=reason, expected_restart=expected_restart(cell.fault_type))
 
 
 def _tf(value: bool) -> str:
@@ -152,7 +266,7 @@ def grade_fr(truth: Truth, fr: Mapping[str, Any] | None) -> str:
     return "false"
 
 
-def _notes(truth: Truth, s: CellScore, logsage: Mapping[str, Any], problems: list[str]) -> str:
+def _notes(truth: Truth, s: ScoreRecord, logsage: Mapping[str, Any], problems: list[str]) -> str:
     """One sentence naming the gaps in order of importance, or confirming success."""
     fault = FAULTS.get(truth.cell.fault_type)
     rank = truth.cell.rank
@@ -178,50 +292,32 @@ def _notes(truth: Truth, s: CellScore, logsage: Mapping[str, Any], problems: lis
     return sentence[0].upper() + sentence[1:] + "."
 
 
-def fault_to_end(job: Mapping[str, Any] | None) -> float | None:
-    """Seconds from the fault firing to the job's end: how long the failure took to surface."""
-    fired, end = (job or {}).get("fault_fired_time"), (job or {}).get("end_time")
-    if isinstance(fired, (int, float)) and isinstance(end, (int, float)) and end >= fired:
-        return round(end - fired, 3)
-    return None
-
-
-def _base(truth: Truth, job: Mapping[str, Any] | None) -> CellScore:
+def _base(truth: Truth, job: Manifest | None) -> ScoreRecord:
     """The cell's facts, run validity, and N/A everywhere until a verdict is graded."""
     cell = truth.cell
-    base = CellScore(
-        cell=cell.name,
-        fault_type=cell.fault_type,
-        rank=cell.rank,
-        iter=cell.iter,
-        nodes=cell.nodes,
-        job_id=str((job or {}).get("job_id") or ""),
-        state=str((job or {}).get("state") or ""),
-        run_valid="false",
-        expected_restart=expected_restart(cell.fault_type),
-        gpus_per_node=truth.gpus_per_node,
-        segment_size=truth.segment_size,
-        fault_to_end_s=fault_to_end(job),
-    )
+    base = ScoreRecord(cell, "", status=INVALID, job_id=job.job_id if job else "", state=job.state if job else "",
+                       run_valid="false", expected_restart=expected_restart(cell.fault_type),
+                       gpus_per_node=truth.gpus_per_node, segment_size=truth.segment_size,
+                       fault_to_end_s=round(job.seconds_to_end, 3) if job and job.seconds_to_end is not None else None)
     if job is None:
         base.invalid_reason = "no job.json (the job never ran)"
-    elif not job.get("run_valid"):
-        base.invalid_reason = str(job.get("invalid_reason") or "the fault never fired")
+    elif not job.run_valid:
+        base.invalid_reason = job.invalid_reason or "the fault never fired"
     if base.invalid_reason is not None:
         base.judge_notes = f"run_invalid: {base.invalid_reason}"
     else:
-        base.run_valid = "true"
+        base.run_valid, base.status = "true", SCORED
     return base
 
 
 def score_cell(
     truth: Truth,
-    job: Mapping[str, Any] | None,
+    job: Manifest | None,
     logsage: Mapping[str, Any] | None,
     fr: Mapping[str, Any] | None,
     *,
     failure: str | None = None,
-) -> CellScore:
+) -> ScoreRecord:
     """Grade one log analyzer's verdict on a cell in code from run_job's manifest, the verdict and
     the primary FR analyzer's JSON (any may be absent; failure: why the analyzer gave none)."""
     cell = truth.cell
@@ -256,8 +352,8 @@ def score_cell(
     return base
 
 
-def score_fr(truth: Truth, job: Mapping[str, Any] | None, fr: Mapping[str, Any] | None, *,
-             failure: str | None = None) -> CellScore:
+def score_fr(truth: Truth, job: Manifest | None, fr: Mapping[str, Any] | None, *,
+             failure: str | None = None) -> ScoreRecord:
     """Grade one flight-recorder analyzer's verdict: only fr_rank_correct applies."""
     base = _base(truth, job)
     if base.run_valid != "true":
@@ -370,7 +466,7 @@ def run_judge(settings: LLMSettings, truth: Truth, inputs: JudgeInputs) -> dict[
     return record
 
 
-def apply_judge(score: CellScore, record: dict[str, Any], mode: str) -> None:
+def apply_judge(score: ScoreRecord, record: dict[str, Any], mode: str) -> None:
     """Attach the judge's record; in `llm` mode its answer replaces the code's grades (kept aside)."""
     score.llm_judge = record
     answer = record.get("answer")
@@ -401,66 +497,103 @@ def _read_text(path: Path) -> str:
         return ""
 
 
-def _stored_score(path: Path, key: str) -> CellScore | None:
+def _stored_score(path: Path, key: str) -> ScoreRecord | None:
     data = _read_json(path)
     if not data or data.get("scored_from") != key:
         return None
-    return CellScore(**{k: v for k, v in data.items() if k in CellScore.__dataclass_fields__})
+    try:
+        return ScoreRecord.from_json(data)
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _reuse_key(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def _links(cell_dir: Path, folder: str, names: Iterable[str]) -> list[FileLink]:
+    """The files of a cell that exist, as links relative to the session."""
+    return [FileLink(label, f"{cell_dir.name}/{folder}{name}") for label, name in
+            ((n.rsplit("/", 1)[-1], n) for n in names) if name and (cell_dir / folder / name).is_file()]
+
+
+def cell_files(cell_dir: Path, job: Manifest | None) -> list[FileLink]:
+    """The run's files a person opens first: manifest, main log, stripped log, the first dumps."""
+    links = [FileLink(label, f"{cell_dir.name}/{path}") for label, path in (
+        ("job.json", layout.MANIFEST), ("main log", job.main_log if job else ""), ("stripped log", layout.STRIPPED_LOG))
+        if path and (cell_dir / path).is_file()]
+    dumps = sorted((cell_dir / layout.FR_DUMP_PREFIX).parent.glob("_dump_*"))
+    links += [FileLink(d.name, f"{cell_dir.name}/{layout.FR_DUMP_PREFIX.rsplit('/', 1)[0]}/{d.name}")
+              for d in dumps[:DUMP_LINKS]]
+    if len(dumps) > DUMP_LINKS:
+        links.append(FileLink(f"{len(dumps) - DUMP_LINKS} more dumps",
+                              f"{cell_dir.name}/{layout.FR_DUMP_PREFIX.rsplit('/', 1)[0]}/"))
+    return links
+
+
+def _stderr_end(run: RunRecord) -> str:
+    lines = [line for line in run.stderr_tail.splitlines() if line.strip()]
+    return lines[-1][-200:] if lines and run.status != OK else ""
+
+
 def score_analyzers(
-    cell_dir: Path, truth: Truth, *, judge_mode: str = "code", llm: LLMSettings | None = None,
+    cell_dir: Path, truth: Truth, job: Manifest | None, *, judge_mode: str = "code", llm: LLMSettings | None = None,
     version: str = "", fresh: bool = False,
-) -> list[CellScore]:
+) -> list[ScoreRecord]:
     """Score every analyzer the cell's indexes list: the log analyzers (graded with the first FR
     analyzer's verdict, as upstream's table is), then each FR analyzer on its own. A score whose
     inputs are unchanged is reused (its file untouched); the LLM judge runs on valid runs when
-    the mode asks for it."""
-    job = _read_json(cell_dir / layout.MANIFEST)
+    the mode asks for it. Each record carries what the report shows of the cell: the analyzer's
+    cited and missed lines and the files to open."""
     log_runs = read_index(cell_dir / layout.LOGSAGE_INDEX)
     fr_runs = read_index(cell_dir / layout.FR_INDEX)
     primary_fr = fr_runs[0] if fr_runs else None
     fr_primary = (_read_json(cell_dir / layout.fr_analyzer_dir(primary_fr.analyzer) / layout.FR_JSON)
                   if primary_fr and primary_fr.status == OK else None)
     common = (version, judge_mode, llm.model if llm else None, truth.gpus_per_node, truth.segment_size,
-              file_digest(cell_dir / layout.MANIFEST), primary_fr and asdict(primary_fr) | {"reused": None})
+              file_digest(cell_dir / layout.MANIFEST), file_digest(cell_dir / layout.STRIPPED_LOG),
+              primary_fr and asdict(primary_fr) | {"reused": None})
+    files = cell_files(cell_dir, job)
+    log_lines: list[str] | None = None
     scores = []
     for run in log_runs:
-        folder = cell_dir / layout.analyzer_dir(run.analyzer)
+        folder = layout.analyzer_dir(run.analyzer)
         key = _reuse_key(common, asdict(run) | {"reused": None})
-        score = None if fresh else _stored_score(folder / layout.ANALYZER_SCORE, key)
+        score = None if fresh else _stored_score(cell_dir / folder / layout.ANALYZER_SCORE, key)
         if score is None:
-            verdict = _read_json(folder / layout.LOGSAGE_JSON) if run.status == OK else None
+            verdict = _read_json(cell_dir / folder / layout.LOGSAGE_JSON) if run.status == OK else None
             score = score_cell(truth, job, verdict, fr_primary, failure=run.error if run.status != OK else None)
             _describe(score, run.analyzer, run, key)
-            if judge_mode in ("llm", "both") and score.run_valid == "true":
-                judge(score, cell_dir, folder, truth, judge_mode, llm, fr_primary_text=_read_text(
+            if score.scored:
+                if log_lines is None:
+                    log_lines = _read_text(cell_dir / layout.STRIPPED_LOG).splitlines()
+                score.evidence = cell_evidence(truth.cell, log_lines, verdict or {})
+            score.files, score.cell_files = _links(cell_dir, f"{folder}/", LOG_FILES), files
+            if judge_mode in ("llm", "both") and score.scored:
+                judge(score, cell_dir, cell_dir / folder, truth, judge_mode, llm, fr_primary_text=_read_text(
                     cell_dir / layout.fr_analyzer_dir(primary_fr.analyzer) / layout.FR_TEXT) if primary_fr else "")
-            layout.write_json_atomic(folder / layout.ANALYZER_SCORE, asdict(score))
+            layout.write_json_atomic(cell_dir / folder / layout.ANALYZER_SCORE, score.to_json())
         scores.append(score)
     for run in fr_runs:
-        folder = cell_dir / layout.fr_analyzer_dir(run.analyzer)
+        folder = layout.fr_analyzer_dir(run.analyzer)
         key = _reuse_key(common[:-1], asdict(run) | {"reused": None})
-        score = None if fresh else _stored_score(folder / layout.ANALYZER_SCORE, key)
+        score = None if fresh else _stored_score(cell_dir / folder / layout.ANALYZER_SCORE, key)
         if score is None:
-            verdict = _read_json(folder / layout.FR_JSON) if run.status == OK else None
+            verdict = _read_json(cell_dir / folder / layout.FR_JSON) if run.status == OK else None
             score = score_fr(truth, job, verdict, failure=run.error if run.status != OK else None)
             _describe(score, f"{FR_PREFIX}{run.analyzer}", run, key)
-            layout.write_json_atomic(folder / layout.ANALYZER_SCORE, asdict(score))
+            score.files, score.cell_files = _links(cell_dir, f"{folder}/", FR_FILES), files
+            layout.write_json_atomic(cell_dir / folder / layout.ANALYZER_SCORE, score.to_json())
         scores.append(score)
     return scores
 
 
-def _describe(score: CellScore, name: str, run: RunRecord, key: str) -> None:
+def _describe(score: ScoreRecord, name: str, run: RunRecord, key: str) -> None:
     score.analyzer, score.analyzer_version, score.scored_from = name, run.fingerprint, key
-    score.analyzer_wall_s = run.wall_s
+    score.analyzer_wall_s, score.analyzer_stderr_end = run.wall_s, _stderr_end(run)
 
 
-def judge(score: CellScore, cell_dir: Path, folder: Path, truth: Truth, mode: str, llm: LLMSettings | None, *,
+def judge(score: ScoreRecord, cell_dir: Path, folder: Path, truth: Truth, mode: str, llm: LLMSettings | None, *,
           fr_primary_text: str) -> None:
     """Ask the LLM judge about one analyzer's verdict (what upstream's judge reads)."""
     if llm is None or not llm.base_url or not llm.model:
@@ -471,167 +604,135 @@ def judge(score: CellScore, cell_dir: Path, folder: Path, truth: Truth, mode: st
     apply_judge(score, run_judge(llm, truth, inputs), mode)
 
 
-def write_scores(scores: list[CellScore], cell: str, path: Path) -> None:
+def write_scores(scores: list[ScoreRecord], cell: str, path: Path) -> None:
     """The cell's score.json: every analyzer's score, log analyzers first."""
-    layout.write_json_atomic(path, {"cell": cell, "scores": [asdict(s) for s in scores]})
+    layout.write_json_atomic(path, {"cell": cell, "scores": [s.to_json() for s in scores]})
 
 
-# ---- gather ----------------------------------------------------------------------------------
+def read_cell_scores(cell_dir: Path) -> dict[str, ScoreRecord] | None:
+    """A cell's score.json by analyzer, None when it has none (or an unreadable one)."""
+    data = _read_json(cell_dir / layout.SCORE_JSON)
+    if data is None or not isinstance(data.get("scores"), list):
+        return None
+    try:
+        return {s.analyzer: s for s in (ScoreRecord.from_json(d) for d in data["scores"] if isinstance(d, dict))}
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+# ---- the session's tables --------------------------------------------------------------------
 
 TSV_COLUMNS = (
     "CELL", "ANALYZER", "FAULT_TYPE", "NODES", "RANK", "ITER", "JOB_ID", "STATE", "STATUS",
     *DIMENSIONS, "judge_notes", "expected_restart", "logsage_restart", "primary_ranks",
-    "secondary_ranks", "fr_suspects", "analyzer_version", "analyzer_error", "fault_to_end_s",
-    "analyzer_wall_s", "gpus_per_node", "segment_size", "scored_by", "llm_judge", "reason",
+    "secondary_ranks", "fr_suspects", "analyzer_version", "analyzer_error", "analyzer_stderr_end",
+    "fault_to_end_s", "analyzer_wall_s", "gpus_per_node", "segment_size", "scored_by", "reason",
 )  # fmt: skip
 
 
-def _unscored_row(cell: Cell, analyzer: str, state: str, status: str, reason: str,
-                  job_id: str = "") -> dict[str, str]:
-    row = {c: "" for c in TSV_COLUMNS}
-    row.update(CELL=cell.name, ANALYZER=analyzer, FAULT_TYPE=cell.fault_type, NODES=str(cell.nodes),
-               RANK=str(cell.rank), ITER=str(cell.iter), JOB_ID=job_id or "-", STATE=state, STATUS=status,
-               reason=reason, judge_notes=reason, expected_restart=expected_restart(cell.fault_type))
-    for d in DIMENSIONS:
-        row[d] = NA
-    return row
-
-
-def score_row(data: Mapping[str, Any]) -> dict[str, str]:
-    """One analyzer's score of a cell as one scores.tsv row (lists and the judge record as JSON)."""
-    valid = data.get("run_valid") == "true"
-    row = {c: "" for c in TSV_COLUMNS}
-    row.update(CELL=data["cell"], ANALYZER=str(data.get("analyzer") or ""), FAULT_TYPE=data["fault_type"],
-               NODES=str(data["nodes"]), RANK=str(data["rank"]), ITER=str(data["iter"]),
-               JOB_ID=str(data.get("job_id") or "-"), STATE=str(data.get("state") or "-"),
-               STATUS=SCORED if valid else INVALID, reason=str(data.get("invalid_reason") or ""))
-    for key in TSV_COLUMNS[TSV_COLUMNS.index("run_valid"):TSV_COLUMNS.index("reason")]:
-        value = data.get(key)
-        if value is not None:
-            row[key] = json.dumps(value, separators=(",", ":")) if isinstance(value, (list, dict)) else str(value)
-    return row
-
-
-def _cell_scores(cell_dir: Path) -> dict[str, dict[str, Any]] | None:
-    data = _read_json(cell_dir / layout.SCORE_JSON)
-    if data is None or not isinstance(data.get("scores"), list):
-        return None
-    return {str(s.get("analyzer")): s for s in data["scores"] if isinstance(s, dict)}
-
-
-def gather_rows(session_dir: Path, cells: Iterable[Cell], analyzers: list[str] | None = None) -> list[dict[str, str]]:
-    """One row per pool cell and analyzer (log analyzers, then fr:<name>), in that order: scored,
-    invalid, infrastructure failure or not run. Without a list, the analyzers the cells' scores name."""
+def gather(session_dir: Path, cells: Iterable[Cell], analyzers: list[str] | None = None) -> list[ScoreRecord]:
+    """One record per pool cell and analyzer (log analyzers, then fr:<name>), in that order:
+    scored, invalid, infrastructure failure or not run. Without a list, the analyzers the cells'
+    scores name."""
     cells = list(cells)
-    stored = {cell.name: _cell_scores(session_dir / cell.name) for cell in cells}
+    stored = {cell.name: read_cell_scores(session_dir / cell.name) for cell in cells}
     names = analyzers or list(dict.fromkeys(a for s in stored.values() if s for a in s)) or ["builtin"]
-    rows = []
+    records = []
     for cell in cells:
         cell_dir = session_dir / cell.name
         scores = stored[cell.name]
-        infra = _read_json(cell_dir / layout.INFRA_FAILURE)
+        infra = Manifest.read(cell_dir / layout.INFRA_FAILURE) if (cell_dir / layout.INFRA_FAILURE).is_file() else None
         for name in names:
             # infra_failure.json is cleared when a run starts, so one that exists describes the
             # latest run: never scored, even though the chain produced a score.json for it.
             if infra is not None:
-                why = str(infra.get("invalid_reason") or "the job could not start")
-                state = str(infra.get("state") or "?")
-                rows.append(_unscored_row(cell, name, "INFRA_FAILURE", INFRA_FAILURE,
-                                          f"infrastructure ({state}): {why}", str(infra.get("job_id") or "")))
+                why = infra.invalid_reason or "the job could not start"
+                records.append(ScoreRecord.unscored(cell, name, INFRA_FAILURE, "INFRA_FAILURE",
+                                                    f"infrastructure ({infra.state}): {why}", infra.job_id))
             elif scores is not None and name in scores:
-                rows.append(score_row(scores[name]))
+                records.append(scores[name])
             elif (cell_dir / layout.MANIFEST).exists():
-                rows.append(_unscored_row(cell, name, "NOT_RUN", NOT_RUN, "ran but not scored yet"))
+                records.append(ScoreRecord.unscored(cell, name, NOT_RUN, "NOT_RUN", "ran but not scored yet"))
             else:
-                rows.append(_unscored_row(cell, name, "NOT_RUN", NOT_RUN, "no run artifacts"))
-    return rows
+                records.append(ScoreRecord.unscored(cell, name, NOT_RUN, "NOT_RUN", "no run artifacts"))
+    return records
 
 
-def write_scores_tsv(rows: list[dict[str, str]], path: Path) -> None:
-    """scores.tsv: tab-separated, one header line; tabs and newlines in text are flattened."""
-    clean = [{k: " ".join(str(v).split()) for k, v in row.items()} for row in rows]
-    lines = ["\t".join(TSV_COLUMNS)] + ["\t".join(r.get(c, "") for c in TSV_COLUMNS) for r in clean]
-    layout.write_atomic(path, "\n".join(lines) + "\n")
+def tsv_text(records: Iterable[ScoreRecord]) -> str:
+    """scores.tsv's text: tab-separated, one header line, tabs and newlines in text flattened."""
+    rows = [{k: " ".join(str(v).split()) for k, v in r.to_row().items()} for r in records]
+    return "\n".join(["\t".join(TSV_COLUMNS)] + ["\t".join(row[c] for c in TSV_COLUMNS) for row in rows]) + "\n"
 
 
-def read_scores_tsv(path: Path) -> list[dict[str, str]]:
+def write_tables(records: list[ScoreRecord], tsv: Path, jsonl: Path) -> None:
+    """scores.tsv and scores.jsonl (every record whole)."""
+    layout.write_atomic(tsv, tsv_text(records))
+    layout.write_atomic(jsonl, "".join(json.dumps(r.to_json(), separators=(",", ":")) + "\n" for r in records))
+
+
+def read_scores_tsv(path: Path) -> list[ScoreRecord]:
     with open(path, newline="") as handle:
-        return list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+        return [ScoreRecord.from_row(row) for row in csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)]
 
 
-def discover_cells(session_dir: Path) -> list[Cell]:
-    """Cells with a folder in the session (used when no pool is given)."""
-    cells = []
-    for child in sorted(session_dir.iterdir()) if session_dir.is_dir() else []:
-        try:
-            cells.append(Cell.from_name(child.name))
-        except ValueError:
-            continue
+def read_records(path: Path) -> list[ScoreRecord]:
+    with open(path) as handle:
+        return [ScoreRecord.from_json(json.loads(line)) for line in handle if line.strip()]
+
+
+def by_analyzer(records: Iterable[ScoreRecord]) -> dict[str, list[ScoreRecord]]:
+    """Records per analyzer, in the order the analyzers first appear (the primary first)."""
+    out: dict[str, list[ScoreRecord]] = {}
+    for record in records:
+        out.setdefault(record.analyzer, []).append(record)
+    return out
+
+
+def primary_name(records: Iterable[ScoreRecord]) -> str | None:
+    return next((r.analyzer for r in records if not r.is_fr), None)
+
+
+def failing_cells(scores_tsv: Path, *, analyzer: str | None = None, include_unscored: bool = False) -> list[Cell]:
+    """Cells where an analyzer (default: the primary) misses a stop-condition dimension; with
+    include_unscored also invalid, infra-failed and not-run cells."""
+    records = read_scores_tsv(Path(scores_tsv))
+    name = analyzer if analyzer in {r.analyzer for r in records} else primary_name(records)
+    return [r.cell for r in records if r.analyzer == name and (r.failing() or (include_unscored and not r.scored))]
+
+
+def write_failing_pool(records: list[ScoreRecord], pool_path: Path, *, include_unscored: bool = False) -> list[Cell]:
+    """A pool TSV (FAULT_TYPE RANK ITER NODES) of the primary analyzer's failing cells, for the next iteration."""
+    name = primary_name(records)
+    cells = [r.cell for r in records if r.analyzer == name and (r.failing() or (include_unscored and not r.scored))]
+    write_pool_file(cells, pool_path)
     return cells
 
 
 # ---- CLI -------------------------------------------------------------------------------------
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="faultloop score",
-        description="Score one cell (--cell-dir ...) or gather a session's score.json files into "
-        "scores.tsv (--gather --session-dir ...).",
-    )
-    p.add_argument("--gather", action="store_true", help="gather score.json files into scores.tsv")
-    p.add_argument("--session-dir", type=Path)
-    p.add_argument("--pool-file", help="pool TSV whose cells to list (default: the session's cell folders)")
-    p.add_argument("--pool", help="one-line pool 'FAULT:RANK:ITER:NODES ...' (wins over --pool-file)")
-    p.add_argument("--cell-dir", type=Path)
-    p.add_argument("--cell", help="the truth as a cell name n<N>_<FAULT>_r<R>_i<I> (instead of the four flags)")
-    p.add_argument("--fault-type")
-    p.add_argument("--rank", type=int)
-    p.add_argument("--iter", type=int)
-    p.add_argument("--nodes", type=int)
+def main(argv: list[str]) -> int:
+    """`faultloop score --cell-dir DIR`: grade every analyzer's verdict on a cell against the truth
+    its job.json records, into the cell's score.json."""
+    p = argparse.ArgumentParser(prog="faultloop score", description=main.__doc__)
+    p.add_argument("--cell-dir", type=Path, required=True)
     p.add_argument("--gpus-per-node", type=int, default=4)
     p.add_argument("--segment-size", type=int, default=32)
     p.add_argument("--output", type=Path, required=True)
     p.add_argument("--judge-mode", choices=JUDGE_MODES, default="code")
     p.add_argument("--version", default="", help="fingerprint of the scoring code and settings (reuse key)")
     p.add_argument("--fresh", type=int, default=0, help="1: score every analyzer again (--forcerun)")
-    p.add_argument("--analyzers", nargs="*", help="with --gather: the analyzers' rows to list, in order")
     llm_client.add_cli_arguments(p, timeout_s=120.0)
-    return p
-
-
-def main(argv: list[str]) -> int:
-    """`faultloop score`: write one cell's score.json, or the session's scores.tsv with --gather."""
-    parser = _parser()
-    args = parser.parse_args(argv)
-    if args.gather:
-        if args.session_dir is None:
-            parser.error("--gather needs --session-dir")
-        try:
-            if args.pool or args.pool_file:
-                cells = load_pool(pool_file=args.pool_file or None, pool_spec=args.pool,
-                                  gpus_per_node=args.gpus_per_node)
-            else:
-                cells = discover_cells(args.session_dir)
-        except PoolError as exc:
-            print(exc, file=sys.stderr)
-            return 1
-        write_scores_tsv(gather_rows(args.session_dir, cells, args.analyzers), args.output)
-        return 0
-    if args.cell:
-        try:
-            named = Cell.from_name(args.cell)
-        except ValueError as error:
-            parser.error(str(error))
-        args.fault_type, args.rank, args.iter, args.nodes = named.fault_type, named.rank, named.iter, named.nodes
-    missing = [f for f in ("cell_dir", "fault_type", "rank", "iter", "nodes") if getattr(args, f) is None]
-    if missing:
-        parser.error("scoring a cell needs " + ", ".join("--" + m.replace("_", "-") for m in missing))
-    truth = Truth(Cell(args.fault_type, args.rank, args.iter, args.nodes), args.gpus_per_node, args.segment_size)
-    llm = None
-    if args.judge_mode != "code":
-        llm = llm_client.settings_from_args(args)
-    scores = score_analyzers(args.cell_dir, truth, judge_mode=args.judge_mode, llm=llm, version=args.version,
+    args = p.parse_args(argv)
+    try:
+        job = Manifest.read(args.cell_dir / layout.MANIFEST)
+    except ManifestError as exc:
+        print(f"faultloop score: {exc}", file=sys.stderr)
+        return 2
+    truth = Truth(Cell(job.fault_type, job.fault_rank, job.fault_iter, job.nodes), args.gpus_per_node,
+                  args.segment_size)
+    llm = llm_client.settings_from_args(args) if args.judge_mode != "code" else None
+    scores = score_analyzers(args.cell_dir, truth, job, judge_mode=args.judge_mode, llm=llm, version=args.version,
                              fresh=bool(args.fresh))
     write_scores(scores, truth.cell.name, args.output)
     return 0

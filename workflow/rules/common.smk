@@ -16,17 +16,20 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 import faultloop.adopt as fl_adopt
 import faultloop.analyzers as fl_analyzers
 import faultloop.config as fl_config
+import faultloop.evidence as fl_evidence
 import faultloop.faults as fl_faults
 import faultloop.fingerprint as fl_fingerprint
 import faultloop.frpeers as fl_frpeers
+import faultloop.history as fl_history
 import faultloop.layout as layout
 import faultloop.report as fl_report
 import faultloop.score as fl_score
-from faultloop.workflow import (
+from faultloop.glue import (
     cell_targets,
     forced,
     infra_failures,
     invoked_until,
+    selected_cells,
     tool_config,
 )
 
@@ -58,16 +61,6 @@ try:
         raise fl_config.ConfigError(
             "config key 'adopt': the pool is the session's experiments.tsv; drop 'pool' and 'pool_file'"
         )
-    # Upstream's own report stays untouched: faultloop's report would be written over it.
-    if (
-        ADOPT
-        and (not UNTIL or "aggregate_report" in UNTIL)
-        and fl_adopt.upstream_report(SESSION)
-    ):
-        raise fl_config.ConfigError(
-            f"{SESSION / layout.REPORT_MD} is upstream's report of the adopted session and "
-            "faultloop's report would replace it: re-judge with --until score (scores.tsv)"
-        )
     if ADOPT and (workflow.remote_exec or workflow.subprocess_exec):
         POOL = [
             run.cell
@@ -81,7 +74,7 @@ try:
         POOL = ADOPTION.pool
     else:
         POOL = fl_config.pool_cells(config)
-    CELLS = fl_config.selected_cells(config, POOL)
+    CELLS = selected_cells(config, POOL)
     ANALYZERS = fl_analyzers.selected(config)
     FR_ANALYZERS = fl_frpeers.selected(config)
 except (fl_config.PoolError, fl_config.ConfigError, fl_adopt.AdoptError) as error:
@@ -103,6 +96,15 @@ validate(
 )
 
 WORKLOAD = fl_config.workload(config)
+# An adopted session keeps upstream's experiments_report.md untouched: faultloop's report then has
+# its own name, and shows upstream's recorded verdicts beside its code scores.
+UPSTREAM_REPORT = ADOPT and fl_adopt.upstream_report(SESSION) is not None
+REPORT_FILE = layout.ADOPTED_REPORT_MD if UPSTREAM_REPORT else layout.REPORT_MD
+UPSTREAM_VERDICTS = (
+    [str(SESSION / layout.UPSTREAM_VERDICTS_TSV)]
+    if ADOPT and (SESSION / layout.UPSTREAM_VERDICTS_TSV).is_file()
+    else []
+)
 CELL = {cell.name: cell for cell in POOL}
 # `--until <analysis rule>` (or an adopted session) re-judges stored runs: run_job is not defined
 # then, so no training job can be planned, and cells without run artifacts are reported as not run.
@@ -122,9 +124,17 @@ SCORED_ANALYZERS = [a.name for a in ANALYZERS] + [
     fl_score.FR_PREFIX + spec.name for spec in FR_ANALYZERS
 ]
 SCORE_VERSION = fl_fingerprint.source_fingerprint(
-    fl_score, fl_faults, settings=tool_config(config["judge"])
+    fl_score, fl_evidence, fl_faults, settings=tool_config(config["judge"])
 )
-REPORT_VERSION = fl_fingerprint.source_fingerprint(fl_report)
+# The report's code and its templates (package data, not modules).
+REPORT_VERSION = fl_fingerprint.source_fingerprint(
+    fl_report,
+    fl_history,
+    settings=sorted(
+        (t.name, t.read_text())
+        for t in (Path(fl_report.__file__).parent / "templates").glob("*.j2")
+    ),
+)
 # `--forcerun logsage` (or -F) re-runs every analyzer of the cells it forces instead of reusing
 # results whose fingerprint is unchanged. A resource, not a param: params are rerun triggers.
 FRESH = {

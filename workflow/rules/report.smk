@@ -2,15 +2,18 @@
 # pass rates, failure modes, time to verdict, iteration comparison.
 
 
+# It reads only what it declares: the score records (per-cell evidence included, judge_score found
+# it) and, in an adopted session, upstream's recorded verdicts; its history/ is its own memory.
 rule aggregate_report:
     input:
-        scores=rules.score.output.tsv,
+        records=rules.score.output.records,
+        upstream=UPSTREAM_VERDICTS,
     output:
-        report=f"{SESSION}/{layout.REPORT_MD}",
-        html=f"{SESSION}/report.html",
-        heatmap=f"{SESSION}/heatmap.png",
-        junit=f"{SESSION}/junit.xml",
-        failing_pool=f"{SESSION}/failing_pool.tsv",
+        report=f"{SESSION}/{REPORT_FILE}",
+        html=f"{SESSION}/{layout.REPORT_HTML}",
+        heatmap=f"{SESSION}/{layout.HEATMAP_PNG}",
+        junit=f"{SESSION}/{layout.JUNIT_XML}",
+        failing_pool=f"{SESSION}/{layout.FAILING_POOL}",
     log:
         f"{SESSION}/logs/aggregate_report.log",
     conda:

@@ -24,7 +24,7 @@ rule judge_score:
         llm=llm_flags(config["judge"]) if config["judge"]["mode"] != "code" else "",
         version=SCORE_VERSION,
     shell:
-        '{params.cli} score --cell-dir "$(dirname {input.manifest:q})" --cell {wildcards.cell}'
+        '{params.cli} score --cell-dir "$(dirname {input.manifest:q})"'
         " --gpus-per-node {params.gpus_per_node} --segment-size {params.segment_size}"
         " --judge-mode {params.mode} {params.llm} --version {params.version}"
         " --fresh {resources.fresh} --output {output.score:q} > {log:q} 2>&1"
@@ -35,6 +35,7 @@ rule score:
         scores=expand(cell_path(layout.SCORE_JSON), cell=[c.name for c in RUN_CELLS]),
     output:
         tsv=f"{SESSION}/{layout.SCORES_TSV}",
+        records=f"{SESSION}/{layout.SCORE_RECORDS}",
     log:
         f"{SESSION}/logs/score.log",
     conda:

@@ -1,14 +1,15 @@
 """aggregate_report rule: the session report, heatmap, HTML page, JUnit file and failing pool."""
 
 from faultloop import report
-from faultloop.workflow import logged, run_cli
+from faultloop.glue import logged, run_cli
 
 with logged(snakemake.log[0]):
     run_cli(
         report.main,
         [
-            "--scores", snakemake.input.scores,
+            "--records", snakemake.input.records,
             "--session-dir", snakemake.params.session,
+            *(["--upstream-verdicts", *snakemake.input.upstream] if snakemake.input.upstream else []),
             "--output", snakemake.output.report,
             "--html", snakemake.output.html,
             "--heatmap", snakemake.output.heatmap,

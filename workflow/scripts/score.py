@@ -4,11 +4,11 @@ from pathlib import Path
 
 from faultloop import score
 from faultloop.pool import Cell
-from faultloop.workflow import logged
+from faultloop.glue import logged
 
 with logged(snakemake.log[0]):
     session = Path(snakemake.params.session)
     cells = [Cell.from_name(name) for name in snakemake.params.cells]
-    rows = score.gather_rows(session, cells, snakemake.params.analyzers)
-    score.write_scores_tsv(rows, Path(snakemake.output.tsv))
+    records = score.gather(session, cells, snakemake.params.analyzers)
+    score.write_tables(records, Path(snakemake.output.tsv), Path(snakemake.output.records))
     print(f"{len(cells)} cells x {len(snakemake.params.analyzers)} analyzers gathered into {snakemake.output.tsv}")

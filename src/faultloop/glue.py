@@ -1,4 +1,6 @@
-"""Bookkeeping the Snakemake workflow needs, kept here so it is testable without Snakemake."""
+"""Glue between Snakemake and the package: what the workflow's rules and scripts call (which cells
+an invocation carries, re-judge mode, the tracking file, run_job's and strip-log's bodies), kept
+here so it is testable without Snakemake."""
 
 from __future__ import annotations
 
@@ -17,9 +19,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from faultloop import launch, layout, slurm
+from faultloop.config import ConfigError
 from faultloop.faults import FAULT_NAMES, strip_markers
 from faultloop.manifest import Manifest
 from faultloop.pool import Cell
+from faultloop.score import failing_cells
 
 
 def option_values(argv: list[str], *flags: str) -> set[str]:
@@ -55,6 +59,27 @@ def forced(argv: list[str], rule: str, *files: str) -> bool:
         return True
     targets = option_values(argv, "--forcerun", "-R")
     return rule in targets or any(t.endswith(f) for t in targets for f in files)
+
+
+def selected_cells(settings: Mapping[str, Any], cells: list[Cell]) -> list[Cell]:
+    """Apply the `cells` key: all, failed (the first analyzer's failing cells in the last report's
+    scores), or named cells."""
+    choice = str(settings.get("cells", "all")).strip()
+    if choice in ("", "all"):
+        return cells
+    if choice == "failed":
+        scores = layout.session_dir(settings) / layout.SCORES_TSV
+        if not scores.is_file():
+            raise ConfigError(f"config key 'cells': 'failed' needs a previous report, and {scores} does not exist")
+        primary = next((name for name, entry in (settings.get("analyzers") or {}).items() if entry is not None), None)
+        failing = {c.name for c in failing_cells(scores, analyzer=primary)}
+        return [c for c in cells if c.name in failing]
+    wanted = choice.replace(",", " ").split()
+    known = {c.name for c in cells}
+    unknown = [w for w in wanted if w not in known]
+    if unknown:
+        raise ConfigError(f"config key 'cells': not in the pool: {', '.join(unknown)}")
+    return [c for c in cells if c.name in set(wanted)]
 
 
 def cell_targets(cells: list[Cell], session: Path, *, rejudge: bool) -> tuple[list[Cell], list[Cell]]:
@@ -125,19 +150,6 @@ def run_cli(main: Callable[[list[str]], int | None], argv: list[str]) -> None:
     status = int(main(argv) or 0)
     if status:
         raise SystemExit(status)
-
-
-def parse_overrides(pairs: list[str]) -> dict[str, Any]:
-    """Snakemake-style ``key=value`` overrides (YAML values), as given to ``--config``."""
-    import yaml
-
-    overrides: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise ValueError(f"expected key=value, got {pair!r}")
-        overrides[key] = yaml.safe_load(value) if value else ""
-    return overrides
 
 
 CELL_DIR_RE = re.compile(r"n\d+_(?:" + "|".join(FAULT_NAMES) + r")_r\d+_i\d+")
