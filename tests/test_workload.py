@@ -341,3 +341,18 @@ def test_events_cut_by_the_real_srun_are_joined_again(tmp_path: Path) -> None:
     assert events.read_text().splitlines() == [event]
     assert log.read_text().splitlines() == ["1: a line of node 1", "srun: error: n1: task 0: Exited with exit code 1",
                                             "1: {\"name\": \"torchelastic.unfinished"]
+
+
+def test_tasks_start_with_default_signals_even_from_a_background_shell(tmp_path: Path) -> None:
+    """A shell that starts a job in the background ignores SIGINT, and exec would pass that on: a
+    rank would then shrug off an injected SIGINT. Tasks start as slurmstepd starts them."""
+    import signal
+
+    probe = [sys.executable, "-c", "import signal; print(signal.getsignal(signal.SIGINT))"]
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with open(tmp_path / "log", "wb") as out, open(tmp_path / "ev", "wb") as ev:
+            LocalSrun(JobLog(out, ev), 0.5, 1.0).run([Task(0, probe, {})], time.time() + 60)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert (tmp_path / "log").read_text() == "0: <built-in function default_int_handler>\n"

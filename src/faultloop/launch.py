@@ -61,8 +61,12 @@ SRUN_WORDS = {"Killed": "SIGKILL", "Segmentation fault": "SIGSEGV", "Aborted": "
 # -- processes ---------------------------------------------------------------------------------
 
 
-def _die_with_parent() -> None:
-    """preexec_fn: the child gets SIGKILL when this process dies (Linux prctl PR_SET_PDEATHSIG)."""
+def _task_preexec() -> None:
+    """preexec_fn of a task: default signal dispositions, as slurmstepd starts tasks (a shell that
+    started us in the background ignores SIGINT and SIGQUIT, and exec keeps that), and SIGKILL when
+    this process dies (Linux prctl PR_SET_PDEATHSIG)."""
+    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(sig, signal.SIG_DFL)
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
 
 
@@ -257,7 +261,7 @@ class LocalSrun:
             try:
                 proc = subprocess.Popen(task.argv, env=task.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, start_new_session=True,
-                                        preexec_fn=_die_with_parent)
+                                        preexec_fn=_task_preexec)
             except OSError as exc:
                 self.log.line(task.label, f"{task.argv[0]}: {exc.strerror or exc}".encode())
                 exits[task.label] = TaskExit(task.label, 127, time.time(), False)
