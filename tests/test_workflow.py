@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from conftest import REPO, snakemake
 
@@ -169,3 +173,12 @@ def test_unknown_config_key_fails_naming_it_and_the_nearest(workflow_copy):
     assert "--config: 'gpus_per_nod' is not a configuration key; did you mean 'gpus_per_node'?" in output
     assert "config/site.yaml: 'run_job.pg_timeout' is not a configuration key; did you mean 'run_job.pg_timeout_s'?" in output
     assert not (workflow_copy / "results").exists()
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["logsage", "--log-path", "/no/such/run.log"], "faultloop logsage: no such log file: /no/such/run.log"),
+    (["fr", "--fr-path", "/no/such/checkpoints"], "faultloop fr: no such dump folder: /no/such/checkpoints"),
+])
+def test_analyzer_commands_on_a_missing_path_fail_clearly(argv, message):
+    proc = subprocess.run([sys.executable, "-m", "faultloop.cli", *argv], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.strip() == message and proc.stdout == ""

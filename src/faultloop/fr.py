@@ -17,6 +17,7 @@ import json
 import os
 import pickle
 import re
+import sys
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -760,6 +761,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output-json", help="also write fr.json here (atomically)")
     parser.add_argument("--output-text", help="also write the table here (atomically)")
     args = parser.parse_args(argv)
+    if not os.path.isdir(args.fr_path) and not os.path.isdir(os.path.dirname(args.fr_path) or "."):
+        print(f"faultloop fr: no such dump folder: {args.fr_path}", file=sys.stderr)
+        return 2
     result = analyze_dir(args.fr_path, args.pattern, world_size=args.world_size,
                          gpus_per_node=args.gpus_per_node, segment_size=args.segment_size,
                          workers=args.workers)

@@ -20,9 +20,9 @@ from typing import Any, Callable, Iterator, Mapping
 
 from faultloop import launch, layout, slurm
 from faultloop.config import ConfigError
-from faultloop.faults import FAULT_NAMES, strip_markers
+from faultloop.faults import strip_markers
 from faultloop.manifest import Manifest
-from faultloop.pool import Cell
+from faultloop.pool import CELL_NAME_PATTERN, Cell
 from faultloop.score import failing_cells
 
 
@@ -152,7 +152,7 @@ def run_cli(main: Callable[[list[str]], int | None], argv: list[str]) -> None:
         raise SystemExit(status)
 
 
-CELL_DIR_RE = re.compile(r"n\d+_(?:" + "|".join(FAULT_NAMES) + r")_r\d+_i\d+")
+CELL_DIR_RE = re.compile(CELL_NAME_PATTERN)
 
 
 def strip_log(manifest_path: Path, output: Path) -> int:
@@ -175,7 +175,7 @@ def strip_log(manifest_path: Path, output: Path) -> int:
 def run_site_workload(script: Path, cell: Cell, cell_dir: Path, env: Mapping[str, str]) -> Manifest:
     """Run a site's workload script with upstream's job contract and describe the run.
 
-    The script writes the main log to logs/slurm/<JOB_ID>.*.1.main_workload.log, FR dumps under
+    The script writes the main log where upstream does (layout.RunPaths.main_log_glob), FR dumps under
     checkpoints/, and the FAULT INJECTION marker; the marker is the evidence the fault fired.
     """
     job_id = slurm.job_id() or f"local-{uuid.uuid4().hex[:8]}"

@@ -99,7 +99,7 @@ class Manifest:
         layout.write_json_atomic(path, self.to_json())
 
     @classmethod
-    def from_json(cls, data: Any, source: str = "job.json") -> Manifest:
+    def from_json(cls, data: Any, source: str = layout.MANIFEST) -> Manifest:
         """Check and build; a missing or mistyped field is one error naming the file and field."""
         if not isinstance(data, dict):
             raise ManifestError(f"{source}: not a JSON object")

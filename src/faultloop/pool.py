@@ -17,7 +17,11 @@ from faultloop.faults import FAULT_NAMES
 
 COLUMNS = ("FAULT_TYPE", "RANK", "ITER", "NODES")
 SYMBOLIC_RANKS = ("mid", "last")
-CELL_NAME_RE = re.compile(r"^n(?P<nodes>\d+)_(?P<fault>[A-Z_]+)_r(?P<rank>\d+)_i(?P<iter>\d+)$")
+_FAULT_ALTERNATIVES = "|".join(FAULT_NAMES)
+# A cell's name, upstream's experiment folder: n<NODES>_<FAULT>_r<RANK>_i<ITER>. Without groups for
+# the Snakemake wildcard and for masking names in logs; with them for reading one back.
+CELL_NAME_PATTERN = rf"n\d+_(?:{_FAULT_ALTERNATIVES})_r\d+_i\d+"
+CELL_NAME_RE = re.compile(rf"^n(?P<nodes>\d+)_(?P<fault>{_FAULT_ALTERNATIVES})_r(?P<rank>\d+)_i(?P<iter>\d+)$")
 
 
 class PoolError(ValueError):

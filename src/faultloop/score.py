@@ -520,7 +520,7 @@ def _links(cell_dir: Path, folder: str, names: Iterable[str]) -> list[FileLink]:
 def cell_files(cell_dir: Path, job: Manifest | None) -> list[FileLink]:
     """The run's files a person opens first: manifest, main log, stripped log, the first dumps."""
     links = [FileLink(label, f"{cell_dir.name}/{path}") for label, path in (
-        ("job.json", layout.MANIFEST), ("main log", job.main_log if job else ""), ("stripped log", layout.STRIPPED_LOG))
+        (layout.MANIFEST, layout.MANIFEST), ("main log", job.main_log if job else ""), ("stripped log", layout.STRIPPED_LOG))
         if path and (cell_dir / path).is_file()]
     dumps = sorted((cell_dir / layout.FR_DUMP_PREFIX).parent.glob("_dump_*"))
     links += [FileLink(d.name, f"{cell_dir.name}/{layout.FR_DUMP_PREFIX.rsplit('/', 1)[0]}/{d.name}")

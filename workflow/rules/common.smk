@@ -22,6 +22,7 @@ import faultloop.fingerprint as fl_fingerprint
 import faultloop.frpeers as fl_frpeers
 import faultloop.history as fl_history
 import faultloop.layout as layout
+import faultloop.pool as fl_pool
 import faultloop.report as fl_report
 import faultloop.score as fl_score
 from faultloop.glue import (
@@ -96,7 +97,7 @@ validate(
 )
 
 WORKLOAD = fl_config.workload(config)
-# An adopted session keeps upstream's experiments_report.md untouched: faultloop's report then has
+# An adopted session keeps upstream's own report untouched: faultloop's report then has
 # its own name, and shows upstream's recorded verdicts beside its code scores.
 UPSTREAM_REPORT = ADOPT and fl_adopt.upstream_report(SESSION) is not None
 REPORT_FILE = layout.ADOPTED_REPORT_MD if UPSTREAM_REPORT else layout.REPORT_MD
@@ -186,7 +187,7 @@ LAUNCH_FLAGS = shlex.join(
 
 
 wildcard_constraints:
-    cell=r"n\d+_[A-Z_]+_r\d+_i\d+",
+    cell=fl_pool.CELL_NAME_PATTERN,
 
 
 def cell_path(name):

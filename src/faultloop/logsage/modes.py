@@ -132,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     llm.add_cli_arguments(parser, timeout_s=60.0)
     args = parser.parse_args(argv)
     path = Path(args.log_path)
+    if not path.is_file():  # a typo, not a job without a log (the workflow hands over an empty log)
+        print(f"faultloop logsage: no such log file: {path}", file=sys.stderr)
+        return 2
     if args.mode == "llm":
         if not args.llm_base_url or not args.llm_model:
             parser.error("--mode llm needs --llm-base-url and --llm-model")
