@@ -12,6 +12,7 @@ TORCH := torch==2.13.0
 WHEELS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 PIP := $(BIN)/python -m pip install --disable-pip-version-check $(WHEELS)
 
+PY_SOURCES := src tests benchmarks workflow/scripts
 RUN_CONFIG ?= pool_file=config/pools/quick.tsv session=quick
 SNAKEMAKE_ARGS ?=
 PYTEST_ARGS ?=
@@ -46,15 +47,22 @@ system-deps:
 	command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 	  apt-get install -y -qq --no-install-recommends chromium)
 
-test: setup system-deps
+test: setup system-deps lint
 	$(BIN)/python -m pytest -ra $(PYTEST_ARGS)
 
+# The checks a change must pass: the workflow's (Snakemake's linter, snakefmt) and the Python's
+# (ruff's lint and format, mypy on the package). `make fmt` fixes what can be fixed by itself.
 lint: setup
 	$(BIN)/snakemake --lint
 	$(BIN)/snakefmt --check .
+	$(BIN)/ruff check $(PY_SOURCES)
+	$(BIN)/ruff format --check $(PY_SOURCES)
+	$(BIN)/mypy
 
 fmt: setup
 	$(BIN)/snakefmt .
+	$(BIN)/ruff check --fix $(PY_SOURCES)
+	$(BIN)/ruff format $(PY_SOURCES)
 
 clean-results:
 	rm -rf results .snakemake

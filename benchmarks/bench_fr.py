@@ -21,12 +21,14 @@ import time
 from dataclasses import dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fr_synth import generate  # noqa: E402
+from fr_synth import generate
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-FLOOR = ("import glob, pickle, sys\n"
-         "for f in sorted(glob.glob(sys.argv[1] + '/_dump_*')):\n"
-         "    with open(f, 'rb') as fh: pickle.load(fh)\n")
+FLOOR = (
+    "import glob, pickle, sys\n"
+    "for f in sorted(glob.glob(sys.argv[1] + '/_dump_*')):\n"
+    "    with open(f, 'rb') as fh: pickle.load(fh)\n"
+)
 
 
 @dataclass(slots=True)
@@ -69,8 +71,7 @@ def measure(cmd: list[str], timeout: float, mem_limit: int | None = None) -> Run
             resource.setrlimit(resource.RLIMIT_AS, (mem_limit, mem_limit))
 
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=limit)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=limit)
     peak = 0
     out_parts: list[str] = []
     import threading
@@ -91,9 +92,14 @@ def measure(cmd: list[str], timeout: float, mem_limit: int | None = None) -> Run
     seconds = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
     reader.join()
-    return Run(seconds, peak, "".join(out_parts), proc.returncode == 0 and not note,
-               note or ("" if proc.returncode == 0 else f"exit {proc.returncode}"),
-               usage.ru_utime + usage.ru_stime)
+    return Run(
+        seconds,
+        peak,
+        "".join(out_parts),
+        proc.returncode == 0 and not note,
+        note or ("" if proc.returncode == 0 else f"exit {proc.returncode}"),
+        usage.ru_utime + usage.ru_stime,
+    )
 
 
 def torch_missing(stdout: str) -> set[int]:
@@ -103,8 +109,9 @@ def torch_missing(stdout: str) -> set[int]:
     return ranks
 
 
-def bench(size: int, entries: int, torch_max: int, torch_timeout: float, out_root: str,
-          with_missing: bool, repeat: int) -> dict:
+def bench(
+    size: int, entries: int, torch_max: int, torch_timeout: float, out_root: str, with_missing: bool, repeat: int
+) -> dict:
     # torchfrtrace names no rank once a dump is missing, so agreement is checked on hangs only
     hung, missing = {size // 3}, ({size // 2 + 1} if with_missing else set())
     out = os.path.join(out_root, f"synth_{size}x{entries}" + ("_missing" if with_missing else ""))
@@ -119,16 +126,25 @@ def bench(size: int, entries: int, torch_max: int, torch_timeout: float, out_roo
     floors, ourss = [], []
     for _ in range(repeat):
         floors.append(measure([py, "-c", FLOOR, out], timeout=3600))
-        ourss.append(measure([py, "-m", "faultloop.cli", "fr", "--fr-path", out, "--format", "json"],
-                             timeout=3600))
+        ourss.append(measure([py, "-m", "faultloop.cli", "fr", "--fr-path", out, "--format", "json"], timeout=3600))
     floor = min(floors, key=lambda r: r.seconds)
     ours = min(ourss, key=lambda r: r.seconds)
     suspects = json.loads(ours.stdout)["suspect_ranks"] if ours.ok else None
-    row = {"ranks": size, "entries": entries, "floor": floor, "faultloop": ours, "torch": None,
-           "suspects": suspects, "truth": sorted(hung | missing)}
+    row = {
+        "ranks": size,
+        "entries": entries,
+        "floor": floor,
+        "faultloop": ours,
+        "torch": None,
+        "suspects": suspects,
+        "truth": sorted(hung | missing),
+    }
     if size <= torch_max:
-        row["torch"] = measure([py, "-m", "torch.distributed.flight_recorder.fr_trace", out, "-p", "_dump_",
-                                "--allow-incomplete-ranks"], timeout=torch_timeout, mem_limit=16 << 30)
+        row["torch"] = measure(
+            [py, "-m", "torch.distributed.flight_recorder.fr_trace", out, "-p", "_dump_", "--allow-incomplete-ranks"],
+            timeout=torch_timeout,
+            mem_limit=16 << 30,
+        )
     return row
 
 
@@ -138,20 +154,29 @@ def fmt(row: dict) -> str:
     if torch is None:
         t_time, t_mem, speedup, agree = "skipped", "-", "-", "-"
     elif not torch.ok:
-        t_time, t_mem, speedup, agree = f"failed ({torch.note}, {torch.seconds:.1f} s)", \
-            f"{torch.peak_bytes / gib:.2f}", "-", "-"
+        t_time, t_mem, speedup, agree = (
+            f"failed ({torch.note}, {torch.seconds:.1f} s)",
+            f"{torch.peak_bytes / gib:.2f}",
+            "-",
+            "-",
+        )
     else:
         t_time, t_mem = f"{torch.seconds:.2f}", f"{torch.peak_bytes / gib:.2f}"
         speedup = f"{torch.seconds / ours.seconds:.1f}x"
-        agree = "yes" if set(row["suspects"] or []) == torch_missing(torch.stdout) else \
-            f"no (torch {sorted(torch_missing(torch.stdout))})"
+        agree = (
+            "yes"
+            if set(row["suspects"] or []) == torch_missing(torch.stdout)
+            else f"no (torch {sorted(torch_missing(torch.stdout))})"
+        )
     if torch is not None and torch.ok:
         t_time += f" ({torch.cpu_seconds:.1f})"
-    return (f"| {row['ranks']} x {row['entries']} | {ours.seconds:.2f} ({ours.cpu_seconds:.1f}) | "
-            f"{ours.peak_bytes / gib:.2f} | {floor.seconds:.2f} ({floor.cpu_seconds:.1f}) | "
-            f"{floor.peak_bytes / gib:.2f} | {t_time} | {t_mem} | "
-            f"{ours.seconds / floor.seconds:.2f} | {speedup} | {row['suspects']} (truth {row['truth']}) | "
-            f"{agree} |")
+    return (
+        f"| {row['ranks']} x {row['entries']} | {ours.seconds:.2f} ({ours.cpu_seconds:.1f}) | "
+        f"{ours.peak_bytes / gib:.2f} | {floor.seconds:.2f} ({floor.cpu_seconds:.1f}) | "
+        f"{floor.peak_bytes / gib:.2f} | {t_time} | {t_mem} | "
+        f"{ours.seconds / floor.seconds:.2f} | {speedup} | {row['suspects']} (truth {row['truth']}) | "
+        f"{agree} |"
+    )
 
 
 def main() -> None:
@@ -164,15 +189,23 @@ def main() -> None:
     parser.add_argument("--with-missing", action="store_true", help="also drop one rank's dump")
     parser.add_argument("--repeat", type=int, default=3, help="runs of faultloop and the floor (fastest kept)")
     args = parser.parse_args()
-    print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
-          "times are wall seconds (CPU seconds of the process tree)")
-    print("| ranks x entries | faultloop s | faultloop GiB | floor s | floor GiB | torchfrtrace s | "
-          "torchfrtrace GiB | faultloop/floor | torchfrtrace/faultloop | faultloop suspects | "
-          "agree with torchfrtrace |")
+    print(
+        f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
+        "times are wall seconds (CPU seconds of the process tree)"
+    )
+    print(
+        "| ranks x entries | faultloop s | faultloop GiB | floor s | floor GiB | torchfrtrace s | "
+        "torchfrtrace GiB | faultloop/floor | torchfrtrace/faultloop | faultloop suspects | "
+        "agree with torchfrtrace |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for size in args.sizes:
-        print(fmt(bench(size, args.entries, args.torch_max, args.torch_timeout, args.out,
-                        args.with_missing, args.repeat)), flush=True)
+        print(
+            fmt(
+                bench(size, args.entries, args.torch_max, args.torch_timeout, args.out, args.with_missing, args.repeat)
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

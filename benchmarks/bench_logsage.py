@@ -38,18 +38,24 @@ def _block(rnd: random.Random, first_iter: int, n_iters: int) -> str:
     out = []
     for it in range(first_iter, first_iter + n_iters):
         ms = 1400 + rnd.random() * 40
-        out.append(f"{RANKS - 1}:  [2026-11-30 12:{it // 60 % 60:02d}:{it % 60:02d}.{rnd.randrange(10**6):06d}] "
-                   f"iteration {it:8d}/ 5000000 | consumed samples: {it * 1024:12d} | elapsed time per iteration "
-                   f"(ms): {ms:.1f} | throughput per GPU (TFLOP/s/GPU): 412.{rnd.randrange(10)} | learning rate: "
-                   f"2.999{rnd.randrange(100):02d}E-04 | global batch size:  1024 | lm loss: {2 + rnd.random():.6E} | "
-                   f"loss scale: 1.0 | grad norm: {rnd.random() + 0.5:.3f} | number of skipped iterations:   0 | "
-                   f"number of nan iterations:   0 |")
+        out.append(
+            f"{RANKS - 1}:  [2026-11-30 12:{it // 60 % 60:02d}:{it % 60:02d}.{rnd.randrange(10**6):06d}] "
+            f"iteration {it:8d}/ 5000000 | consumed samples: {it * 1024:12d} | elapsed time per iteration "
+            f"(ms): {ms:.1f} | throughput per GPU (TFLOP/s/GPU): 412.{rnd.randrange(10)} | learning rate: "
+            f"2.999{rnd.randrange(100):02d}E-04 | global batch size:  1024 | lm loss: {2 + rnd.random():.6E} | "
+            f"loss scale: 1.0 | grad norm: {rnd.random() + 0.5:.3f} | number of skipped iterations:   0 | "
+            f"number of nan iterations:   0 |"
+        )
         r = rnd.randrange(RANKS)
-        out.append(f"{r}: node-{r // 8 + 1:03d}:{4100 + r}:{4300 + r} [{r % 8}] NCCL INFO Channel {it % 32:02d}/0 : "
-                   f"{r}[{r % 8}] -> {(r + 1) % RANKS}[{(r + 1) % 8}] [send] via NET/IB/{r % 4}/GDRDMA")
+        out.append(
+            f"{r}: node-{r // 8 + 1:03d}:{4100 + r}:{4300 + r} [{r % 8}] NCCL INFO Channel {it % 32:02d}/0 : "
+            f"{r}[{r % 8}] -> {(r + 1) % RANKS}[{(r + 1) % 8}] [send] via NET/IB/{r % 4}/GDRDMA"
+        )
         if it % 50 == 0:
-            out.append(f"{r}: [rank{r}]:[W1130 12:00:00.{it % 10**6:06d} {4100 + r} ProcessGroupNCCL.cpp:4561] "
-                       f"Warning: TORCH_NCCL_AVOID_RECORD_STREAMS is the default now (function operator())")
+            out.append(
+                f"{r}: [rank{r}]:[W1130 12:00:00.{it % 10**6:06d} {4100 + r} ProcessGroupNCCL.cpp:4561] "
+                f"Warning: TORCH_NCCL_AVOID_RECORD_STREAMS is the default now (function operator())"
+            )
         if it % 1000 == 0:
             out.append(f"0:  [2026-11-30 12:00:00] saving checkpoint at iteration {it:8d} to /ckpt/gpt")
             out.append(f"0:   successfully saved checkpoint from iteration {it:8d} to /ckpt/gpt [ t 1/1, p 1/1 ]")
@@ -60,10 +66,12 @@ def _failure() -> str:
     out = []
     for r in range(RANKS):
         if r != CULPRIT:
-            out.append(f"{r}: [rank{r}]:[E1130 13:10:06.{r:06d} {4100 + r} ProcessGroupNCCL.cpp:632] [Rank {r}] "
-                       f"Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9843, OpType=ALLREDUCE, "
-                       f"NumelIn=25231360, NumelOut=25231360, Timeout(ms)=600000) ran for 600046 milliseconds "
-                       f"before timing out.")
+            out.append(
+                f"{r}: [rank{r}]:[E1130 13:10:06.{r:06d} {4100 + r} ProcessGroupNCCL.cpp:632] [Rank {r}] "
+                f"Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9843, OpType=ALLREDUCE, "
+                f"NumelIn=25231360, NumelOut=25231360, Timeout(ms)=600000) ran for 600046 milliseconds "
+                f"before timing out."
+            )
     out.append("srun: error: node-002: task 11: Killed")
     return "\n".join(out) + "\n"
 
@@ -71,8 +79,11 @@ def _failure() -> str:
 def write_log(path: Path, size_mb: int) -> None:
     rnd = random.Random(size_mb)
     target, written, it = size_mb << 20, 0, 1
-    head = "".join(f"{r}: node-{r // 8 + 1:03d}:{4100 + r}:{4300 + r} [{r % 8}] NCCL INFO comm 0x55d4c8a0 rank {r} "
-                   f"nranks {RANKS} cudaDev {r % 8} busId {r % 8}b000 - Init COMPLETE\n" for r in range(RANKS))
+    head = "".join(
+        f"{r}: node-{r // 8 + 1:03d}:{4100 + r}:{4300 + r} [{r % 8}] NCCL INFO comm 0x55d4c8a0 rank {r} "
+        f"nranks {RANKS} cudaDev {r % 8} busId {r % 8}b000 - Init COMPLETE\n"
+        for r in range(RANKS)
+    )
     with open(path, "w") as f:
         f.write(head)
         block = _block(rnd, it, 20000)  # ~9 MB, reused so writing 1 GB takes seconds
@@ -139,22 +150,31 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep:
             path.unlink()
     tool = "rg" if shutil.which("rg") else "grep" if shutil.which("grep") else "python"
-    print(f"cores: {os.cpu_count()}, load average after: {os.getloadavg()[0]:.2f}; grep -c pattern "
-          f"{GREP_PATTERN!r}; best of {args.repeats} interleaved runs; auto prefilter = {tool}")
-    print("| log MB | grep -c MB/s | logsage auto MB/s | ratio | CPU s grep / logsage | peak RSS MB "
-          "| logsage --prefilter grep MB/s | ratio | --prefilter python MB/s | its RSS MB "
-          "| peer auto MB/s | speed vs peer | CPU s logsage / peer | peer --prefilter grep MB/s | speed vs peer "
-          "| CPU s logsage / peer |")
+    print(
+        f"cores: {os.cpu_count()}, load average after: {os.getloadavg()[0]:.2f}; grep -c pattern "
+        f"{GREP_PATTERN!r}; best of {args.repeats} interleaved runs; auto prefilter = {tool}"
+    )
+    print(
+        "| log MB | grep -c MB/s | logsage auto MB/s | ratio | CPU s grep / logsage | peak RSS MB "
+        "| logsage --prefilter grep MB/s | ratio | --prefilter python MB/s | its RSS MB "
+        "| peer auto MB/s | speed vs peer | CPU s logsage / peer | peer --prefilter grep MB/s | speed vs peer "
+        "| CPU s logsage / peer |"
+    )
     print("|---" * 16 + "|")
     for size, grep, auto, with_grep, python, peer, peer_grep in rows:
         py = f"{size / python.seconds:.0f} | {python.rss_mb:.0f}" if python.stdout else "- | -"
         peers = " | ".join(
             f"{size / other.seconds:.0f} | {other.seconds / mine.seconds:.2f} | "
-            f"{mine.cpu_seconds:.2f} / {other.cpu_seconds:.2f}" if other.stdout else "- | - | -"
-            for mine, other in ((auto, peer), (with_grep, peer_grep)))
-        print(f"| {size:.0f} | {size / grep.seconds:.0f} | {size / auto.seconds:.0f} | {grep.seconds / auto.seconds:.2f} "
-              f"| {grep.cpu_seconds:.2f} / {auto.cpu_seconds:.2f} | {auto.rss_mb:.0f} "
-              f"| {size / with_grep.seconds:.0f} | {grep.seconds / with_grep.seconds:.2f} | {py} | {peers} |")
+            f"{mine.cpu_seconds:.2f} / {other.cpu_seconds:.2f}"
+            if other.stdout
+            else "- | - | -"
+            for mine, other in ((auto, peer), (with_grep, peer_grep))
+        )
+        print(
+            f"| {size:.0f} | {size / grep.seconds:.0f} | {size / auto.seconds:.0f} | {grep.seconds / auto.seconds:.2f} "
+            f"| {grep.cpu_seconds:.2f} / {auto.cpu_seconds:.2f} | {auto.rss_mb:.0f} "
+            f"| {size / with_grep.seconds:.0f} | {grep.seconds / with_grep.seconds:.2f} | {py} | {peers} |"
+        )
     return 0
 
 

@@ -46,10 +46,22 @@ def plan_seconds(size: int, *config: str) -> tuple[float, float, int]:
         cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         result = subprocess.run(
-            [str(Path(sys.executable).parent / "snakemake"), "-n", "--quiet", "rules", "reason", "host",
-             "--profile", "profiles/local",
-             "--config", "pool_file=pool.tsv", *config],
-            cwd=work, capture_output=True, text=True,
+            [
+                str(Path(sys.executable).parent / "snakemake"),
+                "-n",
+                "--quiet",
+                "rules",
+                "reason",
+                "host",
+                "--profile",
+                "profiles/local",
+                "--config",
+                "pool_file=pool.tsv",
+                *config,
+            ],
+            cwd=work,
+            capture_output=True,
+            text=True,
         )
         elapsed = time.perf_counter() - start
         cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -65,14 +77,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     args = parser.parse_args()
-    print("| cells | run_job planned | default analyzers: wall (s) | CPU (s) | one analyzer each: wall (s) "
-          "| CPU (s) | ratio (CPU) | target |")
+    print(
+        "| cells | run_job planned | default analyzers: wall (s) | CPU (s) | one analyzer each: wall (s) "
+        "| CPU (s) | ratio (CPU) | target |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for size in args.sizes:
         seconds, cpu, jobs = plan_seconds(size)
         one_seconds, one_cpu, _ = plan_seconds(size, *ONE_ANALYZER)
-        print(f"| {size} | {jobs} | {seconds:.1f} | {cpu:.1f} | {one_seconds:.1f} | {one_cpu:.1f} | "
-              f"{cpu / one_cpu:.2f} | {'< 60 s' if size >= 10000 else ''} |")
+        print(
+            f"| {size} | {jobs} | {seconds:.1f} | {cpu:.1f} | {one_seconds:.1f} | {one_cpu:.1f} | "
+            f"{cpu / one_cpu:.2f} | {'< 60 s' if size >= 10000 else ''} |"
+        )
 
 
 if __name__ == "__main__":

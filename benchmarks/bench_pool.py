@@ -56,8 +56,16 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench_pool_") as tmp:
         session = "bench"
-        cmd = [str(Path(sys.executable).with_name("snakemake")), "--profile", "profiles/local", "--config",
-               f"pool_file={args.pool_file}", f"base_experiments_dir={tmp}", f"session={session}", *args.extra]
+        cmd = [
+            str(Path(sys.executable).with_name("snakemake")),
+            "--profile",
+            "profiles/local",
+            "--config",
+            f"pool_file={args.pool_file}",
+            f"base_experiments_dir={tmp}",
+            f"session={session}",
+            *args.extra,
+        ]
         sampler = MemorySampler()
         sampler.start()
         start = time.monotonic()
@@ -73,12 +81,16 @@ def main() -> int:
     first = rows[0].get("ANALYZER")
     rows = [r for r in rows if r.get("ANALYZER", first) == first]  # the first analyzer's rows
     peak_gib = (sampler.peak - sampler.baseline) / 2**30
-    print(f"| pool | cells | wall (min) | memory peak above idle (GiB) | valid | restart | sole primary | "
-          f"fault type | FR exact rank |")
+    print(
+        "| pool | cells | wall (min) | memory peak above idle (GiB) | valid | restart | sole primary | "
+        "fault type | FR exact rank |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
-    print(f"| {args.pool_file} | {len(rows)} | {wall / 60:.1f} | {peak_gib:.1f} | {rate(rows, 'run_valid')} | "
-          f"{rate(rows, 'restart_correct')} | {rate(rows, 'rank_primary')} | {rate(rows, 'fault_type_correct')} | "
-          f"{rate(rows, 'fr_rank_correct', 'rank')} |")
+    print(
+        f"| {args.pool_file} | {len(rows)} | {wall / 60:.1f} | {peak_gib:.1f} | {rate(rows, 'run_valid')} | "
+        f"{rate(rows, 'restart_correct')} | {rate(rows, 'rank_primary')} | {rate(rows, 'fault_type_correct')} | "
+        f"{rate(rows, 'fr_rank_correct', 'rank')} |"
+    )
     return 0
 
 

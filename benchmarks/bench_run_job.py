@@ -33,21 +33,51 @@ class Timing:
     fault_to_end_s: float | None
 
 
-def run_cell(root: Path, fault: str, nodes: int, per_node: int, launcher: str, shutdown: str,
-             extra: list[str]) -> Timing:
+def run_cell(
+    root: Path, fault: str, nodes: int, per_node: int, launcher: str, shutdown: str, extra: list[str]
+) -> Timing:
     cell = root / f"n{nodes}x{per_node}_{launcher}_{shutdown}_{fault}"
-    cmd = [sys.executable, "-m", "faultloop.cli", "run-job", "--cell-dir", str(cell),
-           "--fault-type", fault, "--rank", "1", "--iter", "5", "--nodes", str(nodes),
-           "--gpus-per-node", str(per_node), "--launcher", launcher, "--scheduler", "local",
-           "--fault-delay", "1", *(["--shutdown-timeout-s", shutdown] if launcher == "torchrun" else []), *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "faultloop.cli",
+        "run-job",
+        "--cell-dir",
+        str(cell),
+        "--fault-type",
+        fault,
+        "--rank",
+        "1",
+        "--iter",
+        "5",
+        "--nodes",
+        str(nodes),
+        "--gpus-per-node",
+        str(per_node),
+        "--launcher",
+        launcher,
+        "--scheduler",
+        "local",
+        "--fault-delay",
+        "1",
+        *(["--shutdown-timeout-s", shutdown] if launcher == "torchrun" else []),
+        *extra,
+    ]
     t0 = time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     elapsed = time.time() - t0
     manifest = cell / ("job.json" if proc.returncode == 0 else "infra_failure.json")
     m = json.loads(manifest.read_text())
     fired = m["fault_fired_time"]
-    return Timing(fault, f"{nodes}x{per_node}", launcher, shutdown if launcher == "torchrun" else "-",
-                  m["state"] if proc.returncode == 0 else "INFRA", elapsed, m["end_time"] - fired if fired else None)
+    return Timing(
+        fault,
+        f"{nodes}x{per_node}",
+        launcher,
+        shutdown if launcher == "torchrun" else "-",
+        m["state"] if proc.returncode == 0 else "INFRA",
+        elapsed,
+        m["end_time"] - fired if fired else None,
+    )
 
 
 def main() -> int:
@@ -59,8 +89,10 @@ def main() -> int:
     parser.add_argument("extra", nargs="*", help="run-job options after --")
     args = parser.parse_args()
     shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
-    print(f"{'fault':<14}{'shape':>6}  {'launcher':<9}{'shutdown':>9}  {'state':<10}{'launch->end s':>14}"
-          f"{'fault->end s':>14}")
+    print(
+        f"{'fault':<14}{'shape':>6}  {'launcher':<9}{'shutdown':>9}  {'state':<10}{'launch->end s':>14}"
+        f"{'fault->end s':>14}"
+    )
     with tempfile.TemporaryDirectory(prefix="bench_run_job_") as tmp:
         for nodes, per_node in shapes:
             for launcher in args.launchers.split(","):
@@ -69,8 +101,11 @@ def main() -> int:
                     for fault in args.faults.split(","):
                         t = run_cell(Path(tmp), fault, nodes, per_node, launcher, shutdown, args.extra)
                         after = f"{t.fault_to_end_s:14.1f}" if t.fault_to_end_s is not None else f"{'-':>14}"
-                        print(f"{t.fault:<14}{t.shape:>6}  {t.launcher:<9}{t.shutdown_timeout:>9}  {t.state:<10}"
-                              f"{t.launch_to_end_s:14.1f}{after}", flush=True)
+                        print(
+                            f"{t.fault:<14}{t.shape:>6}  {t.launcher:<9}{t.shutdown_timeout:>9}  {t.state:<10}"
+                            f"{t.launch_to_end_s:14.1f}{after}",
+                            flush=True,
+                        )
     return 0
 
 

@@ -64,13 +64,13 @@ def main() -> None:
         durations = [MEASURED_S[c.fault_type] + 0.6 * max(0, c.nodes * 4 - 4) for c in cells]
         source = "cpu-lab.md per-fault times scaled by ranks"
     rows = [
-        ("upstream strict batches of 2 (poll %gs)" % args.poll, batched_makespan(durations, args.poll)),
+        (f"upstream strict batches of 2 (poll {args.poll:g}s)", batched_makespan(durations, args.poll)),
         ("upstream strict batches of 2 (no poll delay)", batched_makespan(durations, 0)),
         ("faultloop 2-slot sliding window", sliding_makespan(durations)),
     ]
     print(f"pool {args.pool}: {len(cells)} cells, durations from {source}, sum {sum(durations):.0f} s\n")
-    print(f"| schedule | makespan (s) | ratio vs faultloop |")
-    print(f"|---|---|---|")
+    print("| schedule | makespan (s) | ratio vs faultloop |")
+    print("|---|---|---|")
     ours = rows[-1][1]
     for name, value in rows:
         print(f"| {name} | {value:.0f} | {value / ours:.2f} |")

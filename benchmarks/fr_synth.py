@@ -23,23 +23,45 @@ def make_dump(world: int, entries: int, last_seq: int) -> dict[str, Any]:
     rows = []
     for i in range(entries):
         seq = last_seq - entries + 1 + i
-        rows.append({
-            "record_id": seq, "pg_id": 0, "process_group": ("0", "default_pg"),
-            "collective_seq_id": seq, "p2p_seq_id": 0, "op_id": seq,
-            "profiling_name": "nccl:all_reduce", "time_created_ns": 1_700_000_000_000_000_000 + seq * 1000,
-            "duration_ms": 0.5, "input_sizes": [[4096, 1024]], "input_dtypes": ["Float"],
-            "output_sizes": [[4096, 1024]], "output_dtypes": ["Float"], "state": "completed",
-            "time_discovered_started_ns": None, "time_discovered_completed_ns": None,
-            "retired": True, "timeout_ms": 600000, "is_p2p": False, "frames": [],
-            "thread_id": "140000000000000", "thread_name": "python",
-        })
+        rows.append(
+            {
+                "record_id": seq,
+                "pg_id": 0,
+                "process_group": ("0", "default_pg"),
+                "collective_seq_id": seq,
+                "p2p_seq_id": 0,
+                "op_id": seq,
+                "profiling_name": "nccl:all_reduce",
+                "time_created_ns": 1_700_000_000_000_000_000 + seq * 1000,
+                "duration_ms": 0.5,
+                "input_sizes": [[4096, 1024]],
+                "input_dtypes": ["Float"],
+                "output_sizes": [[4096, 1024]],
+                "output_dtypes": ["Float"],
+                "state": "completed",
+                "time_discovered_started_ns": None,
+                "time_discovered_completed_ns": None,
+                "retired": True,
+                "timeout_ms": 600000,
+                "is_p2p": False,
+                "frames": [],
+                "thread_id": "140000000000000",
+                "thread_name": "python",
+            }
+        )
     rows[-1]["state"] = "scheduled"
     rows[-1]["retired"] = False
     return {
-        "version": "2.10", "nccl_version": "2.27.3",
+        "version": "2.10",
+        "nccl_version": "2.27.3",
         "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": ranks_text}},
-        "pg_status": {"0": {"last_enqueued_collective": last_seq, "last_started_collective": last_seq,
-                            "last_completed_collective": last_seq - 1}},
+        "pg_status": {
+            "0": {
+                "last_enqueued_collective": last_seq,
+                "last_started_collective": last_seq,
+                "last_completed_collective": last_seq - 1,
+            }
+        },
         "entries": rows,
     }
 
@@ -48,8 +70,10 @@ def generate(out: str, world: int, entries: int, hung: set[int], missing: set[in
     """Write `_dump_<rank>` for every rank not in `missing`."""
     os.makedirs(out, exist_ok=True)
     last = START_SEQ + entries
-    blobs = {False: pickle.dumps(make_dump(world, entries, last), protocol=2),
-             True: pickle.dumps(make_dump(world, entries, last - 1), protocol=2)}
+    blobs = {
+        False: pickle.dumps(make_dump(world, entries, last), protocol=2),
+        True: pickle.dumps(make_dump(world, entries, last - 1), protocol=2),
+    }
     for rank in range(world):
         if rank in missing:
             continue

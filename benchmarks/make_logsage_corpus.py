@@ -60,10 +60,33 @@ def run_cell(cell: Cell, name: str, work: Path, timing: list[str]) -> list[str] 
     for _ in range(2):
         cell_dir = work / name
         shutil.rmtree(cell_dir, ignore_errors=True)
-        cmd = [sys.executable, "-m", "faultloop.cli", "run-job", "--cell-dir", str(cell_dir),
-               "--fault-type", cell.fault, "--rank", str(cell.rank), "--iter", "3", "--fault-delay", "0",
-               "--nodes", str(cell.nodes), "--gpus-per-node", str(cell.gpus_per_node),
-               "--iterations", "12", *timing, "--launcher", cell.launcher, "--scheduler", "local"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "faultloop.cli",
+            "run-job",
+            "--cell-dir",
+            str(cell_dir),
+            "--fault-type",
+            cell.fault,
+            "--rank",
+            str(cell.rank),
+            "--iter",
+            "3",
+            "--fault-delay",
+            "0",
+            "--nodes",
+            str(cell.nodes),
+            "--gpus-per-node",
+            str(cell.gpus_per_node),
+            "--iterations",
+            "12",
+            *timing,
+            "--launcher",
+            cell.launcher,
+            "--scheduler",
+            "local",
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         manifest = cell_dir / "job.json"
         if proc.returncode == 0 and manifest.exists():
@@ -89,8 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     timing = ["--pg-timeout-s", args.pg_timeout_s, "--stall-timeout-s", args.stall_timeout_s]
     args.out.mkdir(parents=True, exist_ok=True)
     rows: dict[str, Cell] = {}
-    with tempfile.TemporaryDirectory(prefix="logsage-corpus-") as tmp, \
-            cf.ThreadPoolExecutor(args.jobs) as pool:
+    with tempfile.TemporaryDirectory(prefix="logsage-corpus-") as tmp, cf.ThreadPoolExecutor(args.jobs) as pool:
         names = {c: f"job_{cells().index(c):03d}" for c in todo}
         futures = {pool.submit(run_cell, c, names[c], Path(tmp), timing): c for c in todo}
         for n, fut in enumerate(cf.as_completed(futures), 1):
@@ -110,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
             old[f] = Cell(fault, int(rank), int(nodes), int(gpn), launcher)
     old.update(rows)
     text = "file\tfault\trank\tnodes\tgpus_per_node\tlauncher\n" + "".join(
-        f"{name}\t{c.fault}\t{c.rank}\t{c.nodes}\t{c.gpus_per_node}\t{c.launcher}\n" for name, c in sorted(old.items()))
+        f"{name}\t{c.fault}\t{c.rank}\t{c.nodes}\t{c.gpus_per_node}\t{c.launcher}\n" for name, c in sorted(old.items())
+    )
     args.truth.write_text(text)
     print(f"{len(rows)}/{len(todo)} logs written to {args.out}; truth in {args.truth}")
     return 0 if len(rows) == len(todo) else 1

@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FAULTS = {"sigkill": "sigkill", "exception": "exc", "sigstop": "sigstop", "segfault": "segv"}
-TRAIN = '''
+TRAIN = """
 import ctypes, datetime, os, signal, sys, time
 import torch, torch.distributed as dist
 mode = sys.argv[1]
@@ -39,7 +39,7 @@ for it in range(1, 40):
     if rank == world - 1: print(f"iteration {it} loss 0.5", flush=True)
     time.sleep(0.3)
 dist.destroy_process_group()
-'''
+"""
 
 
 def free_port() -> int:
@@ -55,9 +55,29 @@ def run(mode: str, workdir: Path) -> str:
     read_fd, write_fd = os.pipe()
     agents = []
     for node in (0, 1):
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node),
-               "--nproc-per-node", "2", "--rdzv-backend", "static", "--master-addr", "127.0.0.1",
-               "--master-port", str(port), "--max-restarts", "0", "--monitor-interval", "0.5", "train.py", mode]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes",
+            "2",
+            "--node-rank",
+            str(node),
+            "--nproc-per-node",
+            "2",
+            "--rdzv-backend",
+            "static",
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            str(port),
+            "--max-restarts",
+            "0",
+            "--monitor-interval",
+            "0.5",
+            "train.py",
+            mode,
+        ]
         agent = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         labeller = subprocess.Popen(["sed", "-u", f"s/^/{node}: /"], stdin=agent.stdout, stdout=write_fd)
         agents += [agent, labeller]

@@ -17,10 +17,15 @@ BIN = Path(sys.executable).parent
 SHARED = REPO.parent / "shared"
 NVRX_FR = SHARED / "fixtures" / "nvrx_fr"
 REAL_LOGS = SHARED / "real_logs"
-needs_nvrx_dumps = pytest.mark.skipif(not NVRX_FR.is_dir(), reason=f"NVRx flight-recorder fixtures not found at "
-                                      f"{NVRX_FR} (third-party data kept outside the repo, in ../shared)")
-needs_real_logs = pytest.mark.skipif(not REAL_LOGS.is_dir(), reason=f"real-log corpus not found at {REAL_LOGS} "
-                                     "(third-party data kept outside the repo, in ../shared)")
+needs_nvrx_dumps = pytest.mark.skipif(
+    not NVRX_FR.is_dir(),
+    reason=f"NVRx flight-recorder fixtures not found at "
+    f"{NVRX_FR} (third-party data kept outside the repo, in ../shared)",
+)
+needs_real_logs = pytest.mark.skipif(
+    not REAL_LOGS.is_dir(),
+    reason=f"real-log corpus not found at {REAL_LOGS} (third-party data kept outside the repo, in ../shared)",
+)
 WORKFLOW_FILES = ("Snakefile", "workflow", "config", "profiles", "src")
 
 
@@ -57,8 +62,14 @@ def workflow_copy(tmp_path: Path) -> Path:
     return copy_workflow(tmp_path / "wf")
 
 
-def put_analysis(cell_dir: Path, log: dict[str, dict | str | None], fr: dict[str, dict | str | None],
-                 *, version: str = "v1", wall_s: float = 0.5) -> None:
+def put_analysis(
+    cell_dir: Path,
+    log: dict[str, dict | str | None],
+    fr: dict[str, dict | str | None],
+    *,
+    version: str = "v1",
+    wall_s: float = 0.5,
+) -> None:
     """Store analyzer results in a cell as the logsage and fr_analysis rules do (their own writer):
     name -> verdict (a dict), failure (a message) or nothing (None: the analyzer is not listed)."""
     from faultloop import analyzers, layout
@@ -72,12 +83,25 @@ def put_analysis(cell_dir: Path, log: dict[str, dict | str | None], fr: dict[str
             if isinstance(result, str):
                 outcome = Outcome(None, "", None, result, "stderr tail", wall_s)
             else:
-                text = (analyzers.verdict_text(analyzers.normalize(result)) if "restart" in result else
-                        "PGID | Process Group Desc | Op Type | Size | Dtype | Missing Ranks\n"
-                        f"0 | default_pg | allreduce | [[4]] | [Float] | {result.get('suspect_ranks')}\n")
+                text = (
+                    analyzers.verdict_text(analyzers.normalize(result))
+                    if "restart" in result
+                    else "PGID | Process Group Desc | Op Type | Size | Dtype | Missing Ranks\n"
+                    f"0 | default_pg | allreduce | [[4]] | [Float] | {result.get('suspect_ranks')}\n"
+                )
                 outcome = Outcome(result, text, None, None, "", wall_s)
-            records.append(analyzers.run_with_reuse(name, "test", version, "digest", cell_dir / folder / name,
-                                                    fresh=True, files=files, attempt=lambda o=outcome: o))
+            records.append(
+                analyzers.run_with_reuse(
+                    name,
+                    "test",
+                    version,
+                    "digest",
+                    cell_dir / folder / name,
+                    fresh=True,
+                    files=files,
+                    attempt=lambda o=outcome: o,
+                )
+            )
         analyzers.write_index(cell_dir / index, records)
 
     store(log, "analysis", (layout.LOGSAGE_JSON, layout.LOGSAGE_TEXT), layout.LOGSAGE_INDEX)

@@ -31,7 +31,7 @@ class Reply:
     delay_s: float = 0.0
 
     @classmethod
-    def json(cls, obj: dict[str, Any], **kw: Any) -> "Reply":
+    def json(cls, obj: dict[str, Any], **kw: Any) -> Reply:
         return cls(content=json.dumps(obj), **kw)
 
 
@@ -88,18 +88,28 @@ def _handler(state: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             if reply.delay_s:
                 state.stopping.wait(reply.delay_s)
             if reply.status != 200:
-                self._send(reply.status, {"error": {"message": reply.content or "scripted error",
-                                                    "type": "scripted", "code": reply.status}})
+                self._send(
+                    reply.status,
+                    {"error": {"message": reply.content or "scripted error", "type": "scripted", "code": reply.status}},
+                )
                 return
-            self._send(200, {
-                "id": f"chatcmpl-{len(state.requests)}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": body.get("model", "test-model"),
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": reply.content}}],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-            })
+            self._send(
+                200,
+                {
+                    "id": f"chatcmpl-{len(state.requests)}",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body.get("model", "test-model"),
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": reply.content},
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                },
+            )
 
     return Handler
 

@@ -10,9 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import copy_workflow, snakemake
-from test_workflow import planned
 
+from conftest import copy_workflow, snakemake
 from faultloop import cli
 from faultloop.adopt import (
     ADOPTED,
@@ -29,6 +28,7 @@ from faultloop.adopt import (
 )
 from faultloop.manifest import ADOPTED_WORKLOAD, Manifest, ManifestError
 from faultloop.score import DIMENSIONS
+from test_workflow import planned
 
 DATA = Path(__file__).parent / "data" / "logs"
 HEADER = "JOB_ID\tFAULT_TYPE\tRANK\tITER\tNODES\tEXPERIMENT_DIR\n"
@@ -40,8 +40,10 @@ REPORT_HEADER = (
 # A Megatron job's lines as upstream's srun --label writes them: the scheduling marker, NVRx's
 # injector logger at fire time, and what the other ranks print afterwards.
 SCHEDULED = "1: [2026-04-01 12:00:02.123456] FAULT INJECTION: Rank 1 will inject fault SIGKILL at 2026-04-01 12:00:17\n"
-INJECTOR = ("1: [2026-04-01 12:00:17,200] [CRITICAL] [nvidia_resiliency_ext.shared_utils.inject_fault] "
-            "sending signal=<Signals.SIGKILL: 9> to pid=4242\n")
+INJECTOR = (
+    "1: [2026-04-01 12:00:17,200] [CRITICAL] [nvidia_resiliency_ext.shared_utils.inject_fault] "
+    "sending signal=<Signals.SIGKILL: 9> to pid=4242\n"
+)
 TRAINING = "0: [2026-04-01 12:00:01.000000] iteration        4/      30 | lm loss: 1.0E+01\n"
 SRUN_KILLED = "srun: error: gpu-03: task 1: Killed\n"
 
@@ -53,8 +55,9 @@ def make_session(root: Path, rows: list[str], name: str = "20260401_120000") -> 
     return session
 
 
-def make_run(session: Path, cell: str, job_id: str, log: str | None, *, launch_out: str | None = None,
-             dumps: int = 0) -> Path:
+def make_run(
+    session: Path, cell: str, job_id: str, log: str | None, *, launch_out: str | None = None, dumps: int = 0
+) -> Path:
     """A cell folder as upstream's loop leaves it."""
     folder = session / cell
     for sub in ("logs/slurm", "checkpoints", "tensorboard"):
@@ -68,8 +71,14 @@ def make_run(session: Path, cell: str, job_id: str, log: str | None, *, launch_o
     return folder
 
 
-def one_cell(tmp_path: Path, log: str | None, *, launch_out: str | None = None, cell: str = "n2_SIGKILL_r1_i5",
-             row: str = "51234\tSIGKILL\t1\t5\t2") -> tuple[Path, Path]:
+def one_cell(
+    tmp_path: Path,
+    log: str | None,
+    *,
+    launch_out: str | None = None,
+    cell: str = "n2_SIGKILL_r1_i5",
+    row: str = "51234\tSIGKILL\t1\t5\t2",
+) -> tuple[Path, Path]:
     session = make_session(tmp_path, [f"{row}\t{cell}"])
     return session, make_run(session, cell, "51234", log, launch_out=launch_out)
 
@@ -82,17 +91,20 @@ def manifest(folder: Path) -> Manifest:
 
 
 def test_every_bad_tracking_row_is_named_in_one_error(tmp_path, capsys):
-    session = make_session(tmp_path, [
-        "51234\tSIGKILL\t1\t5\t2\tn2_SIGKILL_r1_i5",
-        "51235\tGPU_MELT\t1\t5\t2\tn2_GPU_MELT_r1_i5",
-        "51236\tSEGFAULT\t99\tfive\t2\tn2_SEGFAULT_r99_i5",
-        "51237\tGPU_SLEEP\t0\t5\t2\t/home/alice/elsewhere/n2_GPU_SLEEP_r0_i5",
-        "51238\tSIGKILL\t1\t5\t2\tn2_SIGKILL_r1_i5",
-        "5123*\tOS_ABORT\t1\t5\t2\tn2_OS_ABORT_r1_i5",
-        "51240\tSIGTERM\t1\t5\t2",
-        "51241\tSIGINT\t1\t5\t2\tn2_SIGTERM_r1_i5",
-        "51242\tLOCK_GIL\t1\t5\t2\t../other_session/n2_LOCK_GIL_r1_i5",
-    ])
+    session = make_session(
+        tmp_path,
+        [
+            "51234\tSIGKILL\t1\t5\t2\tn2_SIGKILL_r1_i5",
+            "51235\tGPU_MELT\t1\t5\t2\tn2_GPU_MELT_r1_i5",
+            "51236\tSEGFAULT\t99\tfive\t2\tn2_SEGFAULT_r99_i5",
+            "51237\tGPU_SLEEP\t0\t5\t2\t/home/alice/elsewhere/n2_GPU_SLEEP_r0_i5",
+            "51238\tSIGKILL\t1\t5\t2\tn2_SIGKILL_r1_i5",
+            "5123*\tOS_ABORT\t1\t5\t2\tn2_OS_ABORT_r1_i5",
+            "51240\tSIGTERM\t1\t5\t2",
+            "51241\tSIGINT\t1\t5\t2\tn2_SIGTERM_r1_i5",
+            "51242\tLOCK_GIL\t1\t5\t2\t../other_session/n2_LOCK_GIL_r1_i5",
+        ],
+    )
     make_run(session, "n2_SIGKILL_r1_i5", "51234", SCHEDULED + INJECTOR)
     with pytest.raises(AdoptError) as caught:
         adopt(session, gpus_per_node=4)
@@ -102,7 +114,9 @@ def test_every_bad_tracking_row_is_named_in_one_error(tmp_path, capsys):
     assert f"{tracking} line 3: unknown fault type 'GPU_MELT'" in message
     assert f"{tracking} line 4: ITER must be a non-negative integer, got 'five'" in message
     assert f"{tracking} line 4: RANK 99 is out of range" in message
-    assert f"{tracking} line 5: EXPERIMENT_DIR /home/alice/elsewhere/n2_GPU_SLEEP_r0_i5 is outside the session" in message
+    assert (
+        f"{tracking} line 5: EXPERIMENT_DIR /home/alice/elsewhere/n2_GPU_SLEEP_r0_i5 is outside the session" in message
+    )
     assert f"{tracking} line 6: duplicate cell n2_SIGKILL_r1_i5 (first at {tracking} line 2)" in message
     assert f"{tracking} line 7: JOB_ID must be a job id" in message
     assert f"{tracking} line 8: expected 6 tab-separated fields, got 5" in message
@@ -128,9 +142,12 @@ def test_missing_tracking_file_and_missing_columns(tmp_path):
 
 
 def test_a_session_copied_off_its_cluster_keeps_its_rows(tmp_path):
-    session = make_session(tmp_path, [
-        "51234\tSIGKILL\t1\t5\t2\t/lustre/alice/nvrx-attr-experiments/fault_injection/20260401_120000/n2_SIGKILL_r1_i5",
-    ])
+    session = make_session(
+        tmp_path,
+        [
+            "51234\tSIGKILL\t1\t5\t2\t/lustre/alice/nvrx-attr-experiments/fault_injection/20260401_120000/n2_SIGKILL_r1_i5",
+        ],
+    )
     [run] = read_tracking(session, gpus_per_node=4)
     assert run.cell_dir == session.resolve() / "n2_SIGKILL_r1_i5" and run.job_id == "51234"
 
@@ -139,11 +156,14 @@ def test_a_session_copied_off_its_cluster_keeps_its_rows(tmp_path):
 
 
 def test_missing_and_empty_folders_are_listed_as_not_run(tmp_path):
-    session = make_session(tmp_path, [
-        "51234\tSIGKILL\t1\t5\t2\tn2_SIGKILL_r1_i5",
-        "51235\tGPU_SLEEP\t0\t5\t2\tn2_GPU_SLEEP_r0_i5",
-        "51236\tSEGFAULT\t1\t5\t2\tn2_SEGFAULT_r1_i5",
-    ])
+    session = make_session(
+        tmp_path,
+        [
+            "51234\tSIGKILL\t1\t5\t2\tn2_SIGKILL_r1_i5",
+            "51235\tGPU_SLEEP\t0\t5\t2\tn2_GPU_SLEEP_r0_i5",
+            "51236\tSEGFAULT\t1\t5\t2\tn2_SEGFAULT_r1_i5",
+        ],
+    )
     ran = make_run(session, "n2_SIGKILL_r1_i5", "51234", TRAINING + SCHEDULED + INJECTOR + SRUN_KILLED)
     empty = make_run(session, "n2_GPU_SLEEP_r0_i5", "51235", None)  # submitted, never started
     adoption = adopt(session, gpus_per_node=4)
@@ -172,10 +192,12 @@ def test_a_fired_fault_from_megatron_and_nvrx_markers(tmp_path):
 
 
 def test_faultloops_own_fire_line_counts_as_fired(tmp_path):
-    log = ("0: [2026-12-01 09:08:10.435334] FAULT INJECTION: Rank 1 will inject fault SIGKILL at x\n"
-           "0: [2026-12-01 09:08:10.435409] FAULT INJECTION: Rank 1 firing fault SIGKILL at iteration 5: "
-           "sending signal=<Signals.SIGKILL: 9> to pid=1\n"
-           "0: torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n")
+    log = (
+        "0: [2026-12-01 09:08:10.435334] FAULT INJECTION: Rank 1 will inject fault SIGKILL at x\n"
+        "0: [2026-12-01 09:08:10.435409] FAULT INJECTION: Rank 1 firing fault SIGKILL at iteration 5: "
+        "sending signal=<Signals.SIGKILL: 9> to pid=1\n"
+        "0: torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+    )
     session, folder = one_cell(tmp_path, log)
     adopt(session, gpus_per_node=4)
     m = manifest(folder)
@@ -194,30 +216,42 @@ def test_a_scheduled_fault_that_never_fired_is_an_infrastructure_failure(tmp_pat
     assert adoption.cells[0].infra and Manifest.read(folder / "infra_failure.json") == m
 
 
-@pytest.mark.parametrize("line, names", [
-    ("1: [2026-04-01 12:00:02.123456] FAULT INJECTION: Rank 3 will inject fault SIGKILL at x\n", "rank 3"),
-    ("1: [2026-04-01 12:00:02.123456] FAULT INJECTION: Rank 1 will inject fault SEGFAULT at x\n", "fault SEGFAULT"),
-    ("1: [CRITICAL] [nvidia_resiliency_ext.shared_utils.inject_fault] raising segmentation fault\n", "SEGFAULT"),
-    ("1: [CRITICAL] [nvidia_resiliency_ext.shared_utils.inject_fault] sending signal=<Signals.SIGTERM: 15> to pid=9\n",
-     "signal SIGTERM"),
-])
+@pytest.mark.parametrize(
+    "line, names",
+    [
+        ("1: [2026-04-01 12:00:02.123456] FAULT INJECTION: Rank 3 will inject fault SIGKILL at x\n", "rank 3"),
+        ("1: [2026-04-01 12:00:02.123456] FAULT INJECTION: Rank 1 will inject fault SEGFAULT at x\n", "fault SEGFAULT"),
+        ("1: [CRITICAL] [nvidia_resiliency_ext.shared_utils.inject_fault] raising segmentation fault\n", "SEGFAULT"),
+        (
+            "1: [CRITICAL] [nvidia_resiliency_ext.shared_utils.inject_fault] sending signal=<Signals.SIGTERM: 15> to pid=9\n",
+            "signal SIGTERM",
+        ),
+    ],
+)
 def test_a_marker_that_contradicts_the_tracking_file_makes_the_run_invalid(tmp_path, line, names):
     session, folder = one_cell(tmp_path, TRAINING + line + INJECTOR, launch_out=SRUN_KILLED)
     adoption = adopt(session, gpus_per_node=4)
     m = manifest(folder)
     assert not m.run_valid and "contradicts experiments.tsv" in m.invalid_reason and names in m.invalid_reason
-    assert not adoption.cells[0].infra and not (folder / "infra_failure.json").exists(), "a wrong fault is no infra failure"
+    assert not adoption.cells[0].infra and not (folder / "infra_failure.json").exists(), (
+        "a wrong fault is no infra failure"
+    )
 
 
-@pytest.mark.parametrize("evidence, state", [
-    ("slurm_time_limit.log", "TIMEOUT"),
-    ("slurm_preempted.log", "PREEMPTED"),
-    ("slurm_cancelled.log", "CANCELLED"),
-    ("slurm_oom_kill.log", "OUT_OF_MEMORY"),
-    ("srun: error: gpu-03: tasks 0-7: Exited with exit code 1\n", "FAILED"),
-    ("slurmstepd: error: *** STEP 51234.0 ON gpu-03 CANCELLED AT 2026-04-01T12:30:00 DUE TO NODE FAILURE ***\n",
-     "NODE_FAIL"),
-])
+@pytest.mark.parametrize(
+    "evidence, state",
+    [
+        ("slurm_time_limit.log", "TIMEOUT"),
+        ("slurm_preempted.log", "PREEMPTED"),
+        ("slurm_cancelled.log", "CANCELLED"),
+        ("slurm_oom_kill.log", "OUT_OF_MEMORY"),
+        ("srun: error: gpu-03: tasks 0-7: Exited with exit code 1\n", "FAILED"),
+        (
+            "slurmstepd: error: *** STEP 51234.0 ON gpu-03 CANCELLED AT 2026-04-01T12:30:00 DUE TO NODE FAILURE ***\n",
+            "NODE_FAIL",
+        ),
+    ],
+)
 def test_the_end_state_comes_from_the_schedulers_lines(tmp_path, evidence, state):
     text = (DATA / evidence).read_text() if evidence.endswith(".log") else evidence
     # The launch output also has srun's task errors: a cancellation still says how the job ended.
@@ -232,7 +266,9 @@ def test_a_completed_job_and_a_job_whose_end_nothing_shows(tmp_path):
     session, folder = one_cell(tmp_path, TRAINING + "3: [2026-04-01 12:09:00.000000] [after training is done]\n")
     adoption = adopt(session, gpus_per_node=4)
     m = manifest(folder)
-    assert m.state == "COMPLETED" and not m.run_valid and m.invalid_reason == "no fault-injection marker in the main log"
+    assert (
+        m.state == "COMPLETED" and not m.run_valid and m.invalid_reason == "no fault-injection marker in the main log"
+    )
     assert not adoption.cells[0].infra
     (folder / "logs/slurm/51234.0.1.main_workload.log").write_text(TRAINING + SCHEDULED + INJECTOR)
     adoption = adopt(session, gpus_per_node=4)
@@ -243,8 +279,11 @@ def test_a_completed_job_and_a_job_whose_end_nothing_shows(tmp_path):
 
 def test_a_run_without_a_main_log_is_not_valid(tmp_path):
     """Upstream's April 2026 session: jobs that died at container start, only the launch output."""
-    session, folder = one_cell(tmp_path, None, launch_out="pyxis: importing docker image ...\n"
-                                                           "srun: error: gpu-03: task 0: Exited with exit code 1\n")
+    session, folder = one_cell(
+        tmp_path,
+        None,
+        launch_out="pyxis: importing docker image ...\nsrun: error: gpu-03: task 0: Exited with exit code 1\n",
+    )
     adoption = adopt(session, gpus_per_node=4)
     m = manifest(folder)
     assert m.main_log is None and not m.run_valid and m.state == "FAILED"
@@ -253,14 +292,27 @@ def test_a_run_without_a_main_log_is_not_valid(tmp_path):
 
 
 def test_run_jobs_manifest_is_never_replaced_and_adopting_again_rewrites_nothing(tmp_path):
-    session = make_session(tmp_path, ["51234\tSIGKILL\t1\t5\t2\tn2_SIGKILL_r1_i5",
-                                      "51235\tSEGFAULT\t1\t5\t2\tn2_SEGFAULT_r1_i5"])
+    session = make_session(
+        tmp_path, ["51234\tSIGKILL\t1\t5\t2\tn2_SIGKILL_r1_i5", "51235\tSEGFAULT\t1\t5\t2\tn2_SEGFAULT_r1_i5"]
+    )
     ours = make_run(session, "n2_SIGKILL_r1_i5", "51234", SCHEDULED + INJECTOR)
     theirs = make_run(session, "n2_SEGFAULT_r1_i5", "51235", SCHEDULED.replace("SIGKILL", "SEGFAULT"))
     written_by_run_job = Manifest(
-        job_id="51235", workload="cpu_gloo", fault_type="SEGFAULT", fault_rank=1, fault_iter=5, nodes=2,
-        gpus_per_node=4, world_size=8, state="FAILED", main_log=None, launch_out=None, fault_fired=True,
-        run_valid=True, invalid_reason=None)
+        job_id="51235",
+        workload="cpu_gloo",
+        fault_type="SEGFAULT",
+        fault_rank=1,
+        fault_iter=5,
+        nodes=2,
+        gpus_per_node=4,
+        world_size=8,
+        state="FAILED",
+        main_log=None,
+        launch_out=None,
+        fault_fired=True,
+        run_valid=True,
+        invalid_reason=None,
+    )
     written_by_run_job.write(theirs / "job.json")
     before = (theirs / "job.json").read_bytes()
     status = {c.run.cell.name: c.status for c in adopt(session, gpus_per_node=4).cells}
@@ -285,9 +337,22 @@ def test_dry_run_writes_nothing(tmp_path, capsys):
 
 
 def test_the_manifest_states_stay_strict():
-    data = Manifest(job_id="1", workload=ADOPTED_WORKLOAD, fault_type="SIGKILL", fault_rank=1, fault_iter=5,
-                    nodes=2, gpus_per_node=4, world_size=8, state="UNKNOWN", main_log=None, launch_out=None,
-                    fault_fired=False, run_valid=False, invalid_reason="x").to_json()
+    data = Manifest(
+        job_id="1",
+        workload=ADOPTED_WORKLOAD,
+        fault_type="SIGKILL",
+        fault_rank=1,
+        fault_iter=5,
+        nodes=2,
+        gpus_per_node=4,
+        world_size=8,
+        state="UNKNOWN",
+        main_log=None,
+        launch_out=None,
+        fault_fired=False,
+        run_valid=False,
+        invalid_reason="x",
+    ).to_json()
     assert Manifest.from_json(data).state == "UNKNOWN"
     with pytest.raises(ManifestError, match="field state must be one of"):
         Manifest.from_json(dict(data, state="DONE-ISH"))
@@ -296,20 +361,28 @@ def test_the_manifest_states_stay_strict():
 # ---- upstream's verdicts ----------------------------------------------------------------------
 
 
-def verdict_row(i: int, fault: str, rank: int, job: str, restart: str, notes: str = "ok", *, nodes: int = 2,
-                iter_: int = 5) -> str:
-    return (f"| {i} | {fault} | {nodes} | {rank} | {iter_} | {job} | FAILED | true | {restart} | true | true "
-            f"| partial | rank | {notes} |\n")
+def verdict_row(
+    i: int, fault: str, rank: int, job: str, restart: str, notes: str = "ok", *, nodes: int = 2, iter_: int = 5
+) -> str:
+    return (
+        f"| {i} | {fault} | {nodes} | {rank} | {iter_} | {job} | FAILED | true | {restart} | true | true "
+        f"| partial | rank | {notes} |\n"
+    )
 
 
 def test_upstream_verdicts_are_read_from_its_report(tmp_path):
-    session = make_session(tmp_path, ["51234\tSIGKILL\t1\t5\t2\tn2_SIGKILL_r1_i5",
-                                      "51235\tGPU_SLEEP\t0\t5\t2\tn2_GPU_SLEEP_r0_i5"])
+    session = make_session(
+        tmp_path, ["51234\tSIGKILL\t1\t5\t2\tn2_SIGKILL_r1_i5", "51235\tGPU_SLEEP\t0\t5\t2\tn2_GPU_SLEEP_r0_i5"]
+    )
     make_run(session, "n2_SIGKILL_r1_i5", "51234", SCHEDULED + INJECTOR)
-    report = ("# Fault Injection Experiment Report\n\nSession: 20260401_120000\n\n" + REPORT_HEADER
-              + verdict_row(1, "SIGKILL", 1, "51200", "false", "first run")
-              + verdict_row(2, "GPU_SLEEP", 0, "51235", "true", r"timeout \| not the sleep")
-              + verdict_row(3, "SIGKILL", 1, "51234", "false", "LLM issued RESTART") + "\nDone.\n")
+    report = (
+        "# Fault Injection Experiment Report\n\nSession: 20260401_120000\n\n"
+        + REPORT_HEADER
+        + verdict_row(1, "SIGKILL", 1, "51200", "false", "first run")
+        + verdict_row(2, "GPU_SLEEP", 0, "51235", "true", r"timeout \| not the sleep")
+        + verdict_row(3, "SIGKILL", 1, "51234", "false", "LLM issued RESTART")
+        + "\nDone.\n"
+    )
     (session / "experiments_report.md").write_text(report)
     adoption = adopt(session, gpus_per_node=4)
     assert (session / "experiments_report.md").read_text() == report, "upstream's report is only read"
@@ -317,8 +390,14 @@ def test_upstream_verdicts_are_read_from_its_report(tmp_path):
     assert verdicts == adoption.verdicts and set(verdicts) == {"n2_SIGKILL_r1_i5", "n2_GPU_SLEEP_r0_i5"}
     sigkill = verdicts["n2_SIGKILL_r1_i5"]
     assert sigkill.job_id == "51234" and sigkill.judge_notes == "LLM issued RESTART", "upstream appends: last row wins"
-    assert sigkill.dimensions() == {"run_valid": "true", "restart_correct": "false", "rank_primary": "true",
-                                    "rank_any": "true", "fault_described": "partial", "fr_rank_correct": "rank"}
+    assert sigkill.dimensions() == {
+        "run_valid": "true",
+        "restart_correct": "false",
+        "rank_primary": "true",
+        "rank_any": "true",
+        "fault_described": "partial",
+        "fr_rank_correct": "rank",
+    }
     assert verdicts["n2_GPU_SLEEP_r0_i5"].judge_notes == "timeout | not the sleep"
     with open(session / "upstream_verdicts.tsv") as handle:
         assert len(list(csv.DictReader(handle, delimiter="\t"))) == 2
@@ -340,15 +419,17 @@ def test_faultloops_own_report_is_never_taken_for_upstreams(tmp_path):
     assert upstream_report(other) == other / "experiments_report.md"
     assert adopt(other, gpus_per_node=4).verdicts["n2_SIGKILL_r1_i5"].restart_correct == "false"
     (other / "adoption.json").write_text("{not json")
-    with pytest.raises(AdoptError, match="adoption.json: not an adoption record"):
+    with pytest.raises(AdoptError, match=r"adoption\.json: not an adoption record"):
         adopt(other, gpus_per_node=4)
 
 
 def test_a_broken_report_row_is_named_with_the_tracking_problems(tmp_path):
-    session = make_session(tmp_path, ["51234\tSIGKILL\t1\t5\t2\tn2_SIGKILL_r1_i5",
-                                      "51234\tSIGKILL\t1\t5\t2\tn2_SIGKILL_r1_i5"])
+    session = make_session(
+        tmp_path, ["51234\tSIGKILL\t1\t5\t2\tn2_SIGKILL_r1_i5", "51234\tSIGKILL\t1\t5\t2\tn2_SIGKILL_r1_i5"]
+    )
     (session / "experiments_report.md").write_text(
-        REPORT_HEADER + "| 1 | SIGKILL | 2 | 1 | 5 | 51234 | FAILED | true |\n" + verdict_row(2, "NOPE", 1, "1", "true"))
+        REPORT_HEADER + "| 1 | SIGKILL | 2 | 1 | 5 | 51234 | FAILED | true |\n" + verdict_row(2, "NOPE", 1, "1", "true")
+    )
     with pytest.raises(AdoptError) as caught:
         adopt(session, gpus_per_node=4)
     message = str(caught.value)
@@ -359,7 +440,9 @@ def test_a_broken_report_row_is_named_with_the_tracking_problems(tmp_path):
 
 def test_a_report_without_upstreams_table_has_no_verdicts(tmp_path):
     path = tmp_path / "experiments_report.md"
-    path.write_text("# notes\n\n| FAULT_TYPE | NODES | RANK | restart_correct |\n|---|---|---|---|\n| SIGKILL | 2 | 1 | true |\n")
+    path.write_text(
+        "# notes\n\n| FAULT_TYPE | NODES | RANK | restart_correct |\n|---|---|---|---|\n| SIGKILL | 2 | 1 | true |\n"
+    )
     assert parse_report(path, gpus_per_node=4) == ({}, [])
     assert upstream_verdicts(tmp_path) == {}
 
@@ -367,14 +450,27 @@ def test_a_report_without_upstreams_table_has_no_verdicts(tmp_path):
 def test_disagreements_per_cell_and_dimension(tmp_path):
     session = make_session(tmp_path, ["51234\tSIGKILL\t1\t5\t2\tn2_SIGKILL_r1_i5"])
     (session / "experiments_report.md").write_text(
-        REPORT_HEADER + verdict_row(1, "SIGKILL", 1, "51234", "false") + verdict_row(2, "GPU_SLEEP", 0, "51235", "N/A"))
+        REPORT_HEADER + verdict_row(1, "SIGKILL", 1, "51234", "false") + verdict_row(2, "GPU_SLEEP", 0, "51235", "N/A")
+    )
     verdicts = adopt(session, gpus_per_node=4).verdicts
     ours = {
-        "n2_SIGKILL_r1_i5": {"run_valid": "true", "restart_correct": "true", "rank_primary": "True",
-                             "rank_any": "true", "fault_described": "true", "fr_rank_correct": "rank",
-                             "fault_type_correct": "true"},
-        "n2_GPU_SLEEP_r0_i5": {"run_valid": "true", "restart_correct": "n/a", "rank_primary": "true",
-                               "rank_any": "true", "fault_described": "partial", "fr_rank_correct": "rank"},
+        "n2_SIGKILL_r1_i5": {
+            "run_valid": "true",
+            "restart_correct": "true",
+            "rank_primary": "True",
+            "rank_any": "true",
+            "fault_described": "true",
+            "fr_rank_correct": "rank",
+            "fault_type_correct": "true",
+        },
+        "n2_GPU_SLEEP_r0_i5": {
+            "run_valid": "true",
+            "restart_correct": "n/a",
+            "rank_primary": "true",
+            "rank_any": "true",
+            "fault_described": "partial",
+            "fr_rank_correct": "rank",
+        },
         "n2_SEGFAULT_r1_i5": {"restart_correct": "false"},
     }
     assert disagreements(verdicts, ours) == [
@@ -387,11 +483,14 @@ def test_disagreements_per_cell_and_dimension(tmp_path):
 
 
 def test_workflow_fails_on_a_corrupt_tracking_file_before_planning(workflow_copy, tmp_path):
-    session = make_session(tmp_path, ["51234\tSIGKILL\t1\t5\t2\tn2_SIGKILL_r1_i5",
-                                      "51235\tGPU_SLEEP\tzero\t5\t2\t/elsewhere/n2_GPU_SLEEP_r0_i5"])
+    session = make_session(
+        tmp_path,
+        ["51234\tSIGKILL\t1\t5\t2\tn2_SIGKILL_r1_i5", "51235\tGPU_SLEEP\tzero\t5\t2\t/elsewhere/n2_GPU_SLEEP_r0_i5"],
+    )
     make_run(session, "n2_SIGKILL_r1_i5", "51234", SCHEDULED + INJECTOR)
-    result = snakemake(workflow_copy, "--profile", "profiles/local", "--until", "score", "--config",
-                       f"adopt={session}", check=False)
+    result = snakemake(
+        workflow_copy, "--profile", "profiles/local", "--until", "score", "--config", f"adopt={session}", check=False
+    )
     output = result.stdout + result.stderr
     assert result.returncode != 0
     assert output.count("cannot adopt") == 1
@@ -401,16 +500,28 @@ def test_workflow_fails_on_a_corrupt_tracking_file_before_planning(workflow_copy
 
 
 def test_workflow_rejudges_an_adopted_session_and_keeps_upstreams_report(workflow_copy, tmp_path):
-    session = make_session(tmp_path, ["51234\tSIGKILL\t1\t5\t2\tn2_SIGKILL_r1_i5",
-                                      "51235\tGPU_SLEEP\t0\t5\t2\tn2_GPU_SLEEP_r0_i5"])
+    session = make_session(
+        tmp_path, ["51234\tSIGKILL\t1\t5\t2\tn2_SIGKILL_r1_i5", "51235\tGPU_SLEEP\t0\t5\t2\tn2_GPU_SLEEP_r0_i5"]
+    )
     make_run(session, "n2_SIGKILL_r1_i5", "51234", SCHEDULED + INJECTOR, launch_out=SRUN_KILLED)
     report = REPORT_HEADER + verdict_row(1, "SIGKILL", 1, "51234", "false")
     (session / "experiments_report.md").write_text(report)
-    mixed = snakemake(workflow_copy, "-n", "--profile", "profiles/local", "--until", "score", "--config",
-                      f"adopt={session}", "pool=SIGKILL:1:5:2", check=False)
+    mixed = snakemake(
+        workflow_copy,
+        "-n",
+        "--profile",
+        "profiles/local",
+        "--until",
+        "score",
+        "--config",
+        f"adopt={session}",
+        "pool=SIGKILL:1:5:2",
+        check=False,
+    )
     assert mixed.returncode != 0 and "drop 'pool' and 'pool_file'" in mixed.stdout + mixed.stderr
-    dry = snakemake(workflow_copy, "-n", "--profile", "profiles/local", "--until", "score", "--config",
-                    f"adopt={session}")
+    dry = snakemake(
+        workflow_copy, "-n", "--profile", "profiles/local", "--until", "score", "--config", f"adopt={session}"
+    )
     counts = planned(dry.stdout + dry.stderr)
     assert "run_job" not in counts and counts["logsage"] == 1 and counts["score"] == 1
     snakemake(workflow_copy, "--profile", "profiles/local", "--until", "score", "--config", f"adopt={session}")
@@ -419,8 +530,9 @@ def test_workflow_rejudges_an_adopted_session_and_keeps_upstreams_report(workflo
     assert rows["n2_SIGKILL_r1_i5"]["STATUS"] == "scored" and rows["n2_SIGKILL_r1_i5"]["JOB_ID"] == "51234"
     assert rows["n2_GPU_SLEEP_r0_i5"]["STATE"] == "NOT_RUN"
     assert (session / "experiments_report.md").read_text() == report
-    again = snakemake(workflow_copy, "-n", "--profile", "profiles/local", "--until", "score", "--config",
-                      f"adopt={session}")
+    again = snakemake(
+        workflow_copy, "-n", "--profile", "profiles/local", "--until", "score", "--config", f"adopt={session}"
+    )
     assert planned(again.stdout + again.stderr) == {"total": 0}, "adopting again re-runs no analysis"
     # The full report: upstream's own stays untouched, faultloop's has its own name and shows
     # upstream's recorded verdict beside the code's grades, a star where they differ.
@@ -442,8 +554,10 @@ REAL_POOL = "SIGKILL:1:3:1 WORKLOAD_EXC:1:3:1"
 REAL_CONFIG = ("gpus_per_node=2", "fault_delay=0")
 # What upstream's loop leaves in a cell folder; everything else is faultloop's own.
 UPSTREAM_FILES = (".0.1.main_workload.log", "checkpoints/_dump_")
-UPSTREAM_LAYOUT = re.compile(r"^(experiments\.tsv|experiments_report\.md|"
-                             r"n1_\w+/(logs/slurm/\d+\.0\.1\.main_workload\.log|checkpoints/_dump_\d+))$")
+UPSTREAM_LAYOUT = re.compile(
+    r"^(experiments\.tsv|experiments_report\.md|"
+    r"n1_\w+/(logs/slurm/\d+\.0\.1\.main_workload\.log|checkpoints/_dump_\d+))$"
+)
 
 
 def scores_by_cell(path: Path) -> dict[str, dict[str, str]]:
@@ -454,8 +568,9 @@ def scores_by_cell(path: Path) -> dict[str, dict[str, str]]:
 @pytest.mark.slow
 def test_an_upstream_session_built_from_real_runs_scores_like_the_original(tmp_path):
     work = copy_workflow(tmp_path / "wf")
-    snakemake(work, "--profile", "profiles/local", "--config", f"pool={REAL_POOL}", *REAL_CONFIG, "session=orig",
-              timeout=900)
+    snakemake(
+        work, "--profile", "profiles/local", "--config", f"pool={REAL_POOL}", *REAL_CONFIG, "session=orig", timeout=900
+    )
     original = work / "results/fault_injection/orig"
     # The same runs as upstream's loop would have left them on a cluster: SLURM job ids, only the
     # main log and the FR dumps, the tracking file with the cluster's absolute paths, and the
@@ -487,11 +602,14 @@ def test_an_upstream_session_built_from_real_runs_scores_like_the_original(tmp_p
     upstream_report = (session / "experiments_report.md").read_bytes()
     files = sorted(str(p.relative_to(session)) for p in session.rglob("*") if p.is_file())
     assert all(UPSTREAM_LAYOUT.match(f) for f in files), files
-    assert {"n1_SIGKILL_r1_i3/logs/slurm/7101.0.1.main_workload.log",
-            "n1_WORKLOAD_EXC_r1_i3/logs/slurm/7102.0.1.main_workload.log"} <= set(files)
+    assert {
+        "n1_SIGKILL_r1_i3/logs/slurm/7101.0.1.main_workload.log",
+        "n1_WORKLOAD_EXC_r1_i3/logs/slurm/7102.0.1.main_workload.log",
+    } <= set(files)
 
-    dry = snakemake(work, "-n", "--profile", "profiles/local", "--until", "score", "--config",
-                    f"adopt={session}", *REAL_CONFIG)
+    dry = snakemake(
+        work, "-n", "--profile", "profiles/local", "--until", "score", "--config", f"adopt={session}", *REAL_CONFIG
+    )
     counts = planned(dry.stdout + dry.stderr)
     assert "run_job" not in counts and counts["logsage"] == 2 and counts["fr_analysis"] == 2
     snakemake(work, "--profile", "profiles/local", "--until", "score", "--config", f"adopt={session}", *REAL_CONFIG)

@@ -19,12 +19,11 @@ import pytest
 import yaml
 
 from conftest import NVRX_FR, needs_nvrx_dumps
-
 from faultloop import analyzers, baselines, config, frpeers, layout
 from faultloop.analyzers import Analyzer, AnalyzerSpec
 from faultloop.config import ConfigError
 from faultloop.faults import ERRORS_NOT_FOUND, NO_LOGS, RESTART, STOP
-from openai_server import OpenAIServer, Reply, openai_server  # noqa: F401
+from openai_server import OpenAIServer, Reply, openai_server
 
 REPO = Path(__file__).resolve().parents[1]
 LOGS = Path(__file__).parent / "data" / "logs"
@@ -89,8 +88,10 @@ def test_root_cause_falls_back_to_the_first_failed_worker_line(tmp_path: Path) -
     log = write(tmp_path / "nosummary.log", "\n".join(lines) + "\n")
     v = baselines.torchrun_root_cause(log)
     assert v["primary_ranks"] == [1] and v["fault_type"] == "SIGKILL"
-    labelled = write(tmp_path / "node1.log", "1: E1201 failed (exitcode: 1) local_rank: 0 (pid: 9) of binary: py\n"
-                                             "1:   rank      : 3 (local_rank: 1)\n")
+    labelled = write(
+        tmp_path / "node1.log",
+        "1: E1201 failed (exitcode: 1) local_rank: 0 (pid: 9) of binary: py\n1:   rank      : 3 (local_rank: 1)\n",
+    )
     v = baselines.torchrun_root_cause(labelled)  # node 1 of 2-rank nodes: local rank 0 is rank 2
     assert v["primary_ranks"] == [2] and v["fault_category"] == "exception" and v["fault_type"] is None
 
@@ -155,23 +156,32 @@ def test_command_json_on_stdout_and_in_out_file(tmp_path: Path, cell_log: Path) 
 
 
 def test_command_upstream_text(tmp_path: Path, cell_log: Path) -> None:
-    text = ("RESTART IMMEDIATE\nRank 3 hung in an all_reduce.\n"
-            "Attribution: Primary issues: [3], Secondary issues: [0, 1, 2]\nsome detail\ncheckpoint_saved: false\n")
+    text = (
+        "RESTART IMMEDIATE\nRank 3 hung in an all_reduce.\n"
+        "Attribution: Primary issues: [3], Secondary issues: [0, 1, 2]\nsome detail\ncheckpoint_saved: false\n"
+    )
     out = write(tmp_path / "upstream.txt", text)
     v = command(tmp_path, f"cat {out} # {{log}}").analyze(cell_log)
     assert (v["restart"], v["primary_ranks"], v["secondary_ranks"]) == (RESTART, [3], [0, 1, 2])
     assert (v["explanation"], v["detail"], v["checkpoint_saved"], v["fault_type"]) == (
-        "Rank 3 hung in an all_reduce.", "some detail", False, None)
+        "Rank 3 hung in an all_reduce.",
+        "some detail",
+        False,
+        None,
+    )
 
 
-@pytest.mark.parametrize(("line", "error", "tail"), [
-    ("echo 'bad rank table' >&2; exit 1 # {log}", "exited with status 1", "bad rank table"),
-    ("echo 'hello world' # {log}", "neither faultloop JSON nor upstream text", ""),
-    ("echo '{\"primary_ranks\": [1]}' # {log}", "no 'restart' decision", ""),
-    ("echo '{\"restart\": \"STOP\", \"primary_ranks\": \"one\"}' # {log}", "primary_ranks is not a list", ""),
-    ("kill -SEGV $$ # {log}", "killed by SIGSEGV", ""),
-    ("true # {log} {out}", "wrote no {out} file", ""),
-])
+@pytest.mark.parametrize(
+    ("line", "error", "tail"),
+    [
+        ("echo 'bad rank table' >&2; exit 1 # {log}", "exited with status 1", "bad rank table"),
+        ("echo 'hello world' # {log}", "neither faultloop JSON nor upstream text", ""),
+        ("echo '{\"primary_ranks\": [1]}' # {log}", "no 'restart' decision", ""),
+        ('echo \'{"restart": "STOP", "primary_ranks": "one"}\' # {log}', "primary_ranks is not a list", ""),
+        ("kill -SEGV $$ # {log}", "killed by SIGSEGV", ""),
+        ("true # {log} {out}", "wrote no {out} file", ""),
+    ],
+)
 def test_command_failures_are_recorded(tmp_path: Path, cell_log: Path, line: str, error: str, tail: str) -> None:
     outcome = command(tmp_path, line).attempt(cell_log)
     assert outcome.verdict is None and error in (outcome.error or "") and tail in outcome.stderr_tail
@@ -180,8 +190,9 @@ def test_command_failures_are_recorded(tmp_path: Path, cell_log: Path, line: str
 def test_command_hang_is_killed_with_its_children(tmp_path: Path, cell_log: Path) -> None:
     pid_file = tmp_path / "child.pid"
     start = time.monotonic()
-    outcome = command(tmp_path, f"echo started >&2; sleep 300 & echo $! > {pid_file}; wait # {{log}}",
-                      timeout_s=1).attempt(cell_log)
+    outcome = command(
+        tmp_path, f"echo started >&2; sleep 300 & echo $! > {pid_file}; wait # {{log}}", timeout_s=1
+    ).attempt(cell_log)
     assert "timed out after 1 s" in (outcome.error or "") and "started" in outcome.stderr_tail
     assert time.monotonic() - start < 60
     child = int(pid_file.read_text())
@@ -194,8 +205,9 @@ def test_command_hang_is_killed_with_its_children(tmp_path: Path, cell_log: Path
 
 def test_default_analyzers_and_selection(tmp_path: Path) -> None:
     site = tmp_path / "site.yaml"
-    site.write_text(yaml.safe_dump({"analyzers": {"mine": {"kind": "command", "command": "x {log}"},
-                                                  "first_error": None}}))
+    site.write_text(
+        yaml.safe_dump({"analyzers": {"mine": {"kind": "command", "command": "x {log}"}, "first_error": None}})
+    )
     base = dict(BASE, site_file=str(site))
     resolved = config.resolve(base, {})
     assert [a.name for a in analyzers.selected(resolved)] == ["builtin", "torchrun_root_cause", "mine"]
@@ -206,25 +218,30 @@ def test_default_analyzers_and_selection(tmp_path: Path) -> None:
     overridden = dict(BASE, analyzers="mine,builtin", site_file=str(site))  # as Snakemake hands it over
     resolved = config.resolve(overridden, {"analyzers": "mine,builtin"}, [cfg])
     assert list(resolved["analyzers"]) == ["mine", "builtin"] and resolved["analyzers"]["mine"]["kind"] == "command"
-    resolved = config.resolve(dict(BASE, site_file=str(site)), {"analyzers": ["first_error"], "fr_analyzers": "builtin"})
+    resolved = config.resolve(
+        dict(BASE, site_file=str(site)), {"analyzers": ["first_error"], "fr_analyzers": "builtin"}
+    )
     assert [a.spec.kind for a in analyzers.selected(resolved)] == ["first_error"]
     assert [s.name for s in frpeers.selected(resolved)] == ["builtin"]
 
 
-@pytest.mark.parametrize(("entry", "message"), [
-    ({"kind": "nope"}, "unknown kind 'nope'"),
-    ({"kind": "command", "command": "x"}, "must contain {log}"),
-    ({"kind": "command", "command": "x {log}", "watch": ["missing.py"]}, "cannot read missing.py"),
-    ({"kind": "builtin", "command": "x {log}"}, "for kind command only"),
-    ({"kind": "llm"}, "needs llm.base_url and llm.model"),
-    ({"kind": "upstream"}, "kind upstream needs NVRx's log analyzer"),
-    ({"kind": "command", "command": "x {log}", "timeout_s": 0}, "must be positive"),
-])
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"kind": "nope"}, "unknown kind 'nope'"),
+        ({"kind": "command", "command": "x"}, "must contain {log}"),
+        ({"kind": "command", "command": "x {log}", "watch": ["missing.py"]}, "cannot read missing.py"),
+        ({"kind": "builtin", "command": "x {log}"}, "for kind command only"),
+        ({"kind": "llm"}, "needs llm.base_url and llm.model"),
+        ({"kind": "upstream"}, "kind upstream needs NVRx's log analyzer"),
+        ({"kind": "command", "command": "x {log}", "timeout_s": 0}, "must be positive"),
+    ],
+)
 def test_bad_analyzer_entries_are_named(entry: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=r"analyzers\.bad") as info:
         analyzers.spec_from_config("bad", entry, BASE)
     assert message in str(info.value)
-    with pytest.raises(ConfigError, match="not a kind|unknown kind 'mistyped'"):
+    with pytest.raises(ConfigError, match=r"not a kind|unknown kind 'mistyped'"):
         analyzers.resolve("mistyped", BASE)
 
 
@@ -237,22 +254,40 @@ def test_fingerprint_follows_the_watched_files(tmp_path: Path, monkeypatch: pyte
     (tmp_path / "mine.py").write_text(USER_SCRIPT + "# a patch\n")
     assert analyzers.spec_from_config("mine", entry, BASE).fingerprint != before
     builtin = analyzers.resolve("builtin", BASE)
-    assert builtin.spec.fingerprint and builtin.spec.fingerprint != analyzers.resolve("first_error", BASE).spec.fingerprint
+    assert (
+        builtin.spec.fingerprint and builtin.spec.fingerprint != analyzers.resolve("first_error", BASE).spec.fingerprint
+    )
 
 
 def test_resolve_gives_a_callable_for_corpus_evaluation() -> None:
     v = analyzers.resolve("torchrun_root_cause", BASE).analyze(LOGS / "torchrun_segfault_8r.log")
-    assert v["primary_ranks"] == [4] and set(v) >= {"restart", "primary_ranks", "secondary_ranks", "fault_category",
-                                                    "fault_type", "explanation", "evidence"}
+    assert v["primary_ranks"] == [4] and set(v) >= {
+        "restart",
+        "primary_ranks",
+        "secondary_ranks",
+        "fault_category",
+        "fault_type",
+        "explanation",
+        "evidence",
+    }
     assert analyzers.resolve("builtin", BASE).analyze(LOGS / "torchrun_segfault_8r.log")["primary_ranks"] == [4]
 
 
 def test_llm_kind_over_http(openai_server: OpenAIServer, tmp_path: Path) -> None:
-    entry = {"kind": "llm", "llm": {"base_url": openai_server.base_url, "model": "m", "timeout_s": 5,
-                                    "max_retries": 0}}
+    entry = {"kind": "llm", "llm": {"base_url": openai_server.base_url, "model": "m", "timeout_s": 5, "max_retries": 0}}
     llm = analyzers.Analyzer(analyzers.spec_from_config("llm", entry, BASE))
-    openai_server.script(Reply.json({"restart": STOP, "primary_ranks": [4], "secondary_ranks": [],
-                                     "fault_category": "crash", "fault_type": "SEGFAULT", "explanation": "segv"}))
+    openai_server.script(
+        Reply.json(
+            {
+                "restart": STOP,
+                "primary_ranks": [4],
+                "secondary_ranks": [],
+                "fault_category": "crash",
+                "fault_type": "SEGFAULT",
+                "explanation": "segv",
+            }
+        )
+    )
     assert llm.analyze(LOGS / "torchrun_segfault_8r.log")["explanation"] == "segv"
     # a failing model is the llm analyzer's failure, not logsage's deterministic fallback
     openai_server.script(Reply("down", status=500))
@@ -265,12 +300,19 @@ def test_llm_kind_over_http(openai_server: OpenAIServer, tmp_path: Path) -> None
 
 def test_cell_run_reuses_unchanged_results(tmp_path: Path, cell_log: Path) -> None:
     script = write(tmp_path / "mine.py", USER_SCRIPT)
-    specs = [analyzers.resolve("builtin", BASE).spec, analyzers.resolve("first_error", BASE).spec,
-             AnalyzerSpec("mine", "command", f"{sys.executable} {script} {{log}}", fingerprint="v1"),
-             AnalyzerSpec("broken", "command", "exit 3 # {log}", fingerprint="b1")]
+    specs = [
+        analyzers.resolve("builtin", BASE).spec,
+        analyzers.resolve("first_error", BASE).spec,
+        AnalyzerSpec("mine", "command", f"{sys.executable} {script} {{log}}", fingerprint="v1"),
+        AnalyzerSpec("broken", "command", "exit 3 # {log}", fingerprint="b1"),
+    ]
     index = cell_log.parent / "analyzers.json"
-    run = lambda specs, fresh=False: {r.analyzer: r for r in analyzers.analyze_cell(  # noqa: E731
-        [Analyzer(s) for s in specs], cell_log, index, fresh=fresh)}
+
+    def run(specs, fresh=False):
+        return {
+            r.analyzer: r for r in analyzers.analyze_cell([Analyzer(s) for s in specs], cell_log, index, fresh=fresh)
+        }
+
     first = run(specs)
     assert [r.status for r in first.values()] == ["ok", "ok", "ok", "failed"]
     assert first["broken"].error == "exited with status 3"
@@ -301,24 +343,32 @@ def test_param_json_hides_braces_from_snakemake() -> None:
 
 
 def test_sanitize_renames_glooss_unnamed_group() -> None:
-    dump = {"pg_config": {"": {"name": "", "desc": "", "ranks": "[0, 1]"}},
-            "entries": [{"process_group": ("0", "default_pg"), "collective_seq_id": 1}]}
+    dump = {
+        "pg_config": {"": {"name": "", "desc": "", "ranks": "[0, 1]"}},
+        "entries": [{"process_group": ("0", "default_pg"), "collective_seq_id": 1}],
+    }
     notes = frpeers.sanitize(dump)
     assert dump["pg_config"] == {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}} and len(notes) == 1
-    nccl = {"pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0]"}},
-            "entries": [{"process_group": ("0", "default_pg")}]}
+    nccl = {
+        "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0]"}},
+        "entries": [{"process_group": ("0", "default_pg")}],
+    }
     assert frpeers.sanitize(nccl) == [] and list(nccl["pg_config"]) == ["0"]
 
 
 def test_parse_torchfrtrace_reports() -> None:
-    output = ("Not all ranks joining collective, sequence number: 44791\ninternal record id: 1\n"
-              "group info: 72:EXPERT_MODEL_PARALLEL_GROUP\ncollective: nccl:all_to_all\nmissing ranks: {9, 14}\n"
-              "Collective sequence number: 7 has errors\ngroup info: 0:default_pg\ncollective: nccl:all_reduce\n"
-              "error msg: Culprit rank 3; size mismatch, Culprit rank 5; size mismatch\n"
-              "We cannot decide ... because we missed FR dumps from ranks ({1, 2}) so we ...\n")
+    output = (
+        "Not all ranks joining collective, sequence number: 44791\ninternal record id: 1\n"
+        "group info: 72:EXPERT_MODEL_PARALLEL_GROUP\ncollective: nccl:all_to_all\nmissing ranks: {9, 14}\n"
+        "Collective sequence number: 7 has errors\ngroup info: 0:default_pg\ncollective: nccl:all_reduce\n"
+        "error msg: Culprit rank 3; size mismatch, Culprit rank 5; size mismatch\n"
+        "We cannot decide ... because we missed FR dumps from ranks ({1, 2}) so we ...\n"
+    )
     reports, undecided = frpeers.parse_torchfrtrace(output)
     assert [(r["sequence"], r["missing_ranks"], r["culprit_ranks"]) for r in reports] == [
-        (44791, [9, 14], []), (7, [], [3, 5])]
+        (44791, [9, 14], []),
+        (7, [], [3, 5]),
+    ]
     assert reports[0]["group"] == "72:EXPERT_MODEL_PARALLEL_GROUP" and undecided == [1, 2]
 
 
@@ -328,8 +378,11 @@ def fr_gloo_job(out: Path, mode: str) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    subprocess.run([sys.executable, str(Path(__file__).parent / "fr_gloo_job.py"), str(out), mode, str(port)],
-                   check=True, timeout=300)
+    subprocess.run(
+        [sys.executable, str(Path(__file__).parent / "fr_gloo_job.py"), str(out), mode, str(port)],
+        check=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -342,8 +395,9 @@ def gloo_hang(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @needs_nvrx_dumps
 def test_torchfrtrace_on_real_nccl_dumps() -> None:
-    verdict, _ = frpeers.analyze_torchfrtrace(str(NVRX_FR / "gpu_error_2nd"), world_size=16, gpus_per_node=8,
-                                              segment_size=32, timeout_s=300)
+    verdict, _ = frpeers.analyze_torchfrtrace(
+        str(NVRX_FR / "gpu_error_2nd"), world_size=16, gpus_per_node=8, segment_size=32, timeout_s=300
+    )
     assert verdict["suspect_ranks"] == [9, 14] and verdict["normalised"] == []
 
 
@@ -356,8 +410,9 @@ def test_unreadable_dump_set_is_torchfrtraces_recorded_failure(tmp_path: Path) -
     # and both analyzers on no dumps at all: a result (no_dumps), not a failure
     empty = tmp_path / "empty"
     for kind in ("builtin", "torchfrtrace"):
-        result = frpeers.attempt(frpeers.FrSpec(kind, kind, 60, "fp"), str(empty), world_size=2, gpus_per_node=2,
-                                 segment_size=32)
+        result = frpeers.attempt(
+            frpeers.FrSpec(kind, kind, 60, "fp"), str(empty), world_size=2, gpus_per_node=2, segment_size=32
+        )
         assert result.error is None and result.verdict["no_dumps"] is True
 
 
@@ -376,8 +431,15 @@ def test_fr_cell_run_torchfrtrace_reads_sanitized_copies_never_the_originals(glo
     (dumps / "_dump_7").write_bytes(pickle.dumps({"entries": [Evil()], "pg_config": {}}))
     (cell / layout.MANIFEST).write_text("{}")
     resolved = config.resolve(dict(BASE, gpus_per_node=2), {})
-    records = frpeers.analyze_cell(frpeers.selected(resolved), str(dumps), cell / layout.MANIFEST,
-                                   cell / layout.FR_INDEX, world_size=4, gpus_per_node=2, segment_size=32)
+    records = frpeers.analyze_cell(
+        frpeers.selected(resolved),
+        str(dumps),
+        cell / layout.MANIFEST,
+        cell / layout.FR_INDEX,
+        world_size=4,
+        gpus_per_node=2,
+        segment_size=32,
+    )
     assert [(r.analyzer, r.status) for r in records] == [("builtin", "ok"), ("torchfrtrace", "ok")]
     assert analyzers.read_index(cell / layout.FR_INDEX) == records
     for name in ("builtin", "torchfrtrace"):
@@ -396,8 +458,12 @@ def test_cli_list_and_try(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captur
     site.write_text("analyzers: {broken: {kind: command, command: 'exit 4 # {log}'}}\n")
     assert analyzers.main(["list", f"site_file={site}"]) == 0
     listed = [line.split("\t")[:2] for line in capsys.readouterr().out.splitlines()]
-    assert listed == [["builtin", "builtin"], ["torchrun_root_cause", "torchrun_root_cause"],
-                      ["first_error", "first_error"], ["broken", "command"]]
+    assert listed == [
+        ["builtin", "builtin"],
+        ["torchrun_root_cause", "torchrun_root_cause"],
+        ["first_error", "first_error"],
+        ["broken", "command"],
+    ]
     assert analyzers.main(["try", "torchrun_root_cause", str(LOGS / "torchrun_segfault_8r.log")]) == 0
     assert json.loads(capsys.readouterr().out)["primary_ranks"] == [4]
     assert analyzers.main(["try", "broken", str(LOGS / "torchrun_segfault_8r.log"), f"site_file={site}"]) == 1

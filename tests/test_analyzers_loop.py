@@ -15,6 +15,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
+
 from conftest import BIN, REPO, copy_workflow, snakemake
 from test_workflow import planned
 
@@ -115,15 +116,30 @@ def test_broken_analyzers_are_recorded_per_cell(work: Path) -> None:
 
 
 def test_analyzer_selection_limits_an_invocation(work: Path) -> None:
-    listed = subprocess.run([str(BIN / "faultloop"), "analyzers", "list", "analyzers=mine,builtin"], cwd=work,
-                            capture_output=True, text=True, check=True).stdout
+    listed = subprocess.run(
+        [str(BIN / "faultloop"), "analyzers", "list", "analyzers=mine,builtin"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert [line.split("\t")[:2] for line in listed.splitlines()] == [["mine", "command"], ["builtin", "builtin"]]
     dry = snakemake(work, "-n", "--profile", "profiles/local", "--config", *CONFIG, "analyzers=mine")
     counts = planned(dry.stdout + dry.stderr)
     assert counts["logsage"] == 2 and "run_job" not in counts and "fr_analysis" not in counts
     # --forcerun logsage re-runs every analyzer of the forced cells, reusing none
-    forced = snakemake(work, "-n", "-p", "--profile", "profiles/local", "--config", *CONFIG,
-                       f"cells={CELLS[0]}", "--forcerun", "logsage")
+    forced = snakemake(
+        work,
+        "-n",
+        "-p",
+        "--profile",
+        "profiles/local",
+        "--config",
+        *CONFIG,
+        f"cells={CELLS[0]}",
+        "--forcerun",
+        "logsage",
+    )
     output = forced.stdout + forced.stderr
     assert planned(output)["logsage"] == 1 and "--fresh 1" in output
 

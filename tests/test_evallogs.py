@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pytest
 
 from conftest import REAL_LOGS, needs_real_logs
-
 from faultloop import analyzers, evallogs
 from faultloop.faults import RESTART, STOP
 
@@ -35,11 +35,14 @@ def fixed_analyzer(verdicts: dict[str, Mapping[str, Any]]) -> evallogs.Analyzer:
 
 
 def test_scores_any_analyzer_and_lists_misses(tmp_path: Path) -> None:
-    directory = labelled_dir(tmp_path, [
-        ("a", "0: [rank0]: x\n", "1", "crash_signal", "STOP"),
-        ("b", "srun: error: n: task 2: Killed\n", "unknown", "hang", "RESTART"),
-        ("c", "plain text\n", "unknown", "oom", "unknown"),
-    ])
+    directory = labelled_dir(
+        tmp_path,
+        [
+            ("a", "0: [rank0]: x\n", "1", "crash_signal", "STOP"),
+            ("b", "srun: error: n: task 2: Killed\n", "unknown", "hang", "RESTART"),
+            ("c", "plain text\n", "unknown", "oom", "unknown"),
+        ],
+    )
     verdicts = {
         "a": {"fault_category": "crash", "restart": STOP, "primary_ranks": [1], "confidence": "high"},
         "b": {"fault_category": "hang", "restart": STOP, "primary_ranks": [2], "confidence": "high"},
@@ -64,8 +67,9 @@ def test_scores_any_analyzer_and_lists_misses(tmp_path: Path) -> None:
 
 
 def test_an_analyzer_that_fails_on_one_log_loses_that_case_only(tmp_path: Path) -> None:
-    directory = labelled_dir(tmp_path, [("ok", "x\n", "unknown", "none", "unknown"),
-                                        ("bad", "y\n", "unknown", "none", "unknown")])
+    directory = labelled_dir(
+        tmp_path, [("ok", "x\n", "unknown", "none", "unknown"), ("bad", "y\n", "unknown", "none", "unknown")]
+    )
 
     def analyzer(path: Path) -> Mapping[str, Any]:
         if path.stem == "bad":
@@ -78,18 +82,21 @@ def test_an_analyzer_that_fails_on_one_log_loses_that_case_only(tmp_path: Path) 
     assert miss.case.name == "bad" and "analyzer error: ValueError: cannot read" in miss.problems()
 
 
-@pytest.mark.parametrize("row, message", [
-    (("a", None, "1", "crash_signal", "STOP"), "no log file"),
-    (("a", "x\n", "1", "segfaultish", "STOP"), "field fault_class: unknown 'segfaultish'"),
-    (("a", "x\n", "one", "hang", "STOP"), "field root_cause_rank: 'one'"),
-    (("a", "x\n", "1", "hang", "MAYBE"), "field expected_restart: 'MAYBE'"),
-])
+@pytest.mark.parametrize(
+    "row, message",
+    [
+        (("a", None, "1", "crash_signal", "STOP"), "no log file"),
+        (("a", "x\n", "1", "segfaultish", "STOP"), "field fault_class: unknown 'segfaultish'"),
+        (("a", "x\n", "one", "hang", "STOP"), "field root_cause_rank: 'one'"),
+        (("a", "x\n", "1", "hang", "MAYBE"), "field expected_restart: 'MAYBE'"),
+    ],
+)
 def test_bad_labels_name_the_file_row_and_field(tmp_path: Path, row: tuple[Any, ...], message: str) -> None:
     case, text, rank, fault_class, restart = row
     (tmp_path / "labels_x.tsv").write_text(HEADER + f"{case}\tsrc\t{rank}\t{fault_class}\t{restart}\twhy\n")
     if text is not None:
         (tmp_path / f"{case}.log").write_text(text)
-    with pytest.raises(evallogs.EvalError, match="labels_x.tsv, row 2"):
+    with pytest.raises(evallogs.EvalError, match=r"labels_x\.tsv, row 2"):
         evallogs.load_cases(tmp_path)
     with pytest.raises(evallogs.EvalError, match=message):
         evallogs.load_cases(tmp_path)
@@ -100,20 +107,25 @@ def test_a_folder_without_labels_is_one_clear_error(tmp_path: Path, capsys: pyte
     assert "no labels_*.tsv" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("text, style", [
-    ("3: [rank3]: Traceback\n", "slurm"),
-    ("slurmstepd: error: *** STEP 1.0 ON n CANCELLED AT 2026 ***\n", "slurm"),
-    ("10.0.0.2: Traceback (most recent call last):\n", "deepspeed"),
-    ("[launch.py:434:sigkill_handler] ['python', '-u', 't.py', '--local_rank=1'] exits with return code = -9\n",
-     "deepspeed"),
-    ('  File "/env/lib/python3.11/site-packages/accelerate/commands/launch.py", line 9, in main\n', "accelerate"),
-    ("mpirun noticed that process rank 3 with PID 42 on node n1 exited on signal 9 (Killed).\n", "mpirun/horovod"),
-    ("$ python -m torch.distributed.launch --nproc_per_node=2 t.py\n", "torch.distributed.launch"),
-    ("E0101 api.py:869] failed (exitcode: -9) local_rank: 3 (pid: 7) of binary: python\n", "torchrun/elastic"),
-    ("[default2]:loss 0.5\n", "torchrun/elastic"),
-    ("[rank1]: ValueError: x\n", "torch [rankN] prefix"),
-    ("epoch 1 loss 0.5\n", "plain"),
-])
+@pytest.mark.parametrize(
+    "text, style",
+    [
+        ("3: [rank3]: Traceback\n", "slurm"),
+        ("slurmstepd: error: *** STEP 1.0 ON n CANCELLED AT 2026 ***\n", "slurm"),
+        ("10.0.0.2: Traceback (most recent call last):\n", "deepspeed"),
+        (
+            "[launch.py:434:sigkill_handler] ['python', '-u', 't.py', '--local_rank=1'] exits with return code = -9\n",
+            "deepspeed",
+        ),
+        ('  File "/env/lib/python3.11/site-packages/accelerate/commands/launch.py", line 9, in main\n', "accelerate"),
+        ("mpirun noticed that process rank 3 with PID 42 on node n1 exited on signal 9 (Killed).\n", "mpirun/horovod"),
+        ("$ python -m torch.distributed.launch --nproc_per_node=2 t.py\n", "torch.distributed.launch"),
+        ("E0101 api.py:869] failed (exitcode: -9) local_rank: 3 (pid: 7) of binary: python\n", "torchrun/elastic"),
+        ("[default2]:loss 0.5\n", "torchrun/elastic"),
+        ("[rank1]: ValueError: x\n", "torch [rankN] prefix"),
+        ("epoch 1 loss 0.5\n", "plain"),
+    ],
+)
 def test_launcher_style_from_prefixes_and_wording(tmp_path: Path, text: str, style: str) -> None:
     log = tmp_path / "x.log"
     log.write_text(text)
@@ -126,8 +138,12 @@ def test_launcher_style_from_prefixes_and_wording(tmp_path: Path, text: str, sty
 @needs_real_logs
 def test_logsage_meets_the_thresholds_on_real_logs() -> None:
     """The acceptance bar of issue 11, via the command users run (also registered in the CLI)."""
-    proc = subprocess.run([sys.executable, "-m", "faultloop.cli", "eval-logs", str(REAL_LOGS), "--format", "json",
-                           "--check"], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "faultloop.cli", "eval-logs", str(REAL_LOGS), "--format", "json", "--check"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     summary = json.loads(proc.stdout)
     overall, bar = summary["overall"], evallogs.Thresholds()
     report = json.dumps({k: summary[k] for k in ("overall", "misses")}, indent=1)
@@ -153,9 +169,15 @@ def test_text_report_has_the_tables_and_every_miss(capsys: pytest.CaptureFixture
 def test_any_configured_analyzer_is_graded_and_the_baseline_is_the_floor(tmp_path: Path) -> None:
     """`--analyzer NAME` grades a baseline, and a user's command analyzer from the site file, on
     the same corpus: logsage must beat torchrun's own root cause on every measure."""
+
     def run(*args: str, cwd: Path = ROOT) -> dict:
-        proc = subprocess.run([sys.executable, "-m", "faultloop.cli", "eval-logs", str(REAL_LOGS), "--format", "json",
-                               *args], capture_output=True, text=True, timeout=600, cwd=cwd)
+        proc = subprocess.run(
+            [sys.executable, "-m", "faultloop.cli", "eval-logs", str(REAL_LOGS), "--format", "json", *args],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=cwd,
+        )
         assert proc.returncode == 0, proc.stderr
         return json.loads(proc.stdout)["overall"]
 
@@ -165,13 +187,16 @@ def test_any_configured_analyzer_is_graded_and_the_baseline_is_the_floor(tmp_pat
         assert naive[measure]["right"] < builtin[measure]["right"], (measure, naive, builtin)
     # a user's script wired through `command` in the site file: it says "rank 0, hang, restart" for every log
     script = tmp_path / "always_rank0.py"
-    script.write_text('import json\nprint(json.dumps({"restart": "RESTART IMMEDIATE", "primary_ranks": [0], '
-                      '"secondary_ranks": [], "fault_category": "hang", "fault_type": None}))\n')
+    script.write_text(
+        'import json\nprint(json.dumps({"restart": "RESTART IMMEDIATE", "primary_ranks": [0], '
+        '"secondary_ranks": [], "fault_category": "hang", "fault_type": None}))\n'
+    )
     workdir = tmp_path / "wf"
     (workdir / "config").mkdir(parents=True)
     (workdir / "config" / "config.yaml").write_text((ROOT / "config" / "config.yaml").read_text())
     (workdir / "config" / "site.yaml").write_text(
-        f"analyzers:\n  mine: {{kind: command, command: '{sys.executable} {script} {{log}}'}}\n")
+        f"analyzers:\n  mine: {{kind: command, command: '{sys.executable} {script} {{log}}'}}\n"
+    )
     mine = run("--analyzer", "mine", cwd=workdir)
     hangs = sum(1 for case in evallogs.load_cases(REAL_LOGS) if case.category == "hang")
     assert mine["category"]["right"] == hangs

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from conftest import NVRX_FR, needs_nvrx_dumps
-
 from faultloop import fr
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,17 +147,26 @@ def test_op_mismatch_names_the_odd_rank(tmp_path: Path) -> None:
         (tmp_path / f"_dump_{rank}").write_bytes(pickle.dumps(dump))
     result = fr.analyze_dir(str(tmp_path))
     assert result.suspect_ranks == [2]
-    assert [(m.field, m.collective_seq_id, m.ranks, m.found) for m in result.mismatches] == \
-        [("dtype", 500, [2], ["BFloat16"])]
+    assert [(m.field, m.collective_seq_id, m.ranks, m.found) for m in result.mismatches] == [
+        ("dtype", 500, [2], ["BFloat16"])
+    ]
 
 
 # ---------------------------------------------------------------- scope, no dumps, CLI
 
 
-@pytest.mark.parametrize(("ranks", "scope"), [
-    ([], "none"), ([5], "rank"), ([4, 7], "node"), ([3, 4], "segment"), ([0, 31], "segment"),
-    ([31, 32], "job"), ([7, 7], "rank"),
-])
+@pytest.mark.parametrize(
+    ("ranks", "scope"),
+    [
+        ([], "none"),
+        ([5], "rank"),
+        ([4, 7], "node"),
+        ([3, 4], "segment"),
+        ([0, 31], "segment"),
+        ([31, 32], "job"),
+        ([7, 7], "rank"),
+    ],
+)
 def test_scope_boundaries(ranks: list[int], scope: str) -> None:
     assert fr.scope_of(ranks, gpus_per_node=4, segment_size=32) == scope
 
@@ -172,23 +180,50 @@ def test_no_dumps_is_a_result(tmp_path: Path) -> None:
     result = fr.analyze_dir(str(tmp_path), world_size=4)
     assert result.no_dumps and result.scope == "none" and result.suspect_ranks == []
     assert result.ranks_without_dump == [0, 1, 2, 3]
-    out = subprocess.run([sys.executable, "-m", "faultloop.cli", "fr", "--fr-path", str(tmp_path / "_dump_"),
-                          "--format", "json"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "faultloop.cli", "fr", "--fr-path", str(tmp_path / "_dump_"), "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert json.loads(out.stdout)["no_dumps"] is True  # a folder without dumps is a result, not an error
 
 
 @needs_nvrx_dumps
 def test_cli_prefix_path_and_outputs(tmp_path: Path) -> None:
     out_json, out_text = tmp_path / "a" / "fr.json", tmp_path / "a" / "fr.txt"
-    proc = subprocess.run([sys.executable, "-m", "faultloop.cli", "fr", "--fr-path", str(DATA / "gpu_error_2nd" / "_dump_"),
-                           "--gpus-per-node", "8", "--output-json", str(out_json), "--output-text", str(out_text)],
-                          capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "faultloop.cli",
+            "fr",
+            "--fr-path",
+            str(DATA / "gpu_error_2nd" / "_dump_"),
+            "--gpus-per-node",
+            "8",
+            "--output-json",
+            str(out_json),
+            "--output-text",
+            str(out_text),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert proc.stdout == out_text.read_text()
     data = json.loads(out_json.read_text())
     assert data["suspect_ranks"] == [9, 14] and data["scope"] == "node"
     assert data["ranks_behind"] == {"9": 11, "14": 11}
-    for key in ("no_dumps", "dumps_read", "ranks_without_dump", "skipped_files", "expected_ranks",
-                "missing_ranks", "first_divergence"):
+    for key in (
+        "no_dumps",
+        "dumps_read",
+        "ranks_without_dump",
+        "skipped_files",
+        "expected_ranks",
+        "missing_ranks",
+        "first_divergence",
+    ):
         assert key in data
     assert sorted(os.listdir(tmp_path / "a")) == ["fr.json", "fr.txt"]  # no temp files left
 
@@ -197,8 +232,12 @@ def test_cli_prefix_path_and_outputs(tmp_path: Path) -> None:
 
 
 def run_gloo_job(out: Path, mode: str) -> None:
-    subprocess.run([sys.executable, str(Path(__file__).parent / "fr_gloo_job.py"), str(out), mode,
-                    str(free_port())], check=True, timeout=120, capture_output=True)
+    subprocess.run(
+        [sys.executable, str(Path(__file__).parent / "fr_gloo_job.py"), str(out), mode, str(free_port())],
+        check=True,
+        timeout=120,
+        capture_output=True,
+    )
 
 
 @pytest.mark.slow
@@ -233,10 +272,32 @@ def test_cpu_workload_cells_name_the_injected_rank(tmp_path: Path) -> None:
     cells = {"GPU_SLEEP": 1, "SIGKILL": 2}
     procs = {
         fault: subprocess.Popen(
-            [sys.executable, "-m", "faultloop.cli", "run-job", "--cell-dir", str(tmp_path / fault),
-             "--fault-type", fault, "--rank", str(rank), "--iter", "3", "--nodes", "1",
-             "--gpus-per-node", "4", "--iterations", "8", "--pg-timeout-s", "5"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                "-m",
+                "faultloop.cli",
+                "run-job",
+                "--cell-dir",
+                str(tmp_path / fault),
+                "--fault-type",
+                fault,
+                "--rank",
+                str(rank),
+                "--iter",
+                "3",
+                "--nodes",
+                "1",
+                "--gpus-per-node",
+                "4",
+                "--iterations",
+                "8",
+                "--pg-timeout-s",
+                "5",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for fault, rank in cells.items()
     }
     for fault, proc in procs.items():

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from faultloop.llm import LLMError, LLMSettings, chat_json, first_json_object
-from openai_server import OpenAIServer, Reply, openai_server  # noqa: F401
+from openai_server import OpenAIServer, Reply, openai_server
 
 SCHEMA = {
     "type": "object",
@@ -23,23 +23,23 @@ KEY = "sk-test-SECRET-4242"
 def settings(server: OpenAIServer, tmp_path: Path, **kw: object) -> LLMSettings:
     key_file = tmp_path / "key"
     key_file.write_text(KEY + "\n")
-    base = dict(base_url=server.base_url, model="judge-1", api_key_file=str(key_file),
-                timeout_s=2.0, max_retries=2)
+    base = dict(base_url=server.base_url, model="judge-1", api_key_file=str(key_file), timeout_s=2.0, max_retries=2)
     base.update(kw)
     return LLMSettings(**base)  # type: ignore[arg-type]
 
 
 def test_good_answer_and_request_shape(openai_server: OpenAIServer, tmp_path: Path) -> None:
     openai_server.script(Reply.json({"verdict": "yes", "why": "rank 3 died"}))
-    answer = chat_json(settings(openai_server, tmp_path), "be strict", "rank 3 log here", SCHEMA,
-                       schema_name="verdict")
+    answer = chat_json(settings(openai_server, tmp_path), "be strict", "rank 3 log here", SCHEMA, schema_name="verdict")
     assert answer == {"verdict": "yes", "why": "rank 3 died"}
     (req,) = openai_server.requests
     assert req.path == "/v1/chat/completions"
     assert req.body["model"] == "judge-1"
     assert req.body["temperature"] == 0.0
-    assert req.body["messages"] == [{"role": "system", "content": "be strict"},
-                                    {"role": "user", "content": "rank 3 log here"}]
+    assert req.body["messages"] == [
+        {"role": "system", "content": "be strict"},
+        {"role": "user", "content": "rank 3 log here"},
+    ]
     fmt = req.body["response_format"]
     assert fmt["type"] == "json_schema" and fmt["json_schema"]["name"] == "verdict"
     assert fmt["json_schema"]["schema"] == SCHEMA
@@ -56,8 +56,11 @@ def test_json_wrapped_in_prose_is_parsed(openai_server: OpenAIServer, tmp_path: 
 
 
 def test_malformed_json_is_retried_then_succeeds(openai_server: OpenAIServer, tmp_path: Path) -> None:
-    openai_server.script(Reply("not json at all"), Reply.json({"verdict": "maybe", "why": ""}),
-                         Reply.json({"verdict": "no", "why": "ok"}))
+    openai_server.script(
+        Reply("not json at all"),
+        Reply.json({"verdict": "maybe", "why": ""}),
+        Reply.json({"verdict": "no", "why": "ok"}),
+    )
     answer = chat_json(settings(openai_server, tmp_path), "s", "u", SCHEMA, schema_name="v")
     assert answer == {"verdict": "no", "why": "ok"}
     assert len(openai_server.requests) == 3
@@ -72,12 +75,13 @@ def test_malformed_json_exhausts_retries(openai_server: OpenAIServer, tmp_path: 
 
 
 def test_timeout(openai_server: OpenAIServer, tmp_path: Path) -> None:
-    openai_server.script(Reply.json({"verdict": "yes", "why": "late"}, delay_s=3.0),
-                         Reply.json({"verdict": "yes", "why": "late"}, delay_s=3.0))
+    openai_server.script(
+        Reply.json({"verdict": "yes", "why": "late"}, delay_s=3.0),
+        Reply.json({"verdict": "yes", "why": "late"}, delay_s=3.0),
+    )
     started = time.monotonic()
     with pytest.raises(LLMError, match="timed out"):
-        chat_json(settings(openai_server, tmp_path, timeout_s=0.5, max_retries=1), "s", "u", SCHEMA,
-                  schema_name="v")
+        chat_json(settings(openai_server, tmp_path, timeout_s=0.5, max_retries=1), "s", "u", SCHEMA, schema_name="v")
     assert time.monotonic() - started < 2.9
     assert len(openai_server.requests) == 2
 
@@ -107,15 +111,17 @@ def test_500s_exhaust_retries_key_redacted(openai_server: OpenAIServer, tmp_path
 
 
 def test_400_falls_back_to_plain_text(openai_server: OpenAIServer, tmp_path: Path) -> None:
-    openai_server.script(Reply("response_format not supported", status=400),
-                         Reply('{"verdict": "yes", "why": "plain"}'))
+    openai_server.script(
+        Reply("response_format not supported", status=400), Reply('{"verdict": "yes", "why": "plain"}')
+    )
     assert chat_json(settings(openai_server, tmp_path), "s", "u", SCHEMA, schema_name="v")["why"] == "plain"
     first, second = openai_server.requests
     assert "response_format" in first.body and "response_format" not in second.body
 
 
-def test_no_key_uses_placeholder_and_env_key(openai_server: OpenAIServer, tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_key_uses_placeholder_and_env_key(
+    openai_server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("FL_TEST_KEY", raising=False)
     openai_server.script(Reply.json({"verdict": "yes", "why": ""}), Reply.json({"verdict": "no", "why": ""}))
     s = LLMSettings(base_url=openai_server.base_url, model="m", api_key_env="FL_TEST_KEY", timeout_s=2)
@@ -136,4 +142,4 @@ def test_first_json_object() -> None:
     assert first_json_object('x [1] {"a": {"b": 2}} {"c": 3}') == {"a": {"b": 2}}
     with pytest.raises(ValueError):
         first_json_object("no object [1, 2]")
-    assert json.dumps(first_json_object("{bad {\"ok\": true}")) == '{"ok": true}'
+    assert json.dumps(first_json_object('{bad {"ok": true}')) == '{"ok": true}'

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from faultloop import logsage
-from faultloop.logsage import modes, prefilter, rules
 from faultloop.faults import ERRORS_NOT_FOUND, FAULTS, NO_LOGS, RESTART, STOP
 from faultloop.llm import LLMSettings
-from openai_server import OpenAIServer, Reply, openai_server  # noqa: F401
+from faultloop.logsage import modes, prefilter, rules
+from openai_server import OpenAIServer, Reply, openai_server
 
 DATA = Path(__file__).parent / "data" / "logs"
 CORPUS = DATA / "cpu_gloo"
@@ -47,8 +47,7 @@ def verdict(name: str, prefilter: str = "auto") -> logsage.Verdict:
         ("nccl_sigkill_8r.log", STOP, [6], "crash", "SIGKILL"),
     ],
 )
-def test_gpu_cluster_logs(name: str, restart: str, primary: list[int], category: str,
-                          fault_type: str | None) -> None:
+def test_gpu_cluster_logs(name: str, restart: str, primary: list[int], category: str, fault_type: str | None) -> None:
     v = verdict(name)
     assert (v.restart, v.primary_ranks, v.fault_category, v.fault_type) == (restart, primary, category, fault_type)
     assert set(primary).isdisjoint(v.secondary_ranks)
@@ -143,8 +142,10 @@ def _big_log(path: Path, n_lines: int) -> list[tuple[int, str]]:
                 text = f"{i % 8}: RuntimeError: [pair.cc:553] Connection closed by peer [10.0.0.{i % 7}]:2200{i % 9}"
                 planted.append((i, text))
             else:
-                text = (f"{i % 8}: [2026-11-30 12:00:00.{i % 999999:06d}] iteration {i:8d}/ 9999999 | consumed "
-                        f"samples: {i * 64:12d} | lm loss: 2.5E+00 | grad norm: 0.8 |")
+                text = (
+                    f"{i % 8}: [2026-11-30 12:00:00.{i % 999999:06d}] iteration {i:8d}/ 9999999 | consumed "
+                    f"samples: {i * 64:12d} | lm loss: 2.5E+00 | grad norm: 0.8 |"
+                )
             f.write(text + "\n")
     return planted
 
@@ -157,8 +158,9 @@ def big_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tuple[
 
 @pytest.mark.parametrize("tool", TOOLS)
 @pytest.mark.parametrize("jobs", [1, 3])
-def test_tool_and_python_prefilters_agree_across_blocks(big_log: tuple[Path, list[tuple[int, str]]], tool: str,
-                                                        monkeypatch: pytest.MonkeyPatch, jobs: int) -> None:
+def test_tool_and_python_prefilters_agree_across_blocks(
+    big_log: tuple[Path, list[tuple[int, str]]], tool: str, monkeypatch: pytest.MonkeyPatch, jobs: int
+) -> None:
     path, planted = big_log
     monkeypatch.setattr(prefilter, "MIN_RANGE_BYTES", 1 << 20)
     grep_hits = [(h.line, h.offset, h.text) for h in prefilter.scan_tool(path, shutil.which(tool) or tool, jobs)]
@@ -166,7 +168,7 @@ def test_tool_and_python_prefilters_agree_across_blocks(big_log: tuple[Path, lis
     assert grep_hits == py_hits
     assert [(line, text) for line, _, text in py_hits] == planted
     with open(path, "rb") as f:  # offsets point at the line starts
-        for line, offset, text in py_hits[:50]:
+        for _line, offset, text in py_hits[:50]:
             f.seek(offset)
             assert f.readline().decode().rstrip("\n") == text
 
@@ -190,8 +192,18 @@ def test_fingerprint_follows_settings() -> None:
 
 def test_cli_writes_both_forms(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out_t, out_j = tmp_path / "a" / "logsage.txt", tmp_path / "a" / "logsage.json"
-    rc = logsage.main(["--log-path", str(DATA / "torchrun_segfault_8r.log"), "--format", "json",
-                       "--output-text", str(out_t), "--output-json", str(out_j)])
+    rc = logsage.main(
+        [
+            "--log-path",
+            str(DATA / "torchrun_segfault_8r.log"),
+            "--format",
+            "json",
+            "--output-text",
+            str(out_t),
+            "--output-json",
+            str(out_j),
+        ]
+    )
     assert rc == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed == json.loads(out_j.read_text())
@@ -215,9 +227,18 @@ def _llm(server: OpenAIServer, **kw: float) -> logsage.Settings:
 
 
 def test_llm_good_answer_keeps_deterministic_beside(openai_server: OpenAIServer) -> None:
-    openai_server.script(Reply.json({
-        "restart": STOP, "primary_ranks": [9], "secondary_ranks": [0, 1], "fault_category": "gpu_error",
-        "fault_type": "GPU_ERROR", "explanation": "rank 9 hit an illegal memory access"}))
+    openai_server.script(
+        Reply.json(
+            {
+                "restart": STOP,
+                "primary_ranks": [9],
+                "secondary_ranks": [0, 1],
+                "fault_category": "gpu_error",
+                "fault_type": "GPU_ERROR",
+                "explanation": "rank 9 hit an illegal memory access",
+            }
+        )
+    )
     v = logsage.analyze_with_llm(DATA / "nccl_cuda_error_16r.log", _llm(openai_server))
     out = v.to_json()
     assert out["mode"] == "llm" and out["llm_error"] is None
@@ -239,8 +260,17 @@ def test_llm_malformed_answer_falls_back(openai_server: OpenAIServer) -> None:
 
 
 def test_llm_timeout_falls_back(openai_server: OpenAIServer) -> None:
-    late = Reply.json({"restart": STOP, "primary_ranks": [], "secondary_ranks": [], "fault_category": "other",
-                       "fault_type": None, "explanation": "late"}, delay_s=2.0)
+    late = Reply.json(
+        {
+            "restart": STOP,
+            "primary_ranks": [],
+            "secondary_ranks": [],
+            "fault_category": "other",
+            "fault_type": None,
+            "explanation": "late",
+        },
+        delay_s=2.0,
+    )
     openai_server.script(late, late)
     v = logsage.analyze_with_llm(DATA / "torchrun_segfault_8r.log", _llm(openai_server, timeout_s=0.3, max_retries=0))
     out = v.to_json()
@@ -249,12 +279,36 @@ def test_llm_timeout_falls_back(openai_server: OpenAIServer) -> None:
 
 
 def test_cli_llm_mode(openai_server: OpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    openai_server.script(Reply.json({
-        "restart": RESTART, "primary_ranks": [11], "secondary_ranks": [], "fault_category": "hang",
-        "fault_type": "GPU_SLEEP", "explanation": "rank 11 stalled"}))
-    rc = logsage.main(["--log-path", str(DATA / "nccl_hang_16r.log"), "--mode", "llm", "--format", "json",
-                       "--llm-base-url", openai_server.base_url, "--llm-model", "m", "--llm-timeout", "5",
-                       "--llm-api-key-env", "FAULTLOOP_TEST_NO_KEY"])
+    openai_server.script(
+        Reply.json(
+            {
+                "restart": RESTART,
+                "primary_ranks": [11],
+                "secondary_ranks": [],
+                "fault_category": "hang",
+                "fault_type": "GPU_SLEEP",
+                "explanation": "rank 11 stalled",
+            }
+        )
+    )
+    rc = logsage.main(
+        [
+            "--log-path",
+            str(DATA / "nccl_hang_16r.log"),
+            "--mode",
+            "llm",
+            "--format",
+            "json",
+            "--llm-base-url",
+            openai_server.base_url,
+            "--llm-model",
+            "m",
+            "--llm-timeout",
+            "5",
+            "--llm-api-key-env",
+            "FAULTLOOP_TEST_NO_KEY",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert rc == 0 and out["mode"] == "llm" and out["fault_type"] == "GPU_SLEEP"
     assert out["deterministic"]["fault_type"] == "SIGSTOP"
@@ -293,16 +347,23 @@ def test_accuracy_on_real_cpu_gloo_logs(tmp_path: Path) -> None:
 
 def test_srun_labels_that_are_node_indices(tmp_path: Path) -> None:
     """srun --label with one torchrun per node: label = node, [defaultN] = local rank."""
-    lines = [f"{node}: [default{local}]:> initialized rank {node * 4 + local} world_size=8"
-             for node in range(2) for local in range(4)]
+    lines = [
+        f"{node}: [default{local}]:> initialized rank {node * 4 + local} world_size=8"
+        for node in range(2)
+        for local in range(4)
+    ]
     lines += [
         "1: [default2]:Traceback (most recent call last):",
         '1: [default2]:  File "/w/train.py", line 90, in step',
         "1: [default2]:    torch.cuda.synchronize()",
         "1: [default2]:RuntimeError: CUDA error: an illegal memory access was encountered",
     ]
-    lines += [f"{node}: [default{local}]:RuntimeError: NCCL error: remote process exited or there was a network error"
-              for node in range(2) for local in range(4) if (node, local) != (1, 2)]
+    lines += [
+        f"{node}: [default{local}]:RuntimeError: NCCL error: remote process exited or there was a network error"
+        for node in range(2)
+        for local in range(4)
+        if (node, local) != (1, 2)
+    ]
     v = logsage.analyze_log(lines)
     assert (v.primary_ranks, v.fault_type, v.restart) == ([6], "GPU_ERROR", STOP)
     assert v.secondary_ranks == [0, 1, 2, 3, 4, 5, 7]
@@ -319,12 +380,15 @@ def test_silent_death_without_any_exit_record() -> None:
 # -- torch 2.13's own launcher (real output, benchmarks/make_torchrun_logs.py) -----------------
 
 
-@pytest.mark.parametrize("name, restart, category, fault_type", [
-    ("torch213_2nodes_sigkill.log", STOP, "crash", "SIGKILL"),
-    ("torch213_2nodes_exception.log", STOP, "exception", "WORKLOAD_EXC"),
-    ("torch213_2nodes_sigstop.log", RESTART, "hang", "SIGSTOP"),
-    ("torch213_2nodes_segfault.log", STOP, "crash", "SEGFAULT"),
-])
+@pytest.mark.parametrize(
+    "name, restart, category, fault_type",
+    [
+        ("torch213_2nodes_sigkill.log", STOP, "crash", "SIGKILL"),
+        ("torch213_2nodes_exception.log", STOP, "exception", "WORKLOAD_EXC"),
+        ("torch213_2nodes_sigstop.log", RESTART, "hang", "SIGSTOP"),
+        ("torch213_2nodes_segfault.log", STOP, "crash", "SEGFAULT"),
+    ],
+)
 def test_real_torchrun_agents_per_node(name: str, restart: str, category: str, fault_type: str) -> None:
     """Two torchrun agents labelled by node (srun-style): tracebacks carry torch's global [rankN]
     prefix, the agents' death lines a local rank and pid that their summaries map to a rank."""
@@ -335,145 +399,202 @@ def test_real_torchrun_agents_per_node(name: str, restart: str, category: str, f
 
 # -- the shapes real clusters print (hand-written in each launcher's wording) ------------------
 
+
 def watchdog(rank: int, seq: int, op: str, numel: int | None = None, prefix: bool = False) -> str:
     """A real NCCL watchdog timeout line (torch 2.x wording), with torch's [rankN]: prefix if asked."""
     numel_part = f"NumelIn={numel}, NumelOut={numel}, " if numel is not None else ""
-    return (f"{f'[rank{rank}]:' if prefix else ''}[E1201 10:00:00.0 ProcessGroupNCCL.cpp:607] [Rank {rank}] Watchdog "
-            f"caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, {numel_part}"
-            f"Timeout(ms)=600000) ran for 600095 milliseconds before timing out.")
+    return (
+        f"{f'[rank{rank}]:' if prefix else ''}[E1201 10:00:00.0 ProcessGroupNCCL.cpp:607] [Rank {rank}] Watchdog "
+        f"caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, {numel_part}"
+        f"Timeout(ms)=600000) ran for 600095 milliseconds before timing out."
+    )
 
 
 SHAPES: dict[str, tuple[list[str], tuple[str, list[int], str, str | None]]] = {
     # torch's excepthook prefix, torchrun agent without a summary: the raising rank, not the first to report
-    "excepthook_prefix": ([
-        "[rank0]:[W1201 10:00:00.000 ProcessGroupGloo.cpp:12] Warning: something harmless",
-        "[rank2]: Traceback (most recent call last):",
-        '[rank2]:   File "/w/train.py", line 88, in <module>',
-        "[rank2]:     loss = step(batch)",
-        '[rank2]:   File "/w/train.py", line 40, in step',
-        '[rank2]:     raise ValueError("labels out of range")',
-        "[rank2]: ValueError: labels out of range",
-        "[rank0]: RuntimeError: [pair.cc:553] Connection closed by peer [10.0.0.2]:2201",
-        "[rank1]: RuntimeError: [pair.cc:553] Connection closed by peer [10.0.0.2]:2201",
-        "W1201 10:00:01.000 123 torch/distributed/elastic/multiprocessing/api.py:900] Sending process 111 closing signal SIGTERM",
-        "E1201 10:00:02.000 123 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 2 (pid: 222) of binary: /usr/bin/python",
-    ], (STOP, [2], "exception", "WORKLOAD_EXC")),
+    "excepthook_prefix": (
+        [
+            "[rank0]:[W1201 10:00:00.000 ProcessGroupGloo.cpp:12] Warning: something harmless",
+            "[rank2]: Traceback (most recent call last):",
+            '[rank2]:   File "/w/train.py", line 88, in <module>',
+            "[rank2]:     loss = step(batch)",
+            '[rank2]:   File "/w/train.py", line 40, in step',
+            '[rank2]:     raise ValueError("labels out of range")',
+            "[rank2]: ValueError: labels out of range",
+            "[rank0]: RuntimeError: [pair.cc:553] Connection closed by peer [10.0.0.2]:2201",
+            "[rank1]: RuntimeError: [pair.cc:553] Connection closed by peer [10.0.0.2]:2201",
+            "W1201 10:00:01.000 123 torch/distributed/elastic/multiprocessing/api.py:900] Sending process 111 closing signal SIGTERM",
+            "E1201 10:00:02.000 123 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 2 (pid: 222) of binary: /usr/bin/python",
+        ],
+        (STOP, [2], "exception", "WORKLOAD_EXC"),
+    ),
     # srun label and torch prefix layered; the CUDA error comes from the NCCL watchdog
-    "layered_srun_and_torch": ([
-        "3: [rank3]:[E1201 10:00:00.000 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 3] Process group watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered",
-        "3: [rank3]: CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
-        "3: [rank3]: For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
-        "0: [rank0]:[E1201 10:00:01.000 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 0] Process group watchdog thread terminated with exception: NCCL error: remote process exited or there was a network error",
-        "1: [rank1]:[E1201 10:00:01.000 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 1] Process group watchdog thread terminated with exception: NCCL error: remote process exited or there was a network error",
-    ], (STOP, [3], "gpu_error", "GPU_ERROR")),
+    "layered_srun_and_torch": (
+        [
+            "3: [rank3]:[E1201 10:00:00.000 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 3] Process group watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered",
+            "3: [rank3]: CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
+            "3: [rank3]: For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+            "0: [rank0]:[E1201 10:00:01.000 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 0] Process group watchdog thread terminated with exception: NCCL error: remote process exited or there was a network error",
+            "1: [rank1]:[E1201 10:00:01.000 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 1] Process group watchdog thread terminated with exception: NCCL error: remote process exited or there was a network error",
+        ],
+        (STOP, [3], "gpu_error", "GPU_ERROR"),
+    ),
     # a torchrun death line with no summary after it: one agent, so local rank = global rank
-    "death_line_without_summary": ([
-        "  5%|▍         | 200/4443 [11:11:27<255:23:04, 216.68s/it]W0613 07:54:19.850000 88 site-packages/torch/distributed/elastic/multiprocessing/api.py:897] Sending process 860 closing signal SIGTERM",
-        "W0613 07:54:19.895000 88 site-packages/torch/distributed/elastic/multiprocessing/api.py:897] Sending process 404 closing signal SIGTERM",
-        "E0613 07:54:22.195000 88 site-packages/torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -11) local_rank: 2 (pid: 770) of binary: /env/bin/python3.11",
-        "Traceback (most recent call last):",
-        '  File "/env/bin/torchrun", line 8, in <module>',
-        "    sys.exit(main())",
-        "[...]",
-    ], (STOP, [2], "crash", "SEGFAULT")),
+    "death_line_without_summary": (
+        [
+            "  5%|▍         | 200/4443 [11:11:27<255:23:04, 216.68s/it]W0613 07:54:19.850000 88 site-packages/torch/distributed/elastic/multiprocessing/api.py:897] Sending process 860 closing signal SIGTERM",
+            "W0613 07:54:19.895000 88 site-packages/torch/distributed/elastic/multiprocessing/api.py:897] Sending process 404 closing signal SIGTERM",
+            "E0613 07:54:22.195000 88 site-packages/torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -11) local_rank: 2 (pid: 770) of binary: /env/bin/python3.11",
+            "Traceback (most recent call last):",
+            '  File "/env/bin/torchrun", line 8, in <module>',
+            "    sys.exit(main())",
+            "[...]",
+        ],
+        (STOP, [2], "crash", "SEGFAULT"),
+    ),
     # a ChildFailedError record cut off above its header, flattened or not
-    "cut_summary_record": ([
-        "[...]",
-        "  rank      : 5 (local_rank: 1)",
-        "  exitcode  : -6 (pid: 12345)",
-        "  error_file: <N/A>",
-        "  traceback : Signal 6 (SIGABRT) received by PID 12345",
-    ], (STOP, [5], "crash", "OS_ABORT")),
+    "cut_summary_record": (
+        [
+            "[...]",
+            "  rank      : 5 (local_rank: 1)",
+            "  exitcode  : -6 (pid: 12345)",
+            "  error_file: <N/A>",
+            "  traceback : Signal 6 (SIGABRT) received by PID 12345",
+        ],
+        (STOP, [5], "crash", "OS_ABORT"),
+    ),
     # several Failures entries (stopped by the agent) and the Root Cause
-    "failures_and_root_cause": ([
-        "Failures:",
-        "[1]:",
-        "  rank      : 1 (local_rank: 1)",
-        "  exitcode  : -15 (pid: 11)",
-        "[2]:",
-        "  rank      : 2 (local_rank: 2)",
-        "  exitcode  : -15 (pid: 12)",
-        "------------------------------------------------------------",
-        "Root Cause (first observed failure):",
-        "[0]:",
-        "  time      : 2026-12-01_10:00:00",
-        "  rank      : 3 (local_rank: 3)",
-        "  exitcode  : -9 (pid: 13)  (SIGKILL)",
-    ], (STOP, [3], "crash", "SIGKILL")),
+    "failures_and_root_cause": (
+        [
+            "Failures:",
+            "[1]:",
+            "  rank      : 1 (local_rank: 1)",
+            "  exitcode  : -15 (pid: 11)",
+            "[2]:",
+            "  rank      : 2 (local_rank: 2)",
+            "  exitcode  : -15 (pid: 12)",
+            "------------------------------------------------------------",
+            "Root Cause (first observed failure):",
+            "[0]:",
+            "  time      : 2026-12-01_10:00:00",
+            "  rank      : 3 (local_rank: 3)",
+            "  exitcode  : -9 (pid: 13)  (SIGKILL)",
+        ],
+        (STOP, [3], "crash", "SIGKILL"),
+    ),
     # torch.distributed.launch's CalledProcessError names the child's local rank and signal
-    "distributed_launch_died_with": ([
-        "Traceback (most recent call last):",
-        '  File "/usr/lib/python3.8/runpy.py", line 194, in _run_module_as_main',
-        '  File "/usr/local/lib/python3.8/dist-packages/torch/distributed/launch.py", line 242, in main',
-        "    cmd=cmd)",
-        "subprocess.CalledProcessError: Command '['/usr/bin/python', '-u', 'train.py', '--local_rank=1']' died with <Signals.SIGSEGV: 11>.",
-    ], (STOP, [1], "crash", "SEGFAULT")),
+    "distributed_launch_died_with": (
+        [
+            "Traceback (most recent call last):",
+            '  File "/usr/lib/python3.8/runpy.py", line 194, in _run_module_as_main',
+            '  File "/usr/local/lib/python3.8/dist-packages/torch/distributed/launch.py", line 242, in main',
+            "    cmd=cmd)",
+            "subprocess.CalledProcessError: Command '['/usr/bin/python', '-u', 'train.py', '--local_rank=1']' died with <Signals.SIGSEGV: 11>.",
+        ],
+        (STOP, [1], "crash", "SEGFAULT"),
+    ),
     # the DeepSpeed launcher's exit report
-    "deepspeed_return_code": ([
-        "[2026-12-01 10:00:00,000] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 4321",
-        "[2026-12-01 10:00:00,000] [ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', '--local_rank=3', '--deepspeed'] exits with return code = -9",
-    ], (STOP, [3], "crash", "SIGKILL")),
+    "deepspeed_return_code": (
+        [
+            "[2026-12-01 10:00:00,000] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 4321",
+            "[2026-12-01 10:00:00,000] [ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', '--local_rank=3', '--deepspeed'] exits with return code = -9",
+        ],
+        (STOP, [3], "crash", "SIGKILL"),
+    ),
     # mpirun's notice names the global rank
-    "mpirun_notice": ([
-        "--------------------------------------------------------------------------",
-        "mpirun noticed that process rank 6 with PID 4242 on node gpu-07 exited on signal 9 (Killed).",
-        "--------------------------------------------------------------------------",
-    ], (STOP, [6], "crash", "SIGKILL")),
+    "mpirun_notice": (
+        [
+            "--------------------------------------------------------------------------",
+            "mpirun noticed that process rank 6 with PID 4242 on node gpu-07 exited on signal 9 (Killed).",
+            "--------------------------------------------------------------------------",
+        ],
+        (STOP, [6], "crash", "SIGKILL"),
+    ),
     # a C++ exception whose what() line was cut off: the process aborted
-    "terminate_without_what": ([
-        "step 100 loss 0.5",
-        "terminate called after throwing an instance of 'std::runtime_error'",
-    ], (STOP, [0], "crash", "OS_ABORT")),
+    "terminate_without_what": (
+        [
+            "step 100 loss 0.5",
+            "terminate called after throwing an instance of 'std::runtime_error'",
+        ],
+        (STOP, [0], "crash", "OS_ABORT"),
+    ),
     # the CUDA error line was cut off; torch's hint lines after it remain
-    "cuda_hints_without_error": ([
-        "[...]",
-        "[rank1]: CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
-        "[rank1]: For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
-        "[rank0]: RuntimeError: NCCL error: remote process exited or there was a network error",
-    ], (STOP, [1], "gpu_error", "GPU_ERROR")),
+    "cuda_hints_without_error": (
+        [
+            "[...]",
+            "[rank1]: CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
+            "[rank1]: For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+            "[rank0]: RuntimeError: NCCL error: remote process exited or there was a network error",
+        ],
+        (STOP, [1], "gpu_error", "GPU_ERROR"),
+    ),
     # an excerpt that lost the traceback's header; a progress bar glued in front of the prefix
-    "headless_glued_traceback": ([
-        "steps:  4%|▍  | 374/9000 [1:58:35<20:12:59, 19.03s/it, avr_loss=0.08][rank5]:   File \"/w/train.py\", line 806, in train",
-        "[rank5]:     for step, batch in enumerate(loader):",
-        '[rank5]:   File "/w/data.py", line 61, in parse',
-        "[rank5]:     return json.loads(line)",
-        "[rank5]: json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)",
-    ], (STOP, [5], "exception", "WORKLOAD_EXC")),
+    "headless_glued_traceback": (
+        [
+            'steps:  4%|▍  | 374/9000 [1:58:35<20:12:59, 19.03s/it, avr_loss=0.08][rank5]:   File "/w/train.py", line 806, in train',
+            "[rank5]:     for step, batch in enumerate(loader):",
+            '[rank5]:   File "/w/data.py", line 61, in parse',
+            "[rank5]:     return json.loads(line)",
+            "[rank5]: json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)",
+        ],
+        (STOP, [5], "exception", "WORKLOAD_EXC"),
+    ),
     # ranks waiting in different collectives at one SeqNum: no rank is the culprit
-    "desync": ([watchdog(1, 4084, "ALLREDUCE", 4821568, prefix=True),
-                watchdog(3, 4084, "BROADCAST", 56623104, prefix=True)], (STOP, [], "hang", None)),
+    "desync": (
+        [watchdog(1, 4084, "ALLREDUCE", 4821568, prefix=True), watchdog(3, 4084, "BROADCAST", 56623104, prefix=True)],
+        (STOP, [], "hang", None),
+    ),
     # the first collective never completed: a setup problem
-    "first_collective": ([watchdog(3, 1, "BROADCAST", 1, prefix=True), watchdog(2, 1, "BROADCAST", 1, prefix=True)],
-                         (STOP, [], "hang", None)),
+    "first_collective": (
+        [watchdog(3, 1, "BROADCAST", 1, prefix=True), watchdog(2, 1, "BROADCAST", 1, prefix=True)],
+        (STOP, [], "hang", None),
+    ),
     # only one victim's timeout is in view (in a sub-group's wording): nobody is singled out
-    "one_victim_only": ([
-        "[rank14]:[E ProcessGroupNCCL.cpp:1414] [PG 1 Rank 14] Process group watchdog thread terminated with exception: "
-        + watchdog(14, 15734, "ALLREDUCE", 220084533)], (RESTART, [], "hang", None)),
+    "one_victim_only": (
+        [
+            "[rank14]:[E ProcessGroupNCCL.cpp:1414] [PG 1 Rank 14] Process group watchdog thread terminated with exception: "
+            + watchdog(14, 15734, "ALLREDUCE", 220084533)
+        ],
+        (RESTART, [], "hang", None),
+    ),
     # one rank evaluates while the others time out: the timeout is too short for that work
-    "slow_rank_evaluating": (["Evaluating the results..."] + [watchdog(r, 4178, "ALLREDUCE") for r in (3, 1, 2)],
-                             (STOP, [0], "hang", None)),
+    "slow_rank_evaluating": (
+        ["Evaluating the results..."] + [watchdog(r, 4178, "ALLREDUCE") for r in (3, 1, 2)],
+        (STOP, [0], "hang", None),
+    ),
     # a GPU that fell off the bus explains the ranks' timeouts, wherever its report sits
-    "xid_after_timeouts": ([watchdog(r, 866, "ALLREDUCE", prefix=True) for r in (1, 2, 3)] + [
-        "kernel: NVRM: Xid (PCI:0000:1c:00): 79, pid=4242, name=python3, GPU has fallen off the bus."],
-        (STOP, [0], "gpu_error", "GPU_ERROR")),
+    "xid_after_timeouts": (
+        [watchdog(r, 866, "ALLREDUCE", prefix=True) for r in (1, 2, 3)]
+        + ["kernel: NVRM: Xid (PCI:0000:1c:00): 79, pid=4242, name=python3, GPU has fallen off the bus."],
+        (STOP, [0], "gpu_error", "GPU_ERROR"),
+    ),
     # an uncorrectable ECC error in a rank's traceback
-    "ecc": ([
-        "[rank4]: Traceback (most recent call last):",
-        '[rank4]:   File "/w/train.py", line 10, in <module>',
-        "[rank4]:     model.to(device)",
-        "[rank4]: RuntimeError: CUDA error: uncorrectable ECC error encountered",
-        "[rank0]: RuntimeError: [pair.cc:553] Connection closed by peer [10.0.0.2]:2201",
-    ], (STOP, [4], "gpu_error", "GPU_ERROR")),
+    "ecc": (
+        [
+            "[rank4]: Traceback (most recent call last):",
+            '[rank4]:   File "/w/train.py", line 10, in <module>',
+            "[rank4]:     model.to(device)",
+            "[rank4]: RuntimeError: CUDA error: uncorrectable ECC error encountered",
+            "[rank0]: RuntimeError: [pair.cc:553] Connection closed by peer [10.0.0.2]:2201",
+        ],
+        (STOP, [4], "gpu_error", "GPU_ERROR"),
+    ),
     # the scheduler: time limit after the application said it was done -> it hung on the way out
-    "time_limit_after_done": ([
-        "[after training is done] datetime: 2026-12-01 14:45:03",
-        "slurmstepd: error: *** STEP 4226796.2 ON gpu-01 CANCELLED AT 2026-12-01T14:53:02 DUE TO TIME LIMIT ***",
-    ], (STOP, [], "hang", None)),
+    "time_limit_after_done": (
+        [
+            "[after training is done] datetime: 2026-12-01 14:45:03",
+            "slurmstepd: error: *** STEP 4226796.2 ON gpu-01 CANCELLED AT 2026-12-01T14:53:02 DUE TO TIME LIMIT ***",
+        ],
+        (STOP, [], "hang", None),
+    ),
     # a file that is not there on every node: a configuration error, no rank at fault
-    "config_error": ([
-        "10.0.0.4: /usr/bin/python3: can't open file 'train_mpu.py': [Errno 2] No such file or directory",
-        "10.0.0.1: /usr/bin/python3: can't open file 'train_mpu.py': [Errno 2] No such file or directory",
-    ], (STOP, [], "other", None)),
+    "config_error": (
+        [
+            "10.0.0.4: /usr/bin/python3: can't open file 'train_mpu.py': [Errno 2] No such file or directory",
+            "10.0.0.1: /usr/bin/python3: can't open file 'train_mpu.py': [Errno 2] No such file or directory",
+        ],
+        (STOP, [], "other", None),
+    ),
 }
 
 
@@ -481,8 +602,9 @@ SHAPES: dict[str, tuple[list[str], tuple[str, list[int], str, str | None]]] = {
 def test_real_world_shapes(shape: str) -> None:
     lines, (restart, primary, category, fault_type) = SHAPES[shape]
     v = logsage.analyze_log(lines)
-    assert (v.restart, v.primary_ranks, v.fault_category, v.fault_type) == (restart, primary, category, fault_type), \
+    assert (v.restart, v.primary_ranks, v.fault_category, v.fault_type) == (restart, primary, category, fault_type), (
         v.detail
+    )
     assert v.confidence in ("high", "medium", "low") and v.confidence_reason
 
 
@@ -494,16 +616,32 @@ def test_a_lone_view_of_one_rank_is_never_high_confidence() -> None:
 
 def test_unprefixed_lines_of_several_processes_name_no_rank() -> None:
     """NCCL's own prefix shows GPU 4 of a multi-GPU node: the error is not rank 0's."""
-    v = logsage.analyze_log([
-        "node00:2712:3905 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer 10.0.0.1<54862> "
-        "with status=12 opcode=0 len=0 vendor err 129 (Recv)",
-        "node00:2712:3905 [4] NCCL INFO transport/net.cc:1302 -> 6"])
+    v = logsage.analyze_log(
+        [
+            "node00:2712:3905 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer 10.0.0.1<54862> "
+            "with status=12 opcode=0 len=0 vendor err 129 (Recv)",
+            "node00:2712:3905 [4] NCCL INFO transport/net.cc:1302 -> 6",
+        ]
+    )
     assert (v.restart, v.primary_ranks, v.fault_category) == (RESTART, [], "network")
 
 
 def test_policy_names_every_real_world_cause() -> None:
-    causes = {"DESYNC", "SETUP_HANG", "SHUTDOWN_HANG", "SLOW_RANK", "WATCHDOG_HANG", "CONFIG_ERROR", "DATA_ERROR",
-              "NCCL_SETUP", "PREEMPTION", "NODE_FAIL", "OOM", "TIME_LIMIT", "CANCELLED"}
+    causes = {
+        "DESYNC",
+        "SETUP_HANG",
+        "SHUTDOWN_HANG",
+        "SLOW_RANK",
+        "WATCHDOG_HANG",
+        "CONFIG_ERROR",
+        "DATA_ERROR",
+        "NCCL_SETUP",
+        "PREEMPTION",
+        "NODE_FAIL",
+        "OOM",
+        "TIME_LIMIT",
+        "CANCELLED",
+    }
     assert causes <= set(logsage.POLICY)
     assert all(logsage.POLICY[c].restart == STOP for c in ("DESYNC", "CONFIG_ERROR", "DATA_ERROR", "OOM", "NCCL_SETUP"))
     assert all(logsage.POLICY[c].restart == RESTART for c in ("PREEMPTION", "NODE_FAIL", "CANCELLED"))
@@ -514,5 +652,5 @@ def test_one_rank_work_of_a_rank_that_then_timed_out_explains_nothing() -> None:
     the one that never timed out, and the hang stays a plain (restartable) one."""
     lines = ["0: [2026-11-30 12:00:00] saving checkpoint at iteration 20000 to /ckpt/gpt"]
     lines += [f"{r}: " + watchdog(r, 9843, "ALLREDUCE") for r in range(4) if r != 2]
-    v = logsage.analyze_log(lines + ["srun: error: node-001: task 2: Killed"])
+    v = logsage.analyze_log([*lines, "srun: error: node-001: task 2: Killed"])
     assert (v.restart, v.primary_ranks, v.fault_category) == (RESTART, [2], "hang")

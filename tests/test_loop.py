@@ -17,10 +17,10 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from conftest import BIN, copy_workflow, snakemake
-from test_workflow import planned, planned_outputs
 
+from conftest import BIN, copy_workflow, snakemake
 from faultloop.pool import load_pool
+from test_workflow import planned, planned_outputs
 
 pytestmark = pytest.mark.slow
 
@@ -172,8 +172,11 @@ def test_killed_snakemake_loses_no_finished_cell(loop):
     session = loop / "results/fault_injection/kill"
     proc = subprocess.Popen(
         [str(BIN / "snakemake"), "--profile", "profiles/local", "--config", *config],
-        cwd=loop, env=dict(os.environ, PYTHONPATH=str(loop / "src")),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        cwd=loop,
+        env=dict(os.environ, PYTHONPATH=str(loop / "src")),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     deadline = time.monotonic() + 400
     while time.monotonic() < deadline and not list(session.glob("n*/analysis/score.json")):

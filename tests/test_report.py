@@ -11,24 +11,42 @@ from typing import Any
 
 import pytest
 
+from conftest import put_analysis
 from faultloop import layout, report, score
 from faultloop.faults import FAULTS, RESTART, STOP
 from faultloop.llm import LLMSettings
 from faultloop.manifest import Manifest
 from faultloop.pool import Cell, load_pool
-from conftest import put_analysis
-from openai_server import OpenAIServer, Reply, openai_server  # noqa: F401
+from openai_server import OpenAIServer, Reply, openai_server
 
 KEY = "sk-report-SECRET-1234"
-TABLE_HEADER = ("| # | FAULT_TYPE | NODES | RANK | ITER | JOB_ID | STATE | run_valid | restart_correct | rank_primary "
-                "| rank_any | fault_described | fr_rank_correct | judge_notes |")
+TABLE_HEADER = (
+    "| # | FAULT_TYPE | NODES | RANK | ITER | JOB_ID | STATE | run_valid | restart_correct | rank_primary "
+    "| rank_any | fault_described | fr_rank_correct | judge_notes |"
+)
 
 
-def verdict(restart: str, primary: list[int], secondary: list[int], category: str, ftype: str | None,
-            version: str, evidence: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    return {"restart": restart, "primary_ranks": primary, "secondary_ranks": secondary, "fault_category": category,
-            "fault_type": ftype, "explanation": "e", "evidence": evidence or [], "checkpoint_saved": False,
-            "mode": "deterministic", "analyzer_version": version}
+def verdict(
+    restart: str,
+    primary: list[int],
+    secondary: list[int],
+    category: str,
+    ftype: str | None,
+    version: str,
+    evidence: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    return {
+        "restart": restart,
+        "primary_ranks": primary,
+        "secondary_ranks": secondary,
+        "fault_category": category,
+        "fault_type": ftype,
+        "explanation": "e",
+        "evidence": evidence or [],
+        "checkpoint_saved": False,
+        "mode": "deterministic",
+        "analyzer_version": version,
+    }
 
 
 def good(cell: Cell, version: str) -> dict[str, Any]:
@@ -36,15 +54,30 @@ def good(cell: Cell, version: str) -> dict[str, Any]:
     return verdict(f.restart, [cell.rank], [], f.category, f.name, version)
 
 
-def put_cell(session: Path, cell: Cell, ls: dict[str, Any] | None, suspects: list[int] | None,
-             *, valid: bool = True, log: list[str] | None = None, judge: tuple[LLMSettings, str] | None = None,
-             others: dict[str, dict[str, Any] | str] | None = None, torch: list[int] | str | None = None) -> None:
+def put_cell(
+    session: Path,
+    cell: Cell,
+    ls: dict[str, Any] | None,
+    suspects: list[int] | None,
+    *,
+    valid: bool = True,
+    log: list[str] | None = None,
+    judge: tuple[LLMSettings, str] | None = None,
+    others: dict[str, dict[str, Any] | str] | None = None,
+    torch: list[int] | str | None = None,
+) -> None:
     """Write a cell's artifacts as run_job / logsage / fr_analysis would, then score it like judge_score.
     others: more log analyzers (name -> verdict or failure); torch: a second FR analyzer's suspects."""
     d = session / cell.name
     (d / "analysis").mkdir(parents=True, exist_ok=True)
-    job = manifest(cell, f"job-{cell.name}", valid=valid, invalid_reason=None if valid else "fault never fired",
-                   fault_fired_time=100.0, end_time=112.5)
+    job = manifest(
+        cell,
+        f"job-{cell.name}",
+        valid=valid,
+        invalid_reason=None if valid else "fault never fired",
+        fault_fired_time=100.0,
+        end_time=112.5,
+    )
     job.write(d / layout.MANIFEST)
     fr = {"no_dumps": suspects is None, "suspect_ranks": suspects or []}
     torch_fr = torch if isinstance(torch, str) or torch is None else {"no_dumps": False, "suspect_ranks": torch}
@@ -52,16 +85,29 @@ def put_cell(session: Path, cell: Cell, ls: dict[str, Any] | None, suspects: lis
     put_analysis(d, {"builtin": ls, **(others or {})}, {"builtin": fr, "torchfrtrace": torch_fr}, version=version)
     layout.write_atomic(d / layout.STRIPPED_LOG, "\n".join(log or ["0: step 1", "1: step 1"]) + "\n")
     truth = score.Truth(cell, 4, 32)
-    scores = score.score_analyzers(d, truth, job, judge_mode=judge[1] if judge else "code",
-                                   llm=judge[0] if judge else None)
+    scores = score.score_analyzers(
+        d, truth, job, judge_mode=judge[1] if judge else "code", llm=judge[0] if judge else None
+    )
     score.write_scores(scores, cell.name, d / layout.SCORE_JSON)
 
 
 def manifest(cell: Cell, job_id: str, *, valid: bool = True, **kw: Any) -> Manifest:
-    return Manifest(job_id=job_id, workload="cpu_gloo", fault_type=cell.fault_type, fault_rank=cell.rank,
-                    fault_iter=cell.iter, nodes=cell.nodes, gpus_per_node=4, world_size=4 * cell.nodes,
-                    state="FAILED", main_log=None, launch_out=None, fault_fired=valid, run_valid=valid,
-                    **{"invalid_reason": None, **kw})
+    return Manifest(
+        job_id=job_id,
+        workload="cpu_gloo",
+        fault_type=cell.fault_type,
+        fault_rank=cell.rank,
+        fault_iter=cell.iter,
+        nodes=cell.nodes,
+        gpus_per_node=4,
+        world_size=4 * cell.nodes,
+        state="FAILED",
+        main_log=None,
+        launch_out=None,
+        fault_fired=valid,
+        run_valid=valid,
+        **{"invalid_reason": None, **kw},
+    )
 
 
 def gather(session: Path, cells: list[Cell]) -> Path:
@@ -96,12 +142,25 @@ def session(tmp_path: Path) -> tuple[Path, Path]:
     s = tmp_path / "session"
     put_cell(s, A, good(A, "v1"), [1])
     put_cell(s, B, verdict(RESTART, [1], [0], "hang", "GPU_SLEEP", "v1"), [0, 1])
-    put_cell(s, C, verdict(RESTART, [0], [], "gpu_error", None, "v1",
-                           evidence=[{"line": 4, "text": GPU_ERROR_LOG[3], "kind": "collective_timeout", "rank": 0}]),
-             None, log=GPU_ERROR_LOG)
+    put_cell(
+        s,
+        C,
+        verdict(
+            RESTART,
+            [0],
+            [],
+            "gpu_error",
+            None,
+            "v1",
+            evidence=[{"line": 4, "text": GPU_ERROR_LOG[3], "kind": "collective_timeout", "rank": 0}],
+        ),
+        None,
+        log=GPU_ERROR_LOG,
+    )
     (s / D.name).mkdir()
     manifest(D, "99", valid=False, invalid_reason="srun: container start failed").write(
-        s / D.name / layout.INFRA_FAILURE)
+        s / D.name / layout.INFRA_FAILURE
+    )
     put_cell(s, F, good(F, "v1"), [0], valid=False)
     return s, gather(s, [A, B, C, D, E, F])
 
@@ -113,7 +172,7 @@ def test_report_markdown(session: tuple[Path, Path]) -> None:
     assert lines[0] == "# Fault Injection Experiment Report"
     assert "Analyzer version: `v1`" in md
     start = lines.index(TABLE_HEADER)
-    table = [line.split(" | ") for line in lines[start + 2:start + 8]]
+    table = [line.split(" | ") for line in lines[start + 2 : start + 8]]
     assert [row[0].lstrip("| ") for row in table] == ["1", "2", "3", "4", "5", "6"]
     assert [row[1] for row in table] == ["SIGKILL", "GPU_SLEEP", "GPU_ERROR", "SIGTERM", "SEGFAULT", "SIGKILL"]
     assert table[0][5:13] == [f"job-{A.name}", "FAILED", "true", "true", "true", "true", "true", "rank"]
@@ -125,8 +184,11 @@ def test_report_markdown(session: tuple[Path, Path]) -> None:
     assert "3 scored, 1 pass all of" in md and "3 not scored" in md
     # rates: invalid F, infra D and not-run E never enter a rate
     rates_part = md.split("## Pass rates")[1].split("### Not scored")[0].splitlines()
-    rates = {line.split(" | ")[0].lstrip("| ") + "/" + line.split(" | ")[1]: line.split(" | ")
-             for line in rates_part if line.startswith("| ") and "%" in line}
+    rates = {
+        line.split(" | ")[0].lstrip("| ") + "/" + line.split(" | ")[1]: line.split(" | ")
+        for line in rates_part
+        if line.startswith("| ") and "%" in line
+    }
     assert rates["SIGKILL/2"][2] == "1/1 (100%)"
     assert rates["GPU_SLEEP/2"][2:4] == ["0/1 (0%)", "1/1 (100%)"]  # overall, restart_correct
     assert rates["**all**/"][2] == "1/3 (33%)" and rates["**all**/"][3] == "2/3 (67%)"
@@ -164,8 +226,9 @@ def test_junit_html_heatmap(session: tuple[Path, Path]) -> None:
     assert len(cases[A.name]) == 0
     assert cases[A.name].get("time") == "13.000"  # 12.5 s from the fault to the job's end + 0.5 s analysis
     assert cases[B.name].find("failure").get("message") == "rank_primary=false; fr_rank_correct=node"
-    assert cases[C.name].find("failure").get("message") == ("restart_correct=false; rank_primary=false; "
-                                                            "fault_described=partial; fr_rank_correct=no_dumps")
+    assert cases[C.name].find("failure").get("message") == (
+        "restart_correct=false; rank_primary=false; fault_described=partial; fr_rank_correct=no_dumps"
+    )
     assert "container start failed" in cases[D.name].find("skipped").get("message")
     assert cases[E.name].find("skipped").get("message").startswith("not_run")
     assert suite.find("properties/property").get("value") == "v1"
@@ -220,7 +283,12 @@ def test_iterations_fixed_regressed_stop(tmp_path: Path) -> None:
     assert "HOLDS" in html
     # a reverted analyzer (v1 again) becomes the newest iteration, still one entry per version
     iteration("v1", True, False, False)
-    assert sorted(p.name for p in (s / "history" / "builtin").iterdir()) == ["2_v2.tsv", "3_v3.tsv", "4_v4.tsv", "5_v1.tsv"]
+    assert sorted(p.name for p in (s / "history" / "builtin").iterdir()) == [
+        "2_v2.tsv",
+        "3_v3.tsv",
+        "4_v4.tsv",
+        "5_v1.tsv",
+    ]
 
 
 def test_stop_condition_needs_every_cell_scored(tmp_path: Path) -> None:
@@ -256,14 +324,22 @@ def test_cohen_kappa() -> None:
 def test_judge_agreement_over_http(openai_server: OpenAIServer, tmp_path: Path) -> None:
     key_file = tmp_path / "key"
     key_file.write_text(KEY)
-    llm = LLMSettings(base_url=openai_server.base_url, model="judge", api_key_file=str(key_file), timeout_s=0.5,
-                      max_retries=0)
+    llm = LLMSettings(
+        base_url=openai_server.base_url, model="judge", api_key_file=str(key_file), timeout_s=0.5, max_retries=0
+    )
     s = tmp_path / "s"
     cells = [Cell("SIGKILL", r, 5, 2) for r in range(5)]
-    agree = {"restart_correct": "true", "rank_primary": "true", "rank_any": "true", "fault_described": "true",
-             "fr_rank_correct": "rank", "notes": "ok"}
+    agree = {
+        "restart_correct": "true",
+        "rank_primary": "true",
+        "rank_any": "true",
+        "fault_described": "true",
+        "fr_rank_correct": "rank",
+        "notes": "ok",
+    }
     openai_server.script(
-        Reply.json(agree), Reply.json(agree),
+        Reply.json(agree),
+        Reply.json(agree),
         Reply.json(dict(agree, rank_primary="false", fault_described="partial")),
         Reply("not json"),
         Reply(f"bad key {KEY}", status=401),
@@ -292,13 +368,34 @@ def compared(tmp_path: Path) -> tuple[Path, Path]:
     """Three log analyzers (one fails on a cell) and two FR analyzers (one fails on a cell)."""
     s = tmp_path / "session"
     wrong_rank = verdict(STOP, [3], [], "crash", "SIGKILL", "t1")
-    put_cell(s, A, good(A, "v1"), [1], torch=[],
-             others={"torchrun_root_cause": good(A, "t1"), "mine": "exited with status 1"})
-    put_cell(s, B, good(B, "v1"), [0], torch=[0],
-             others={"torchrun_root_cause": dict(wrong_rank, restart=RESTART, fault_category="hang",
-                                                 fault_type="GPU_SLEEP"), "mine": good(B, "m1")})
-    put_cell(s, C, good(C, "v1"), [1], log=GPU_ERROR_LOG, torch="torchfrtrace could not read the dump set",
-             others={"torchrun_root_cause": good(C, "t1"), "mine": dict(good(C, "m1"), restart=RESTART)})
+    put_cell(
+        s,
+        A,
+        good(A, "v1"),
+        [1],
+        torch=[],
+        others={"torchrun_root_cause": good(A, "t1"), "mine": "exited with status 1"},
+    )
+    put_cell(
+        s,
+        B,
+        good(B, "v1"),
+        [0],
+        torch=[0],
+        others={
+            "torchrun_root_cause": dict(wrong_rank, restart=RESTART, fault_category="hang", fault_type="GPU_SLEEP"),
+            "mine": good(B, "m1"),
+        },
+    )
+    put_cell(
+        s,
+        C,
+        good(C, "v1"),
+        [1],
+        log=GPU_ERROR_LOG,
+        torch="torchfrtrace could not read the dump set",
+        others={"torchrun_root_cause": good(C, "t1"), "mine": dict(good(C, "m1"), restart=RESTART)},
+    )
     (s / D.name).mkdir()
     manifest(D, "99", valid=False, invalid_reason="no node").write(s / D.name / layout.INFRA_FAILURE)
     records = s / layout.SCORE_RECORDS
@@ -314,12 +411,17 @@ def section(md: str, title: str) -> str:
 def test_side_by_side_sections(compared: tuple[Path, Path]) -> None:
     s, tsv = compared
     md = run_report(s, tsv)
-    assert "Analyzers: `builtin` (primary" in md and "`torchrun_root_cause`, `mine`; FR: `builtin`, `torchfrtrace`" in md
+    assert (
+        "Analyzers: `builtin` (primary" in md and "`torchrun_root_cause`, `mine`; FR: `builtin`, `torchfrtrace`" in md
+    )
     table = md.split(TABLE_HEADER)[1].split("\n\n")[0]
     assert table.count("\n| ") == 4  # upstream's table: the primary analyzer only, one row per cell
     side = section(md, "## Analyzers side by side")
-    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in side.splitlines()
-            if line.startswith("| ") and "`" in line}
+    rows = {
+        line.split(" | ")[0].lstrip("| "): line.split(" | ")
+        for line in side.splitlines()
+        if line.startswith("| ") and "`" in line
+    }
     assert rows["builtin"][2:5] == ["0", "3/3 (100%)", "3/3 (100%)"]  # failed on, overall, restart_correct
     assert rows["torchrun_root_cause"][2:6] == ["0", "2/3 (67%)", "3/3 (100%)", "2/3 (67%)"]
     assert rows["mine"][2:5] == ["1", "1/3 (33%)", "1/3 (33%)"]
@@ -347,8 +449,11 @@ def test_side_by_side_sections(compared: tuple[Path, Path]) -> None:
     assert score.failing_cells(table) == []  # the primary passes everywhere
     assert score.failing_cells(table, analyzer="mine") == [A, C]
     assert score.failing_cells(table, analyzer="fr:torchfrtrace") == [A, C]
-    assert [p.parent.name for p in sorted((s / "history").glob("*/*.tsv"))] == ["builtin", "mine",
-                                                                                 "torchrun_root_cause"]
+    assert [p.parent.name for p in sorted((s / "history").glob("*/*.tsv"))] == [
+        "builtin",
+        "mine",
+        "torchrun_root_cause",
+    ]
 
 
 def test_junit_suite_per_analyzer(compared: tuple[Path, Path]) -> None:
@@ -370,8 +475,11 @@ def test_heatmap_fits_any_pool_shape(tmp_path: Path) -> None:
 
     cells = [Cell(fault, 0, 5, nodes) for fault in FAULTS for nodes in (1, 2, 4, 8, 16)]
     grades = {d: "true" for d in score.DIMENSIONS} | {"fr_rank_correct": "rank"}
-    rows = [score.ScoreRecord(c, name, "scored", "j", "FAILED", **grades) for name in ("builtin", "a", "b", "fr:x")
-            for c in cells]
+    rows = [
+        score.ScoreRecord(c, name, "scored", "j", "FAILED", **grades)
+        for name in ("builtin", "a", "b", "fr:x")
+        for c in cells
+    ]
     wide, small = tmp_path / "wide.png", tmp_path / "small.png"
     report.write_heatmap(rows, wide)
     report.write_heatmap(rows[:1], small)
@@ -428,7 +536,10 @@ def test_html_report_in_a_real_browser(compared: tuple[Path, Path], tmp_path: Pa
     drill = dom.split(f'id="cell-{C.name}"')[1].split("</details>")[0]
     assert "torchrun_root_cause</strong>: cited 0 line(s), missed" in drill
     assert "[missed; injected rank + fault signature] 1: RuntimeError: CUDA error" in drill
-    assert f'href="{C.name}/analysis/mine/logsage.json"' in drill and f'href="{C.name}/analysis/main_workload.log"' in drill
+    assert (
+        f'href="{C.name}/analysis/mine/logsage.json"' in drill
+        and f'href="{C.name}/analysis/main_workload.log"' in drill
+    )
     assert "torchfrtrace could not read the dump set" in drill
     # the picture: the heatmap's colours are on screen, the top of the page is not blank
     png = tmp_path / "page.png"

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from conftest import put_analysis
 from faultloop import layout
 from faultloop.faults import RESTART, STOP
 from faultloop.manifest import Manifest
@@ -27,8 +28,7 @@ from faultloop.score import (
     score_cell,
     write_tables,
 )
-from conftest import put_analysis
-from openai_server import OpenAIServer, Reply, openai_server  # noqa: F401
+from openai_server import OpenAIServer, Reply, openai_server
 
 KEY = "sk-judge-SECRET-9999"
 
@@ -37,22 +37,49 @@ def truth(fault: str = "SIGKILL", rank: int = 1, nodes: int = 2, gpn: int = 4, s
     return Truth(Cell(fault, rank, 5, nodes), gpn, seg)
 
 
-def job(valid: bool = True, cell: Cell = Cell("SIGKILL", 1, 5, 2), **kw: Any) -> Manifest:
+DEFAULT_CELL = Cell("SIGKILL", 1, 5, 2)
+
+
+def job(valid: bool = True, cell: Cell = DEFAULT_CELL, **kw: Any) -> Manifest:
     data: dict[str, Any] = dict(
-        job_id="local-1", workload="cpu_gloo", fault_type=cell.fault_type, fault_rank=cell.rank,
-        fault_iter=cell.iter, nodes=cell.nodes, gpus_per_node=4, world_size=4 * cell.nodes, state="FAILED",
-        main_log=None, launch_out=None, fault_fired=valid, run_valid=valid,
-        invalid_reason=None if valid else "fault never fired: job finished at iteration 3")
+        job_id="local-1",
+        workload="cpu_gloo",
+        fault_type=cell.fault_type,
+        fault_rank=cell.rank,
+        fault_iter=cell.iter,
+        nodes=cell.nodes,
+        gpus_per_node=4,
+        world_size=4 * cell.nodes,
+        state="FAILED",
+        main_log=None,
+        launch_out=None,
+        fault_fired=valid,
+        run_valid=valid,
+        invalid_reason=None if valid else "fault never fired: job finished at iteration 3",
+    )
     data.update(kw)
     return Manifest(**data)
 
 
-def logsage(restart: str = STOP, primary: list[int] | None = None, secondary: list[int] | None = None,
-            category: str | None = "crash", ftype: str | None = "SIGKILL") -> dict[str, Any]:
-    return {"restart": restart, "primary_ranks": [1] if primary is None else primary,
-            "secondary_ranks": secondary or [], "fault_category": category, "fault_type": ftype,
-            "explanation": "x", "evidence": [], "checkpoint_saved": False, "mode": "deterministic",
-            "analyzer_version": "abc123"}
+def logsage(
+    restart: str = STOP,
+    primary: list[int] | None = None,
+    secondary: list[int] | None = None,
+    category: str | None = "crash",
+    ftype: str | None = "SIGKILL",
+) -> dict[str, Any]:
+    return {
+        "restart": restart,
+        "primary_ranks": [1] if primary is None else primary,
+        "secondary_ranks": secondary or [],
+        "fault_category": category,
+        "fault_type": ftype,
+        "explanation": "x",
+        "evidence": [],
+        "checkpoint_saved": False,
+        "mode": "deterministic",
+        "analyzer_version": "abc123",
+    }
 
 
 def fr(suspects: list[int], no_dumps: bool = False) -> dict[str, Any]:
@@ -62,8 +89,13 @@ def fr(suspects: list[int], no_dumps: bool = False) -> dict[str, Any]:
 def test_all_correct() -> None:
     s = score_cell(truth(), job(), logsage(), fr([1]))
     assert s.values == {
-        "run_valid": "true", "restart_correct": "true", "rank_primary": "true", "rank_any": "true",
-        "fault_category_correct": "true", "fault_type_correct": "true", "fault_described": "true",
+        "run_valid": "true",
+        "restart_correct": "true",
+        "rank_primary": "true",
+        "rank_any": "true",
+        "fault_category_correct": "true",
+        "fault_type_correct": "true",
+        "fault_described": "true",
         "fr_rank_correct": "rank",
     }
     assert s.judge_notes == "Correct on all dimensions."
@@ -86,8 +118,7 @@ def test_all_correct() -> None:
         (7, [6, 7], [], "partial", "true"),
     ],
 )
-def test_rank_dimensions(rank: int, primary: list[int], secondary: list[int], want_primary: str,
-                         want_any: str) -> None:
+def test_rank_dimensions(rank: int, primary: list[int], secondary: list[int], want_primary: str, want_any: str) -> None:
     s = score_cell(truth(rank=rank), job(), logsage(primary=primary, secondary=secondary), fr([rank]))
     assert (s.rank_primary, s.rank_any) == (want_primary, want_any)
 
@@ -98,11 +129,19 @@ def test_rank_strings_are_accepted() -> None:
 
 
 def test_notes_name_the_gaps() -> None:
-    s = score_cell(truth(rank=0), job(), logsage(restart=RESTART, primary=[2], secondary=[0],
-                                                 category="hang", ftype=None), fr([0, 1]))
+    s = score_cell(
+        truth(rank=0),
+        job(),
+        logsage(restart=RESTART, primary=[2], secondary=[0], category="hang", ftype=None),
+        fr([0, 1]),
+    )
     assert s.judge_notes.count(".") == 1 and s.judge_notes.endswith(".")
-    for part in ("Restart RESTART IMMEDIATE but expected STOP", "rank 0 named only as secondary",
-                 "described as hang/no type, injected crash/SIGKILL", "FR node"):
+    for part in (
+        "Restart RESTART IMMEDIATE but expected STOP",
+        "rank 0 named only as secondary",
+        "described as hang/no type, injected crash/SIGKILL",
+        "FR node",
+    ):
         assert part in s.judge_notes
 
 
@@ -119,16 +158,23 @@ def test_notes_name_the_gaps() -> None:
         ("GPU_ERROR", "gpu_error", "GPU_ERROR", "true", "true", "true"),
     ],
 )
-def test_fault_described(fault: str, category: str | None, ftype: str | None, cat_ok: str, type_ok: str,
-                         described: str) -> None:
+def test_fault_described(
+    fault: str, category: str | None, ftype: str | None, cat_ok: str, type_ok: str, described: str
+) -> None:
     s = score_cell(truth(fault), job(), logsage(category=category, ftype=ftype), fr([1]))
     assert (s.fault_category_correct, s.fault_type_correct, s.fault_described) == (cat_ok, type_ok, described)
 
 
 @pytest.mark.parametrize(
     ("fault", "restart", "want"),
-    [("SIGKILL", STOP, "true"), ("SIGKILL", RESTART, "false"), ("GPU_ERROR", RESTART, "false"),
-     ("GPU_SLEEP", RESTART, "true"), ("SIGTERM", STOP, "false"), ("SIGSTOP", "ERRORS NOT FOUND", "false")],
+    [
+        ("SIGKILL", STOP, "true"),
+        ("SIGKILL", RESTART, "false"),
+        ("GPU_ERROR", RESTART, "false"),
+        ("GPU_SLEEP", RESTART, "true"),
+        ("SIGTERM", STOP, "false"),
+        ("SIGSTOP", "ERRORS NOT FOUND", "false"),
+    ],
 )
 def test_restart(fault: str, restart: str, want: str) -> None:
     s = score_cell(truth(fault), job(), logsage(restart=restart), fr([1]))
@@ -193,13 +239,24 @@ def test_missing_logsage_is_a_miss() -> None:
 # ---- files, CLI, gather ------------------------------------------------------------------------
 
 
-def make_cell(session: Path, cell: Cell, *, manifest: Manifest | None, ls: dict[str, Any] | None = None,
-              frj: dict[str, Any] | None = None, log_lines: list[str] | None = None) -> Path:
+def make_cell(
+    session: Path,
+    cell: Cell,
+    *,
+    manifest: Manifest | None,
+    ls: dict[str, Any] | None = None,
+    frj: dict[str, Any] | None = None,
+    log_lines: list[str] | None = None,
+) -> Path:
     d = session / cell.name
     (d / "analysis").mkdir(parents=True)
     if manifest is not None:
         manifest.fault_type, manifest.fault_rank, manifest.fault_iter, manifest.nodes = (
-            cell.fault_type, cell.rank, cell.iter, cell.nodes)
+            cell.fault_type,
+            cell.rank,
+            cell.iter,
+            cell.nodes,
+        )
         manifest.write(d / layout.MANIFEST)
     put_analysis(d, {"builtin": ls}, {"builtin": frj})
     (d / layout.STRIPPED_LOG).write_text("\n".join(log_lines or ["1: training step 1"]) + "\n")
@@ -228,24 +285,33 @@ def test_cli_writes_score_json(tmp_path: Path) -> None:
 
 
 def test_gather_lists_every_state(tmp_path: Path) -> None:
-    good, bad, infra, notrun, unscored = (Cell("SIGKILL", 1, 5, 2), Cell("GPU_SLEEP", 0, 5, 2),
-                                          Cell("SIGTERM", 2, 5, 1), Cell("SEGFAULT", 3, 5, 1),
-                                          Cell("OS_ABORT", 0, 5, 1))
+    good, bad, infra, notrun, unscored = (
+        Cell("SIGKILL", 1, 5, 2),
+        Cell("GPU_SLEEP", 0, 5, 2),
+        Cell("SIGTERM", 2, 5, 1),
+        Cell("SEGFAULT", 3, 5, 1),
+        Cell("OS_ABORT", 0, 5, 1),
+    )
     for c, manifest in ((good, job()), (bad, job(valid=False))):
         d = make_cell(tmp_path, c, manifest=manifest, ls=logsage(), frj=fr([1]))
         main(cli_args(d, d / layout.SCORE_JSON))
     d = tmp_path / infra.name
     d.mkdir()
-    job(valid=False, cell=infra, job_id="77", state="FAILED",
-        invalid_reason="container failed to start").write(d / layout.INFRA_FAILURE)
+    job(valid=False, cell=infra, job_id="77", state="FAILED", invalid_reason="container failed to start").write(
+        d / layout.INFRA_FAILURE
+    )
     make_cell(tmp_path, unscored, manifest=job())
     records = gather(tmp_path, [good, bad, infra, notrun, unscored], ["builtin", "fr:builtin"])
     out, whole = tmp_path / "scores.tsv", tmp_path / "scores.jsonl"
     write_tables(records, out, whole)
     both = read_scores_tsv(out)
     # one row per cell and analyzer, in the given order; the FR analyzer's row grades only FR
-    assert [(r.cell.name, r.analyzer) for r in both[:4]] == [(good.name, "builtin"), (good.name, "fr:builtin"),
-                                                            (bad.name, "builtin"), (bad.name, "fr:builtin")]
+    assert [(r.cell.name, r.analyzer) for r in both[:4]] == [
+        (good.name, "builtin"),
+        (good.name, "fr:builtin"),
+        (bad.name, "builtin"),
+        (bad.name, "fr:builtin"),
+    ]
     assert (both[1].fr_rank_correct, both[1].restart_correct, both[1].fr_suspects) == ("rank", "N/A", [1])
     assert both[0].analyzer_wall_s == 0.5 and both[0].analyzer_version == "v1"
     back = [r for r in both if r.analyzer == "builtin"]
@@ -258,7 +324,7 @@ def test_gather_lists_every_state(tmp_path: Path) -> None:
     assert back[4].reason == "ran but not scored yet"
     # typed columns: one value per cell, rank lists as numbers, no JSON inside the table
     header, first = out.read_text().splitlines()[:2]
-    row = dict(zip(header.split("\t"), first.split("\t")))
+    row = dict(zip(header.split("\t"), first.split("\t"), strict=False))
     assert row["primary_ranks"] == "1" and "{" not in out.read_text() and "llm_judge" not in header
     # the table and the whole records agree; only the records carry the evidence
     assert [r.to_row() for r in both] == [r.to_row() for r in read_records(whole)]
@@ -269,11 +335,24 @@ def test_records_round_trip_and_carry_the_evidence(tmp_path: Path) -> None:
     """What the report shows of a cell is found when it is scored: the lines the analyzer cited,
     the injected rank's lines it did not, and the cell's files."""
     cell = Cell("SEGFAULT", 1, 5, 2)
-    verdict = logsage(ftype="SEGFAULT") | {"evidence": [{"line": 3, "kind": "fatal_error", "rank": 1,
-                                                         "text": "1: Fatal Python error: Segmentation fault"}]}
-    d = make_cell(tmp_path, cell, manifest=job(), ls=verdict, frj=fr([1]), log_lines=[
-        "0: iteration 4", "1: iteration 4", "1: Fatal Python error: Segmentation fault", "0: all fine",
-        "srun: error: node0: task 1: Segmentation fault", "1: exited"])
+    verdict = logsage(ftype="SEGFAULT") | {
+        "evidence": [{"line": 3, "kind": "fatal_error", "rank": 1, "text": "1: Fatal Python error: Segmentation fault"}]
+    }
+    d = make_cell(
+        tmp_path,
+        cell,
+        manifest=job(),
+        ls=verdict,
+        frj=fr([1]),
+        log_lines=[
+            "0: iteration 4",
+            "1: iteration 4",
+            "1: Fatal Python error: Segmentation fault",
+            "0: all fine",
+            "srun: error: node0: task 1: Segmentation fault",
+            "1: exited",
+        ],
+    )
     assert main(cli_args(d, d / layout.SCORE_JSON)) == 0
     record = ScoreRecord.from_json(only_score(d / layout.SCORE_JSON))
     assert record.to_json() == ScoreRecord.from_json(record.to_json()).to_json()
@@ -286,8 +365,9 @@ def test_records_round_trip_and_carry_the_evidence(tmp_path: Path) -> None:
     assert all((tmp_path / f.path).is_file() for f in record.files + record.cell_files)
 
 
-def test_scoring_without_a_readable_manifest_is_one_clear_error(tmp_path: Path,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_scoring_without_a_readable_manifest_is_one_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     d = tmp_path / "n2_SIGKILL_r1_i5"
     d.mkdir()
     (d / layout.MANIFEST).write_text('{"job_id": "1"}')
@@ -297,12 +377,19 @@ def test_scoring_without_a_readable_manifest_is_one_clear_error(tmp_path: Path,
 
 # ---- LLM judge over real HTTP --------------------------------------------------------------------
 
-ANSWER = {"restart_correct": "true", "rank_primary": "false", "rank_any": "true", "fault_described": "partial",
-          "fr_rank_correct": "rank", "notes": "Rank 1 only secondary."}
+ANSWER = {
+    "restart_correct": "true",
+    "rank_primary": "false",
+    "rank_any": "true",
+    "fault_described": "partial",
+    "fr_rank_correct": "rank",
+    "notes": "Rank 1 only secondary.",
+}
 
 
-def judged(server: OpenAIServer, tmp_path: Path, mode: str, manifest: Manifest | None = None,
-           timeout: str = "3") -> dict[str, Any]:
+def judged(
+    server: OpenAIServer, tmp_path: Path, mode: str, manifest: Manifest | None = None, timeout: str = "3"
+) -> dict[str, Any]:
     cell = Cell("SIGKILL", 1, 5, 2)
     key_file = tmp_path / "key.txt"
     key_file.write_text(KEY)
@@ -312,9 +399,27 @@ def judged(server: OpenAIServer, tmp_path: Path, mode: str, manifest: Manifest |
     lines.insert(452, "1: [workload:1] Cycle: 3 kept")
     d = make_cell(tmp_path, cell, manifest=manifest or job(), ls=logsage(), frj=fr([1]), log_lines=lines)
     out = d / layout.SCORE_JSON
-    assert main(cli_args(d, out, "--judge-mode", mode, "--llm-base-url", server.base_url,
-                         "--llm-model", "judge-m", "--llm-api-key-file", str(key_file),
-                         "--llm-timeout", timeout, "--llm-max-retries", "1")) == 0
+    assert (
+        main(
+            cli_args(
+                d,
+                out,
+                "--judge-mode",
+                mode,
+                "--llm-base-url",
+                server.base_url,
+                "--llm-model",
+                "judge-m",
+                "--llm-api-key-file",
+                str(key_file),
+                "--llm-timeout",
+                timeout,
+                "--llm-max-retries",
+                "1",
+            )
+        )
+        == 0
+    )
     assert KEY not in out.read_text()
     return only_score(out)
 
@@ -355,8 +460,9 @@ def test_judge_llm_mode_replaces_grades(openai_server: OpenAIServer, tmp_path: P
         ([Reply(f"invalid key {KEY}", status=401)], "HTTP 401"),
     ],
 )
-def test_judge_failure_is_recorded(openai_server: OpenAIServer, tmp_path: Path, replies: list[Reply],
-                                   needle: str) -> None:
+def test_judge_failure_is_recorded(
+    openai_server: OpenAIServer, tmp_path: Path, replies: list[Reply], needle: str
+) -> None:
     openai_server.script(*replies)
     data = judged(openai_server, tmp_path, "llm", timeout="0.5")
     assert needle in data["llm_judge"]["error"] and "answer" not in data["llm_judge"]

@@ -34,9 +34,12 @@ RUN_TIMEOUT_S = 900  # the whole snakemake run; a healthy run takes 2-4 minutes 
 
 # Fast polling for the test only; the profile keeps production-friendly intervals.
 FAST_POLL = [
-    "--slurm-init-seconds-before-status-checks", "2",
-    "--seconds-between-status-checks", "2",
-    "--latency-wait", "5",
+    "--slurm-init-seconds-before-status-checks",
+    "2",
+    "--seconds-between-status-checks",
+    "2",
+    "--latency-wait",
+    "5",
 ]
 
 
@@ -75,9 +78,7 @@ class QueueSampler(threading.Thread):
 
     def run(self) -> None:
         while not self.halt.is_set():
-            out = subprocess.run(
-                ["squeue", "-h", "-o", "%i|%k|%T"], capture_output=True, text=True, timeout=30
-            )
+            out = subprocess.run(["squeue", "-h", "-o", "%i|%k|%T"], capture_output=True, text=True, timeout=30)
             if out.returncode == 0:
                 self.samples += 1
                 queued = 0
@@ -157,12 +158,28 @@ def test_helpers_work_in_a_stripped_job_step(slurm_cluster, tmp_path):
         "#!/bin/bash\n"
         f"exec env -i PATH={Path(sys.executable).parent}:/usr/bin:/bin HOME=/root "
         f"SLURM_JOB_ID=$SLURM_JOB_ID PYTHONPATH={REPO / 'src'} {sys.executable} -c '"
-        "from faultloop import slurm; print(\" \".join(slurm.nodes())); "
-        f"slurm.run_per_node(\"echo $SLURMD_NODENAME >> {marks}\")'\n"
+        'from faultloop import slurm; print(" ".join(slurm.nodes())); '
+        f'slurm.run_per_node("echo $SLURMD_NODENAME >> {marks}")\'\n'
     )
     out = tmp_path / "out.txt"
-    subprocess.run(["timeout", "-s", "KILL", "120", "sbatch", "--wait", "-o", str(out), "--nodes=3",
-                    "--ntasks-per-node=2", str(script)], check=True, timeout=150, capture_output=True)
+    subprocess.run(
+        [
+            "timeout",
+            "-s",
+            "KILL",
+            "120",
+            "sbatch",
+            "--wait",
+            "-o",
+            str(out),
+            "--nodes=3",
+            "--ntasks-per-node=2",
+            str(script),
+        ],
+        check=True,
+        timeout=150,
+        capture_output=True,
+    )
     allocated = out.read_text().split()
     assert len(set(allocated)) == 3, out.read_text()
     assert sorted(marks.read_text().split()) == sorted(allocated)
@@ -185,9 +202,23 @@ def test_pool_runs_end_to_end_on_slurm(slurm_cluster, tmp_path):
     started = time.time()
     try:
         proc = subprocess.run(
-            ["timeout", "-s", "KILL", str(RUN_TIMEOUT_S), SNAKEMAKE, "--profile", "profiles/slurm",
-             "--configfile", str(configfile), *FAST_POLL],
-            cwd=REPO, env=env_with_venv(), capture_output=True, text=True, timeout=RUN_TIMEOUT_S + 60,
+            [
+                "timeout",
+                "-s",
+                "KILL",
+                str(RUN_TIMEOUT_S),
+                SNAKEMAKE,
+                "--profile",
+                "profiles/slurm",
+                "--configfile",
+                str(configfile),
+                *FAST_POLL,
+            ],
+            cwd=REPO,
+            env=env_with_venv(),
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT_S + 60,
         )
     finally:
         sampler.halt.set()
@@ -205,8 +236,10 @@ def test_pool_runs_end_to_end_on_slurm(slurm_cluster, tmp_path):
     records = jobcomp_records(set(sampler.run_job_ids))
     assert set(records) == set(sampler.run_job_ids)
     spans = [
-        (time.mktime(time.strptime(r["StartTime"], "%Y-%m-%dT%H:%M:%S")),
-         time.mktime(time.strptime(r["EndTime"], "%Y-%m-%dT%H:%M:%S")))
+        (
+            time.mktime(time.strptime(r["StartTime"], "%Y-%m-%dT%H:%M:%S")),
+            time.mktime(time.strptime(r["EndTime"], "%Y-%m-%dT%H:%M:%S")),
+        )
         for r in records.values()
     ]
     assert max_overlap(spans) <= 2, records
@@ -230,14 +263,19 @@ def test_pool_runs_end_to_end_on_slurm(slurm_cluster, tmp_path):
         assert (session / cell / "analysis" / "score.json").is_file()
         # One torchrun per node under the real srun, which labels each node's output...
         launch_out = (session / cell / manifest["launch_out"]).read_text()
-        assert re.search(r"srun --label --kill-on-bad-exit=1 .*--ntasks-per-node=1 \S+ -m torch\.distributed\.run "
-                         r".*--rdzv-backend c10d", launch_out), launch_out
+        assert re.search(
+            r"srun --label --kill-on-bad-exit=1 .*--ntasks-per-node=1 \S+ -m torch\.distributed\.run "
+            r".*--rdzv-backend c10d",
+            launch_out,
+        ), launch_out
         lines = logs[0].read_text(errors="replace").splitlines()
         labels = {m.group(1) for line in lines if (m := re.match(r"^\s*(\d+): ", line))}
         assert labels == {str(i) for i in range(nodes)}, labels
         # ...torch's own launcher reports the failure, and job.json reads the injected rank's end from torch
-        assert any(re.match(r"^\s*\d+: torch\.distributed\.elastic\.multiprocessing\.errors\.ChildFailedError", line)
-                   for line in lines), logs[0]
+        assert any(
+            re.match(r"^\s*\d+: torch\.distributed\.elastic\.multiprocessing\.errors\.ChildFailedError", line)
+            for line in lines
+        ), logs[0]
         truth = Cell.from_name(cell)
         injected = manifest["rank_exits"][str(truth.rank)]
         assert injected["state"] == "FAILED", manifest["rank_exits"]
@@ -257,9 +295,23 @@ def test_dry_run_shows_sbatch_resources_for_2_4_8_nodes(tmp_path):
     (tmp_path / "site.yaml").write_text(yaml.safe_dump({"slurm": {"partition": "batch", "account": "proj1"}}))
     configfile = write_config(tmp_path, "SIGKILL:1:5:2 SIGKILL:1:5:4 SIGKILL:1:5:8", gpus_per_node=4)
     proc = subprocess.run(
-        ["timeout", "-s", "KILL", "300", SNAKEMAKE, "-n", "--profile", "profiles/slurm",
-         "--configfile", str(configfile)],
-        cwd=REPO, env=env_with_venv(), capture_output=True, text=True, timeout=360,
+        [
+            "timeout",
+            "-s",
+            "KILL",
+            "300",
+            SNAKEMAKE,
+            "-n",
+            "--profile",
+            "profiles/slurm",
+            "--configfile",
+            str(configfile),
+        ],
+        cwd=REPO,
+        env=env_with_venv(),
+        capture_output=True,
+        text=True,
+        timeout=360,
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
@@ -293,15 +345,38 @@ def test_site_workload_contract_on_slurm(slurm_cluster, tmp_path):
         "SIGKILL:2:2:2",
         gpus_per_node=2,
         workload="site_stub",
-        workloads={"site_stub": {"script": str(REPO / "tests" / "data" / "site_workload.sh"), "min_nodes": 2,
-                                 "description": "contract stand-in", "pool_file": ""}},
-        run_job={"runtime_minutes": 5, "mem_mb_per_node": 1000,
-                 "cleanup_cmd": f"echo $SLURMD_NODENAME >> {cleanup_marks}"},
+        workloads={
+            "site_stub": {
+                "script": str(REPO / "tests" / "data" / "site_workload.sh"),
+                "min_nodes": 2,
+                "description": "contract stand-in",
+                "pool_file": "",
+            }
+        },
+        run_job={
+            "runtime_minutes": 5,
+            "mem_mb_per_node": 1000,
+            "cleanup_cmd": f"echo $SLURMD_NODENAME >> {cleanup_marks}",
+        },
     )
     proc = subprocess.run(
-        ["timeout", "-s", "KILL", "600", SNAKEMAKE, "--profile", "profiles/slurm", "--configfile", str(configfile),
-         *FAST_POLL],
-        cwd=REPO, env=env_with_venv(), capture_output=True, text=True, timeout=660,
+        [
+            "timeout",
+            "-s",
+            "KILL",
+            "600",
+            SNAKEMAKE,
+            "--profile",
+            "profiles/slurm",
+            "--configfile",
+            str(configfile),
+            *FAST_POLL,
+        ],
+        cwd=REPO,
+        env=env_with_venv(),
+        capture_output=True,
+        text=True,
+        timeout=660,
     )
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-6000:]
@@ -323,9 +398,25 @@ def test_partition_from_default_resources_without_site_file(tmp_path):
     """Without a site file, `--default-resources slurm_partition=...` reaches run_job."""
     configfile = write_config(tmp_path, "SIGKILL:1:5:2", gpus_per_node=4)
     proc = subprocess.run(
-        ["timeout", "-s", "KILL", "300", SNAKEMAKE, "-n", "--profile", "profiles/slurm", "--configfile",
-         str(configfile), "--default-resources", "slurm_partition=viaflag"],
-        cwd=REPO, env=env_with_venv(), capture_output=True, text=True, timeout=360,
+        [
+            "timeout",
+            "-s",
+            "KILL",
+            "300",
+            SNAKEMAKE,
+            "-n",
+            "--profile",
+            "profiles/slurm",
+            "--configfile",
+            str(configfile),
+            "--default-resources",
+            "slurm_partition=viaflag",
+        ],
+        cwd=REPO,
+        env=env_with_venv(),
+        capture_output=True,
+        text=True,
+        timeout=360,
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, snakemake
-
 from faultloop.config import parse_overrides
 from faultloop.glue import (
     cell_targets,
@@ -50,7 +49,9 @@ def test_default_pool_dry_run_plans_34_cells(workflow_copy):
 
 def test_bad_pool_fails_before_any_job_naming_every_row(workflow_copy):
     pool = workflow_copy / "bad.tsv"
-    pool.write_text("FAULT_TYPE\tRANK\tITER\tNODES\nGPU_SLEEP\t1\t5\t2\nGPU_MELT\t1\t5\t2\nSIGKILL\t99\t5\t2\nGPU_SLEEP\t1\t5\t2\n")
+    pool.write_text(
+        "FAULT_TYPE\tRANK\tITER\tNODES\nGPU_SLEEP\t1\t5\t2\nGPU_MELT\t1\t5\t2\nSIGKILL\t99\t5\t2\nGPU_SLEEP\t1\t5\t2\n"
+    )
     result = snakemake(workflow_copy, "--profile", "profiles/local", "--config", "pool_file=bad.tsv", check=False)
     output = result.stdout + result.stderr
     assert result.returncode != 0
@@ -68,23 +69,38 @@ def test_bad_config_value_is_named(workflow_copy):
 
 def test_one_line_pool_and_cells_selection(workflow_copy):
     result = snakemake(
-        workflow_copy, "-n", "--profile", "profiles/local", "--config",
-        "pool=GPU_SLEEP:1:5:2 SIGKILL:0:5:2 SEGFAULT:0:5:1", "cells=n2_SIGKILL_r0_i5",
+        workflow_copy,
+        "-n",
+        "--profile",
+        "profiles/local",
+        "--config",
+        "pool=GPU_SLEEP:1:5:2 SIGKILL:0:5:2 SEGFAULT:0:5:1",
+        "cells=n2_SIGKILL_r0_i5",
     )
     counts = planned(result.stdout + result.stderr)
     assert counts["run_job"] == 1 and counts["logsage"] == 1
-    unknown = snakemake(workflow_copy, "-n", "--profile", "profiles/local", "--config",
-                        "pool=GPU_SLEEP:1:5:2", "cells=n9_NOPE_r0_i1", check=False)
+    unknown = snakemake(
+        workflow_copy,
+        "-n",
+        "--profile",
+        "profiles/local",
+        "--config",
+        "pool=GPU_SLEEP:1:5:2",
+        "cells=n9_NOPE_r0_i1",
+        check=False,
+    )
     assert unknown.returncode != 0 and "not in the pool: n9_NOPE_r0_i1" in unknown.stdout + unknown.stderr
 
 
 def test_lint_and_snakefmt_are_clean():
     lint = snakemake(REPO, "--lint", check=False)
     assert lint.returncode == 0, lint.stdout + lint.stderr
-    import subprocess, sys
+    import subprocess
+    import sys
 
-    fmt = subprocess.run([str(Path(sys.executable).parent / "snakefmt"), "--check", "."], cwd=REPO,
-                         capture_output=True, text=True)
+    fmt = subprocess.run(
+        [str(Path(sys.executable).parent / "snakefmt"), "--check", "."], cwd=REPO, capture_output=True, text=True
+    )
     assert fmt.returncode == 0, fmt.stdout + fmt.stderr
 
 
@@ -115,9 +131,15 @@ def test_cell_targets_in_rejudge_mode(tmp_path):
 
 
 def test_tool_config_drops_credentials_and_overrides_parse():
-    assert tool_config({"mode": "llm", "llm": {"model": "m", "api_key_file": "/secret"}}) == {"llm": {"model": "m"}, "mode": "llm"}
+    assert tool_config({"mode": "llm", "llm": {"model": "m", "api_key_file": "/secret"}}) == {
+        "llm": {"model": "m"},
+        "mode": "llm",
+    }
     assert parse_overrides(["gpus_per_node=2", "pool=A:1:2:3 B:1:2:3", "session="]) == {
-        "gpus_per_node": 2, "pool": "A:1:2:3 B:1:2:3", "session": ""}
+        "gpus_per_node": 2,
+        "pool": "A:1:2:3 B:1:2:3",
+        "session": "",
+    }
 
 
 def test_tracking_tsv_upserts_rows(tmp_path):
@@ -132,8 +154,8 @@ def test_tracking_tsv_upserts_rows(tmp_path):
 
 
 def test_strip_log_removes_markers_and_experiment_names(tmp_path):
-    from faultloop.manifest import Manifest
     from faultloop.glue import strip_log
+    from faultloop.manifest import Manifest
 
     cell = tmp_path / "n2_SIGKILL_r1_i5"
     (cell / "logs/slurm").mkdir(parents=True)
@@ -144,9 +166,22 @@ def test_strip_log_removes_markers_and_experiment_names(tmp_path):
         f"0: saving checkpoint to {cell}/checkpoints/iter_5\n"
         "2: RuntimeError: Connection closed by peer\n"
     )
-    Manifest(job_id="7", workload="cpu_gloo", fault_type="SIGKILL", fault_rank=1, fault_iter=5, nodes=2,
-             gpus_per_node=2, world_size=4, state="FAILED", main_log="logs/slurm/7.0.1.main_workload.log",
-             launch_out=None, fault_fired=True, run_valid=True, invalid_reason=None).write(cell / "job.json")
+    Manifest(
+        job_id="7",
+        workload="cpu_gloo",
+        fault_type="SIGKILL",
+        fault_rank=1,
+        fault_iter=5,
+        nodes=2,
+        gpus_per_node=2,
+        world_size=4,
+        state="FAILED",
+        main_log="logs/slurm/7.0.1.main_workload.log",
+        launch_out=None,
+        fault_fired=True,
+        run_valid=True,
+        invalid_reason=None,
+    ).write(cell / "job.json")
     assert strip_log(cell / "job.json", cell / "out.log") == 3
     text = (cell / "out.log").read_text()
     assert "FAULT INJECTION" not in text and "inject_fault" not in text
@@ -171,14 +206,20 @@ def test_unknown_config_key_fails_naming_it_and_the_nearest(workflow_copy):
     output = result.stdout + result.stderr
     assert result.returncode != 0
     assert "--config: 'gpus_per_nod' is not a configuration key; did you mean 'gpus_per_node'?" in output
-    assert "config/site.yaml: 'run_job.pg_timeout' is not a configuration key; did you mean 'run_job.pg_timeout_s'?" in output
+    assert (
+        "config/site.yaml: 'run_job.pg_timeout' is not a configuration key; did you mean 'run_job.pg_timeout_s'?"
+        in output
+    )
     assert not (workflow_copy / "results").exists()
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["logsage", "--log-path", "/no/such/run.log"], "faultloop logsage: no such log file: /no/such/run.log"),
-    (["fr", "--fr-path", "/no/such/checkpoints"], "faultloop fr: no such dump folder: /no/such/checkpoints"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["logsage", "--log-path", "/no/such/run.log"], "faultloop logsage: no such log file: /no/such/run.log"),
+        (["fr", "--fr-path", "/no/such/checkpoints"], "faultloop fr: no such dump folder: /no/such/checkpoints"),
+    ],
+)
 def test_analyzer_commands_on_a_missing_path_fail_clearly(argv, message):
     proc = subprocess.run([sys.executable, "-m", "faultloop.cli", *argv], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.strip() == message and proc.stdout == ""

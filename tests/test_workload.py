@@ -26,8 +26,20 @@ from faultloop.launch import JobLog, LocalSrun, Task, read_srun_report, read_wor
 
 NODES, PER_NODE, RANK, ITER = 2, 2, 1, 3
 # Short timeouts keep hang cells near 30 s; still long enough for 2 busy cores.
-TIMING = ["--pg-timeout-s", "10", "--stall-timeout-s", "5", "--term-delay-s", "2",
-          "--kill-grace-s", "2", "--iterations", "12", "--job-timeout-s", "200"]
+TIMING = [
+    "--pg-timeout-s",
+    "10",
+    "--stall-timeout-s",
+    "5",
+    "--term-delay-s",
+    "2",
+    "--kill-grace-s",
+    "2",
+    "--iterations",
+    "12",
+    "--job-timeout-s",
+    "200",
+]
 HANGS = [name for name in FAULT_NAMES if FAULTS[name].hangs]
 SRUN_FAULTS = ["SIGKILL", "GPU_SLEEP", "WORKLOAD_EXC", "SEGFAULT"]
 SIGNAL_NAMES = {"SIGKILL", "SIGTERM", "SIGINT", "SIGSTOP"}  # also legitimately seen in exit reports
@@ -56,13 +68,34 @@ class Cell:
 
     def rank_lines(self, rank: int) -> list[str]:
         """A rank's own lines under the srun layout, where srun's label is the global rank."""
-        return [line[len(f"{rank}: "):] for line in self.lines if line.startswith(f"{rank}: ")]
+        return [line[len(f"{rank}: ") :] for line in self.lines if line.startswith(f"{rank}: ")]
 
 
 def run_job(cell_dir: Path, *extra: str, fault: str = "SIGKILL", iter_: int = ITER, launcher: str = "torchrun") -> Cell:
-    cmd = [sys.executable, "-m", "faultloop.cli", "run-job", "--cell-dir", str(cell_dir),
-           "--fault-type", fault, "--rank", str(RANK), "--iter", str(iter_), "--nodes", str(NODES),
-           "--gpus-per-node", str(PER_NODE), "--launcher", launcher, "--scheduler", "local", *TIMING, *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "faultloop.cli",
+        "run-job",
+        "--cell-dir",
+        str(cell_dir),
+        "--fault-type",
+        fault,
+        "--rank",
+        str(RANK),
+        "--iter",
+        str(iter_),
+        "--nodes",
+        str(NODES),
+        "--gpus-per-node",
+        str(PER_NODE),
+        "--launcher",
+        launcher,
+        "--scheduler",
+        "local",
+        *TIMING,
+        *extra,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     return Cell(cell_dir, proc.returncode, proc.stderr)
 
@@ -73,10 +106,13 @@ def cells(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Cell]:
     cell whose fault is never reached."""
     root = tmp_path_factory.mktemp("cells")
     # cell dirs named the way the workflow names them: the path itself must not leak into the log
-    jobs = {name: (root / f"n{NODES}_{name}_r{RANK}_i{ITER}", name, ITER, "torchrun")
-            for name in HANGS + [n for n in FAULT_NAMES if n not in HANGS]}
-    jobs |= {f"srun/{name}": (root / "srun" / f"n{NODES}_{name}_r{RANK}_i{ITER}", name, ITER, "srun")
-             for name in SRUN_FAULTS}
+    jobs = {
+        name: (root / f"n{NODES}_{name}_r{RANK}_i{ITER}", name, ITER, "torchrun")
+        for name in HANGS + [n for n in FAULT_NAMES if n not in HANGS]
+    }
+    jobs |= {
+        f"srun/{name}": (root / "srun" / f"n{NODES}_{name}_r{RANK}_i{ITER}", name, ITER, "srun") for name in SRUN_FAULTS
+    }
     jobs["never_fires"] = (root / "never_fires", "SIGKILL", 99, "torchrun")
     with ThreadPoolExecutor(max_workers=6) as pool:
         futures = {key: pool.submit(run_job, d, fault=f, iter_=i, launcher=lay) for key, (d, f, i, lay) in jobs.items()}
@@ -96,8 +132,7 @@ CRASH_EXPECT = {
     "GPU_ERROR": (1, "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"),
 }
 # Faults after which the injected rank still writes its own flight-recorder dump.
-INJECTED_RANK_DUMPS = {"SIGTERM", "SIGINT", "WORKLOAD_EXC", "ASYNC_EXC", "SIGNAL_EXC", "GPU_ERROR",
-                       "GPU_SLEEP"}
+INJECTED_RANK_DUMPS = {"SIGTERM", "SIGINT", "WORKLOAD_EXC", "ASYNC_EXC", "SIGNAL_EXC", "GPU_ERROR", "GPU_SLEEP"}
 ALL_CELLS = [*FAULT_NAMES, *(f"srun/{name}" for name in SRUN_FAULTS)]
 
 
@@ -117,8 +152,10 @@ def test_fault_fires_and_job_fails(cells: dict[str, Cell], key: str) -> None:
     assert m["start_time"] < m["fault_scheduled_time"] <= m["fault_fired_time"] < m["end_time"]
     assert m["node_names"] == ["node0", "node1"]
     assert sorted(m["rank_exits"]) == ["0", "1", "2", "3"]
-    marker = re.compile(rf"^\d: \[\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{{6}}\] FAULT INJECTION: "
-                        rf"Rank {RANK} will inject fault {fault} at ")
+    marker = re.compile(
+        rf"^\d: \[\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{{6}}\] FAULT INJECTION: "
+        rf"Rank {RANK} will inject fault {fault} at "
+    )
     assert any(marker.match(line) for line in cell.lines)
     assert sum("FAULT INJECTION" in line for line in cell.lines) == 2  # scheduled + fired
     assert (cell.dir / m["launch_out"]).is_file() and (cell.dir / "tensorboard").is_dir()
@@ -132,8 +169,7 @@ def test_the_log_holds_torchs_own_launcher_lines(cells: dict[str, Cell], fault: 
     lines = cells[fault].lines
     assert all(re.match(r"^[01]: ", line) for line in lines)
     assert any(TORCH_LINE.match(line) for line in lines)
-    assert any(line.endswith("torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ")
-               for line in lines)
+    assert any(line.endswith("torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ") for line in lines)
     assert any(re.match(r"^\d: Root Cause \(first observed failure\):$", line) for line in lines)
     assert not any('"torchelastic.worker.status' in line for line in lines)
 
@@ -156,13 +192,13 @@ def test_injected_rank_ends_as_the_fault_dictates(cells: dict[str, Cell], key: s
             assert mine["error"] and evidence.split(":")[-1].strip() in mine["error"]
     if not key.startswith("srun/") and fault in {"SIGKILL", "SEGFAULT", "OS_ABORT", "SIGTERM"}:
         root = next(i for i, line in enumerate(cell.lines) if line == "0: Root Cause (first observed failure):")
-        assert f"0:   rank      : {RANK} (local_rank: {RANK})" in cell.lines[root + 1:root + 6]
+        assert f"0:   rank      : {RANK} (local_rank: {RANK})" in cell.lines[root + 1 : root + 6]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("key", HANGS + ["srun/GPU_SLEEP"])
+@pytest.mark.parametrize("key", [*HANGS, "srun/GPU_SLEEP"])
 def test_hung_rank_is_stopped_by_its_launcher(cells: dict[str, Cell], key: str) -> None:
-    cell, fault = cells[key], fault_of(key)
+    cell = cells[key]
     mine = cell.exit_of(RANK)
     # it never fails on its own: its launcher (torch's agent, or kill-on-bad-exit) stops it
     assert mine["state"] == "TERMINATED" or mine["signal"] in ("SIGTERM", "SIGKILL"), mine
@@ -229,8 +265,9 @@ def test_bad_interpreter_is_an_infra_failure(tmp_path: Path, launcher: str) -> N
 
 
 @pytest.mark.slow
-def test_broken_import_is_an_infra_failure_and_a_retry_cleans_up(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_broken_import_is_an_infra_failure_and_a_retry_cleans_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     shadow = tmp_path / "shadow"
     shadow.mkdir()
     (shadow / "torch.py").write_text("raise ImportError('libtorch_cpu.so: cannot open shared object file')\n")
@@ -250,7 +287,7 @@ def test_broken_import_is_an_infra_failure_and_a_retry_cleans_up(tmp_path: Path,
 # The analyzers on these same real runs (no extra jobs): FR names the exact injected rank for
 # every hang and for crashes whose culprit left no dump; logsage gets every cell right.
 @pytest.mark.slow
-@pytest.mark.parametrize("key", HANGS + ["SIGKILL", "SEGFAULT", "OS_ABORT", "srun/GPU_SLEEP", "srun/SIGKILL"])
+@pytest.mark.parametrize("key", [*HANGS, "SIGKILL", "SEGFAULT", "OS_ABORT", "srun/GPU_SLEEP", "srun/SIGKILL"])
 def test_fr_names_the_injected_rank(cells, key):
     from faultloop.fr import analyze_dir
 
@@ -276,13 +313,16 @@ def test_logsage_attributes_the_stripped_log(cells, key):
 
 def test_local_srun_labels_lines_and_stops_the_others_after_a_bad_exit(tmp_path: Path) -> None:
     log, events = tmp_path / "main.log", tmp_path / "events.jsonl"
-    tasks = [Task(0, ["bash", "-c", "echo hello; sleep 30; echo never"], {}),
-             Task(1, ["bash", "-c", 'echo bye; echo \'{"name": "torchelastic.worker.status.FAILED"}\'; exit 3'], {}),
-             Task(2, ["bash", "-c", "trap '' TERM; echo stubborn; sleep 30"], {})]
+    tasks = [
+        Task(0, ["bash", "-c", "echo hello; sleep 30; echo never"], {}),
+        Task(1, ["bash", "-c", 'echo bye; echo \'{"name": "torchelastic.worker.status.FAILED"}\'; exit 3'], {}),
+        Task(2, ["bash", "-c", "trap '' TERM; echo stubborn; sleep 30"], {}),
+    ]
     with open(log, "wb") as out, open(events, "wb") as ev:
         start = time.monotonic()
         exits, timed_out = LocalSrun(JobLog(out, ev), term_delay_s=0.5, kill_wait_s=1.0, step_id="7.0").run(
-            tasks, time.time() + 60)
+            tasks, time.time() + 60
+        )
         took = time.monotonic() - start
     assert not timed_out and took < 15
     assert [(e.label, e.exitcode, e.stopped) for e in exits] == [(0, -15, True), (1, 3, False), (2, -9, True)]
@@ -290,9 +330,12 @@ def test_local_srun_labels_lines_and_stops_the_others_after_a_bad_exit(tmp_path:
     assert sorted(line for line in lines if not line.startswith("srun")) == ["0: hello", "1: bye", "2: stubborn"]
     # srun's own report: each bad exit in its words, then the step teardown kill-on-bad-exit starts
     report = [line for line in lines if line.startswith("srun")]
-    assert report == ["srun: error: node0: task 1: Exited with exit code 3",
-                      "srun: launch/slurm: _step_signal: Terminating StepId=7.0",
-                      "srun: error: node0: task 0: Terminated", "srun: error: node0: task 2: Killed"]
+    assert report == [
+        "srun: error: node0: task 1: Exited with exit code 3",
+        "srun: launch/slurm: _step_signal: Terminating StepId=7.0",
+        "srun: error: node0: task 0: Terminated",
+        "srun: error: node0: task 2: Killed",
+    ]
     assert read_srun_report(lines).keys() == {0, 1, 2}
     assert events.read_text() == '{"name": "torchelastic.worker.status.FAILED"}\n'
 
@@ -306,41 +349,73 @@ def test_local_srun_time_limit(tmp_path: Path) -> None:
 def test_worker_events_give_every_rank_its_exit(tmp_path: Path) -> None:
     def event(rank: int, state: str, code: int | None, error: str | None) -> str:
         raw = json.dumps({"message": {"message": error, "extraInfo": {}}}) if error else None
-        meta = {"global_rank": rank, "state": state, "raw_error": raw,
-                "metadata": json.dumps({"exit_code": [code], "worker_pid": [100 + rank]})}
+        meta = {
+            "global_rank": rank,
+            "state": state,
+            "raw_error": raw,
+            "metadata": json.dumps({"exit_code": [code], "worker_pid": [100 + rank]}),
+        }
         return json.dumps({"name": f"torchelastic.worker.status.{state}", "source": "WORKER", "metadata": meta})
 
-    agent = json.dumps({"name": "torchelastic.worker.status.SUCCEEDED", "source": "AGENT",
-                        "metadata": {"global_rank": None, "state": "SUCCEEDED"}})
+    agent = json.dumps(
+        {
+            "name": "torchelastic.worker.status.SUCCEEDED",
+            "source": "AGENT",
+            "metadata": {"global_rank": None, "state": "SUCCEEDED"},
+        }
+    )
     path = tmp_path / "events.jsonl"
-    path.write_text("\n".join([event(0, "FAILED", 1, "RuntimeError: boom"), event(1, "FAILED", -9, None),
-                               event(2, "TERMINATED", None, None), event(3, "SUCCEEDED", None, None), agent,
-                               "not json"]) + "\n")
+    path.write_text(
+        "\n".join(
+            [
+                event(0, "FAILED", 1, "RuntimeError: boom"),
+                event(1, "FAILED", -9, None),
+                event(2, "TERMINATED", None, None),
+                event(3, "SUCCEEDED", None, None),
+                agent,
+                "not json",
+            ]
+        )
+        + "\n"
+    )
     ranks = read_worker_events(path)
     assert [(r.rank, r.exitcode, r.signal, r.state, r.error) for r in ranks.values()] == [
-        (0, 1, None, "FAILED", "RuntimeError: boom"), (1, -9, "SIGKILL", "FAILED", None),
-        (2, None, None, "TERMINATED", None), (3, 0, None, "SUCCEEDED", None)]
+        (0, 1, None, "FAILED", "RuntimeError: boom"),
+        (1, -9, "SIGKILL", "FAILED", None),
+        (2, None, None, "TERMINATED", None),
+        (3, 0, None, "SUCCEEDED", None),
+    ]
 
 
 def test_srun_task_report_gives_rank_exits() -> None:
-    ranks = read_srun_report(["srun: error: n1: task 1: Killed", "3: some output",
-                              "srun: error: n2: tasks 2-3: Exited with exit code 1"])
+    ranks = read_srun_report(
+        ["srun: error: n1: task 1: Killed", "3: some output", "srun: error: n2: tasks 2-3: Exited with exit code 1"]
+    )
     assert {r: (e.exitcode, e.signal) for r, e in ranks.items()} == {1: (-9, "SIGKILL"), 2: (1, None), 3: (1, None)}
 
 
 def test_events_cut_by_the_real_srun_are_joined_again(tmp_path: Path) -> None:
     """srun cuts lines over 1 KiB into labelled pieces; other tasks' lines may come between."""
     event = json.dumps({"name": "torchelastic.worker.status.FAILED", "source": "WORKER", "detail": "x" * 2500})
-    pieces = [event[i:i + 1024] for i in range(0, len(event), 1024)]
-    srun_out = [f"0: {pieces[0]}", "1: a line of node 1", f"0: {pieces[1]}", f"0: {pieces[2]}",
-                "srun: error: n1: task 0: Exited with exit code 1", "1: {\"name\": \"torchelastic.unfinished"]
+    pieces = [event[i : i + 1024] for i in range(0, len(event), 1024)]
+    srun_out = [
+        f"0: {pieces[0]}",
+        "1: a line of node 1",
+        f"0: {pieces[1]}",
+        f"0: {pieces[2]}",
+        "srun: error: n1: task 0: Exited with exit code 1",
+        '1: {"name": "torchelastic.unfinished',
+    ]
     log, events = tmp_path / "main.log", tmp_path / "events.jsonl"
     with open(log, "wb") as out, open(events, "wb") as ev:
         joblog = JobLog(out, ev)
         joblog.pump(io.BytesIO("".join(f"{line}\n" for line in srun_out).encode()), None).join()
     assert events.read_text().splitlines() == [event]
-    assert log.read_text().splitlines() == ["1: a line of node 1", "srun: error: n1: task 0: Exited with exit code 1",
-                                            "1: {\"name\": \"torchelastic.unfinished"]
+    assert log.read_text().splitlines() == [
+        "1: a line of node 1",
+        "srun: error: n1: task 0: Exited with exit code 1",
+        '1: {"name": "torchelastic.unfinished',
+    ]
 
 
 def test_tasks_start_with_default_signals_even_from_a_background_shell(tmp_path: Path) -> None:

@@ -23,9 +23,9 @@ import json
 import os
 import re
 import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from faultloop import layout
 from faultloop.faults import MARKER_RE
@@ -76,12 +76,14 @@ def experiment_dir(recorded: str, root: Path) -> Path | None:
     return None
 
 
-def _tracked_row(fields: Mapping[str, str], where: str, root: Path, gpus_per_node: int,
-                 problems: list[str]) -> TrackedRun | None:
+def _tracked_row(
+    fields: Mapping[str, str], where: str, root: Path, gpus_per_node: int, problems: list[str]
+) -> TrackedRun | None:
     cell: Cell | None = None
     try:
-        cell = validate([RawRow(where, tuple(fields[c] for c in POOL_COLUMNS))], source=where,
-                        gpus_per_node=gpus_per_node)[0]
+        cell = validate(
+            [RawRow(where, tuple(fields[c] for c in POOL_COLUMNS))], source=where, gpus_per_node=gpus_per_node
+        )[0]
     except PoolError as error:
         problems.extend(error.problems)
     job_id = fields["JOB_ID"]
@@ -92,8 +94,10 @@ def _tracked_row(fields: Mapping[str, str], where: str, root: Path, gpus_per_nod
     if not recorded:
         problems.append(f"{where}: EXPERIMENT_DIR is empty")
     elif folder is None:
-        problems.append(f"{where}: EXPERIMENT_DIR {recorded} is outside the session {root} "
-                        f"(a session copied from elsewhere must keep its folder name)")
+        problems.append(
+            f"{where}: EXPERIMENT_DIR {recorded} is outside the session {root} "
+            f"(a session copied from elsewhere must keep its folder name)"
+        )
     elif cell is not None and folder != root / cell.name:
         problems.append(f"{where}: EXPERIMENT_DIR {recorded} is not this cell's folder {root / cell.name}")
     if cell is None or folder is None or not JOB_ID_RE.match(job_id):
@@ -106,15 +110,25 @@ def read_tracking(session: Path, *, gpus_per_node: int) -> list[TrackedRun]:
     root = session.resolve()
     path = session / layout.TRACKING_TSV
     if not path.is_file():
-        raise AdoptError(str(session), [f"{path}: no such tracking file (upstream's {layout.TRACKING_TSV}, "
-                                        f"columns {' '.join(layout.TRACKING_COLUMNS)})"])
+        raise AdoptError(
+            str(session),
+            [
+                f"{path}: no such tracking file (upstream's {layout.TRACKING_TSV}, "
+                f"columns {' '.join(layout.TRACKING_COLUMNS)})"
+            ],
+        )
     lines = path.read_text(errors="replace").splitlines()
     header = [name.strip() for name in lines[0].split("\t")] if lines else []
     missing = [c for c in layout.TRACKING_COLUMNS if c not in header]
     if missing:
-        raise AdoptError(str(session), [f"{path} line 1: missing column(s) {', '.join(missing)}; the header must "
-                                        f"name {' '.join(layout.TRACKING_COLUMNS)} (tab-separated), got "
-                                        f"{lines[0] if lines else ''!r}"])
+        raise AdoptError(
+            str(session),
+            [
+                f"{path} line 1: missing column(s) {', '.join(missing)}; the header must "
+                f"name {' '.join(layout.TRACKING_COLUMNS)} (tab-separated), got "
+                f"{lines[0] if lines else ''!r}"
+            ],
+        )
     problems: list[str] = []
     runs: list[TrackedRun] = []
     first_seen: dict[Cell, str] = {}
@@ -126,8 +140,13 @@ def read_tracking(session: Path, *, gpus_per_node: int) -> list[TrackedRun]:
         if len(values) != len(header):
             problems.append(f"{where}: expected {len(header)} tab-separated fields, got {len(values)}")
             continue
-        run = _tracked_row({name: value.strip() for name, value in zip(header, values)}, where, root,
-                           gpus_per_node, problems)
+        run = _tracked_row(
+            {name: value.strip() for name, value in zip(header, values, strict=False)},
+            where,
+            root,
+            gpus_per_node,
+            problems,
+        )
         if run is None:
             continue
         if run.cell in first_seen:
@@ -160,7 +179,9 @@ END_SIGNS = (
     EndSign("PREEMPTED", re.compile(r"\*\*\* (?:JOB|STEP) \S+ (?:ON \S+ )?CANCELLED AT \S+ DUE TO PREEMPTION")),
     EndSign("NODE_FAIL", re.compile(r"\*\*\* (?:JOB|STEP) \S+ (?:ON \S+ )?CANCELLED AT \S+ DUE TO NODE FAIL")),
     EndSign("CANCELLED", re.compile(r"\*\*\* (?:JOB|STEP) \S+ (?:ON \S+ )?CANCELLED AT \S+ \*\*\*")),
-    EndSign("OUT_OF_MEMORY", re.compile(r"Detected \d+ oom[-_]kill event|srun: error: \S+: tasks? [\d,\-]+: Out Of Memory")),
+    EndSign(
+        "OUT_OF_MEMORY", re.compile(r"Detected \d+ oom[-_]kill event|srun: error: \S+: tasks? [\d,\-]+: Out Of Memory")
+    ),
     EndSign("FAILED", re.compile(r"srun: error: \S+: tasks? [\d,\-]+: |errors\.ChildFailedError")),
     EndSign("COMPLETED", re.compile(r"\[after training is done\]")),
 )
@@ -173,8 +194,16 @@ NODE_RES = (
     re.compile(r"^(?:\s*\d+: )?\s*host\s+: (\S+)\s*$"),
     re.compile(r"^(?:\s*\d+: )?([A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL "),
 )
-SCAN_KEYS = ("CANCELLED", "oom", "Out Of Memory", "srun: error", "ChildFailedError", "after training is done",
-             "host", "NCCL")
+SCAN_KEYS = (
+    "CANCELLED",
+    "oom",
+    "Out Of Memory",
+    "srun: error",
+    "ChildFailedError",
+    "after training is done",
+    "host",
+    "NCCL",
+)
 # Megatron's scheduling line and faultloop's fire-time line name the rank and the fault.
 MARKER_DETAIL_RE = re.compile(r"FAULT INJECTION: Rank (\d+) (will inject fault|firing fault) (\w+)")
 # NVRx's injector logs one CRITICAL line right before it fires; what it says names the fault.
@@ -312,21 +341,34 @@ def inspect_run(run: TrackedRun, *, gpus_per_node: int) -> CellAdoption:
     elif not logs:
         reason = f"no main log {paths.main_log_glob}"
     elif found.fired is None and found.scheduled:
-        reason = (f"the fault was scheduled ({found.scheduled}) but no line shows it fired "
-                  f"(upstream counted this run as valid)")
+        reason = (
+            f"the fault was scheduled ({found.scheduled}) but no line shows it fired "
+            f"(upstream counted this run as valid)"
+        )
     elif found.fired is None:
         reason = "no fault-injection marker in the main log"
     infra = found.fired is None and not found.mismatch and state in ENDED_BADLY
     if infra:
         reason = f"{reason}; the job ended {state} before its fault fired: an infrastructure failure"
     manifest = Manifest(
-        job_id=run.job_id, workload=ADOPTED_WORKLOAD, fault_type=run.cell.fault_type, fault_rank=run.cell.rank,
-        fault_iter=run.cell.iter, nodes=run.cell.nodes, gpus_per_node=gpus_per_node,
-        world_size=run.cell.nodes * gpus_per_node, state=state,
+        job_id=run.job_id,
+        workload=ADOPTED_WORKLOAD,
+        fault_type=run.cell.fault_type,
+        fault_rank=run.cell.rank,
+        fault_iter=run.cell.iter,
+        nodes=run.cell.nodes,
+        gpus_per_node=gpus_per_node,
+        world_size=run.cell.nodes * gpus_per_node,
+        state=state,
         main_log=str(logs[0].relative_to(folder)) if logs else None,
         launch_out=paths.launch_out if (folder / paths.launch_out).is_file() else None,
-        fault_fired=fired, run_valid=fired, invalid_reason=reason, node_names=list(found.nodes),
-        fault_scheduled_time=scheduled, fault_fired_time=fired_at, state_evidence=state_line,
+        fault_fired=fired,
+        run_valid=fired,
+        invalid_reason=reason,
+        node_names=list(found.nodes),
+        fault_scheduled_time=scheduled,
+        fault_fired_time=fired_at,
+        state_evidence=state_line,
     )
     if state_line is None:
         notes.append("no line shows how the job ended")
@@ -389,17 +431,25 @@ def parse_report(path: Path, *, gpus_per_node: int) -> tuple[dict[str, UpstreamV
             continue
         where = f"{path} line {number}"
         if len(cells) < width:
-            problems.append(f"{where}: expected {width} columns ({' | '.join(layout.REPORT_COLUMNS)}), got {len(cells)}")
+            problems.append(
+                f"{where}: expected {width} columns ({' | '.join(layout.REPORT_COLUMNS)}), got {len(cells)}"
+            )
             continue
-        row = dict(zip(layout.REPORT_COLUMNS, [*cells[:width - 1], "|".join(cells[width - 1:])]))
+        row = dict(zip(layout.REPORT_COLUMNS, [*cells[: width - 1], "|".join(cells[width - 1 :])], strict=False))
         try:
-            cell = validate([RawRow(where, tuple(row[c] for c in POOL_COLUMNS))], source=where,
-                            gpus_per_node=gpus_per_node)[0]
+            cell = validate(
+                [RawRow(where, tuple(row[c] for c in POOL_COLUMNS))], source=where, gpus_per_node=gpus_per_node
+            )[0]
         except PoolError as error:
             problems.extend(error.problems)
             continue
         verdicts[cell.name] = UpstreamVerdict(
-            cell.name, row["JOB_ID"], row["STATE"], *(row[d] for d in VERDICT_DIMENSIONS), row["judge_notes"])
+            cell.name,
+            row["JOB_ID"],
+            row["STATE"],
+            **{d: row[d] for d in VERDICT_DIMENSIONS},
+            judge_notes=row["judge_notes"],
+        )
     return verdicts, problems
 
 
@@ -436,8 +486,9 @@ def _same(a: str, b: str) -> bool:
     return a.strip().lower() == b.strip().lower()
 
 
-def disagreements(upstream: Mapping[str, UpstreamVerdict],
-                  faultloop: Mapping[str, Mapping[str, str]]) -> list[Disagreement]:
+def disagreements(
+    upstream: Mapping[str, UpstreamVerdict], faultloop: Mapping[str, Mapping[str, str]]
+) -> list[Disagreement]:
     """Per cell (faultloop's order) and dimension, where the two verdicts differ.
 
     `faultloop` maps a cell name to its score dimensions (`ScoreRecord.values`);
@@ -473,8 +524,9 @@ class AdoptionRecord:
         try:
             return cls(upstream_report=json.loads(path.read_text())["upstream_report"] is True)
         except (OSError, ValueError, KeyError, TypeError) as error:
-            raise AdoptError(str(session), [f"{path}: not an adoption record ({error}); remove it to adopt "
-                                            f"afresh"]) from None
+            raise AdoptError(
+                str(session), [f"{path}: not an adoption record ({error}); remove it to adopt afresh"]
+            ) from None
 
     def write(self, session: Path) -> None:
         layout.write_json_atomic(session / layout.ADOPTION_JSON, asdict(self))
@@ -519,8 +571,9 @@ def adopt(session: Path, *, gpus_per_node: int, write: bool = True) -> Adoption:
         problems += report_problems
     if problems:
         raise AdoptError(str(session), problems)
-    adoption = Adoption(session, [inspect_run(r, gpus_per_node=gpus_per_node) for r in runs], verdicts,
-                        report is not None)
+    adoption = Adoption(
+        session, [inspect_run(r, gpus_per_node=gpus_per_node) for r in runs], verdicts, report is not None
+    )
     if write:
         write_adoption(adoption)
     return adoption
@@ -555,8 +608,7 @@ def write_adoption(adoption: Adoption) -> None:
 def summary(adoption: Adoption) -> str:
     """What adopting found, cell by cell, for people."""
     counts = {s: sum(c.status == s for c in adoption.cells) for s in (ADOPTED, NOT_RUN, KEPT)}
-    lines = [f"{adoption.session}: {counts[ADOPTED]} run(s) adopted, {counts[NOT_RUN]} not run, "
-             f"{counts[KEPT]} kept"]
+    lines = [f"{adoption.session}: {counts[ADOPTED]} run(s) adopted, {counts[NOT_RUN]} not run, {counts[KEPT]} kept"]
     width = max(len(c.run.cell.name) for c in adoption.cells)
     for c in adoption.cells:
         m = c.manifest
@@ -571,11 +623,15 @@ def summary(adoption: Adoption) -> str:
     for c in adoption.cells:
         verdict = adoption.verdicts.get(c.run.cell.name)
         if verdict is not None and verdict.job_id != c.run.job_id:
-            lines.append(f"  {c.run.cell.name}: upstream's verdict is for job {verdict.job_id}, "
-                         f"the tracked run is job {c.run.job_id}")
+            lines.append(
+                f"  {c.run.cell.name}: upstream's verdict is for job {verdict.job_id}, "
+                f"the tracked run is job {c.run.job_id}"
+            )
     if adoption.report_found:
-        lines.append(f"upstream's {layout.REPORT_MD}: verdicts for {len(adoption.verdicts)} cell(s), "
-                     f"kept in {layout.UPSTREAM_VERDICTS_TSV} (the report itself is left untouched)")
+        lines.append(
+            f"upstream's {layout.REPORT_MD}: verdicts for {len(adoption.verdicts)} cell(s), "
+            f"kept in {layout.UPSTREAM_VERDICTS_TSV} (the report itself is left untouched)"
+        )
     return "\n".join(lines)
 
 
@@ -594,6 +650,8 @@ def main(argv: list[str]) -> int:
         print(error, file=sys.stderr)
         return 1
     print(summary(adoption))
-    print(f"\nre-judge: snakemake --profile profiles/local --until score "
-          f"--config adopt={args.session_dir.resolve()} gpus_per_node={args.gpus_per_node}")
+    print(
+        f"\nre-judge: snakemake --profile profiles/local --until score "
+        f"--config adopt={args.session_dir.resolve()} gpus_per_node={args.gpus_per_node}"
+    )
     return 0

@@ -31,13 +31,14 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from faultloop import baselines, faults, layout, logsage
 from faultloop.config import ConfigError, load, parse_overrides
-from faultloop.fingerprint import source_fingerprint
 from faultloop.faults import CATEGORIES, FAULTS, RESTART_DECISIONS
+from faultloop.fingerprint import source_fingerprint
 from faultloop.llm import LLMSettings
 
 BUILTIN, LLM, UPSTREAM, COMMAND = "builtin", "llm", "upstream", "command"
@@ -142,6 +143,7 @@ class Analyzer:
 
     def attempt(self, log_path: Path, *, staging: Path | None = None) -> Outcome:
         """Run once, timed; every failure becomes part of the outcome."""
+
         def work() -> tuple[dict[str, Any], str, str | None]:
             verdict, raw = self._analyze(log_path, staging)
             return verdict, verdict_text(verdict), raw
@@ -174,10 +176,13 @@ class Analyzer:
 
 
 def llm_settings(endpoint: Mapping[str, Any]) -> LLMSettings:
-    return LLMSettings(base_url=str(endpoint.get("base_url", "")), model=str(endpoint.get("model", "")),
-                       api_key_file=endpoint.get("api_key_file") or None,
-                       timeout_s=float(endpoint.get("timeout_s", 60)),
-                       max_retries=int(endpoint.get("max_retries", 2)))
+    return LLMSettings(
+        base_url=str(endpoint.get("base_url", "")),
+        model=str(endpoint.get("model", "")),
+        api_key_file=endpoint.get("api_key_file") or None,
+        timeout_s=float(endpoint.get("timeout_s", 60)),
+        max_retries=int(endpoint.get("max_retries", 2)),
+    )
 
 
 # ---- external commands -----------------------------------------------------------------------
@@ -252,9 +257,15 @@ def timed(work: Callable[[], tuple[dict[str, Any], str, str | None]]) -> Outcome
         verdict, text, raw = work()
     except AnalyzerFailure as exc:
         return Outcome(None, "", None, str(exc), exc.stderr_tail, time.perf_counter() - start)
-    except Exception as exc:  # noqa: BLE001 - an analyzer's crash is its result, not the workflow's
-        return Outcome(None, "", None, f"crashed: {type(exc).__name__}: {exc}", traceback.format_exc()[-TAIL_CHARS:],
-                       time.perf_counter() - start)
+    except Exception as exc:
+        return Outcome(
+            None,
+            "",
+            None,
+            f"crashed: {type(exc).__name__}: {exc}",
+            traceback.format_exc()[-TAIL_CHARS:],
+            time.perf_counter() - start,
+        )
     return Outcome(verdict, text, raw, None, "", time.perf_counter() - start)
 
 
@@ -306,21 +317,26 @@ def parse_upstream_text(text: str) -> dict[str, Any]:
     at = next((i for i, line in enumerate(lines) if _DECISION_RE.match(line)), None)
     if at is None:
         raise AnalyzerFailure(f"output is neither faultloop JSON nor upstream text: {text.strip()[:120]!r}")
-    rest = [line for line in lines[at + 1:] if line]
+    rest = [line for line in lines[at + 1 :] if line]
     attribution = _ATTRIBUTION_RE.search(text)
-    primary, secondary = ([int(x) for x in re.findall(r"-?\d+", group)]
-                          for group in (attribution.groups() if attribution else ("", "")))
+    primary, secondary = (
+        [int(x) for x in re.findall(r"-?\d+", group)] for group in (attribution.groups() if attribution else ("", ""))
+    )
     after = next((i for i, line in enumerate(rest) if "Primary issues:" in line), None)
     checkpoint = _CHECKPOINT_RE.search(text)
-    return normalize({
-        "restart": _DECISION_RE.match(lines[at]).group(0),  # type: ignore[union-attr]
-        "explanation": rest[0] if rest and after != 0 else "",
-        "primary_ranks": primary, "secondary_ranks": secondary,
-        "detail": rest[after + 1] if after is not None and after + 1 < len(rest)
-        and not _CHECKPOINT_RE.match(rest[after + 1]) else "",
-        "checkpoint_saved": bool(checkpoint and checkpoint.group(1).lower() == "true"),
-        "mode": "upstream-text",
-    })
+    return normalize(
+        {
+            "restart": _DECISION_RE.match(lines[at]).group(0),  # type: ignore[union-attr]
+            "explanation": rest[0] if rest and after != 0 else "",
+            "primary_ranks": primary,
+            "secondary_ranks": secondary,
+            "detail": rest[after + 1]
+            if after is not None and after + 1 < len(rest) and not _CHECKPOINT_RE.match(rest[after + 1])
+            else "",
+            "checkpoint_saved": bool(checkpoint and checkpoint.group(1).lower() == "true"),
+            "mode": "upstream-text",
+        }
+    )
 
 
 def parse_output(text: str) -> dict[str, Any]:
@@ -339,9 +355,17 @@ def parse_output(text: str) -> dict[str, Any]:
 
 def verdict_text(verdict: Mapping[str, Any]) -> str:
     """Upstream's five-part text form of a verdict (what the LLM judge reads)."""
-    return logsage.Verdict(verdict["restart"], verdict["primary_ranks"], verdict["secondary_ranks"],
-                           verdict["fault_category"] or "", verdict["fault_type"], verdict["explanation"],
-                           verdict["detail"], [], verdict["checkpoint_saved"]).to_text()
+    return logsage.Verdict(
+        verdict["restart"],
+        verdict["primary_ranks"],
+        verdict["secondary_ranks"],
+        verdict["fault_category"] or "",
+        verdict["fault_type"],
+        verdict["explanation"],
+        verdict["detail"],
+        [],
+        verdict["checkpoint_saved"],
+    ).to_text()
 
 
 # ---- configuration ---------------------------------------------------------------------------
@@ -353,8 +377,9 @@ def _watched_digest(paths: tuple[str, ...], name: str) -> list[tuple[str, str]]:
         try:
             out.append((path, hashlib.sha256(Path(path).read_bytes()).hexdigest()))
         except OSError as exc:
-            raise ConfigError(f"config key 'analyzers.{name}.watch': cannot read {path}: "
-                              f"{exc.strerror or exc}") from None
+            raise ConfigError(
+                f"config key 'analyzers.{name}.watch': cannot read {path}: {exc.strerror or exc}"
+            ) from None
     return out
 
 
@@ -401,11 +426,12 @@ def spec_from_config(name: str, entry: Mapping[str, Any] | None, config: Mapping
     if kind == LLM:
         endpoint = {**config.get("logsage", {}).get("llm", {}), **(entry.get("llm") or {})}
         if not endpoint.get("base_url") or not endpoint.get("model"):
-            raise ConfigError(f"{where}: an llm analyzer needs llm.base_url and llm.model "
-                              "(its own or logsage.llm's)")
+            raise ConfigError(f"{where}: an llm analyzer needs llm.base_url and llm.model (its own or logsage.llm's)")
     if kind == UPSTREAM and importlib.util.find_spec("logsage") is None:
-        raise ConfigError(f"{where}: kind upstream needs NVRx's log analyzer ({UPSTREAM_DISTRIBUTION}, "
-                          "package `logsage`), which is not installed")
+        raise ConfigError(
+            f"{where}: kind upstream needs NVRx's log analyzer ({UPSTREAM_DISTRIBUTION}, "
+            "package `logsage`), which is not installed"
+        )
     spec = AnalyzerSpec(name, kind, command, watch, timeout, endpoint)
     return replace(spec, fingerprint=fingerprint(spec))
 
@@ -445,8 +471,17 @@ def read_json(path: Path) -> Any:
         return None
 
 
-def run_with_reuse(name: str, kind: str, fingerprint_: str, input_digest: str, directory: Path, *, fresh: bool,
-                   files: tuple[str, str], attempt: Callable[[], Outcome]) -> RunRecord:
+def run_with_reuse(
+    name: str,
+    kind: str,
+    fingerprint_: str,
+    input_digest: str,
+    directory: Path,
+    *,
+    fresh: bool,
+    files: tuple[str, str],
+    attempt: Callable[[], Outcome],
+) -> RunRecord:
     """Run one analyzer into its folder, or reuse its stored result (files untouched) when neither
     its fingerprint nor its input changed. files: the names of its JSON and text results."""
     json_name, text_name = files
@@ -465,8 +500,17 @@ def run_with_reuse(name: str, kind: str, fingerprint_: str, input_digest: str, d
         layout.write_atomic(directory / text_name, outcome.text)
     if outcome.raw is not None:
         layout.write_atomic(directory / layout.RAW_OUTPUT, outcome.raw)
-    record = RunRecord(name, kind, fingerprint_, input_digest, OK if outcome.error is None else FAILED,
-                       outcome.error, outcome.stderr_tail, round(outcome.wall_s, 3), time.time())
+    record = RunRecord(
+        name,
+        kind,
+        fingerprint_,
+        input_digest,
+        OK if outcome.error is None else FAILED,
+        outcome.error,
+        outcome.stderr_tail,
+        round(outcome.wall_s, 3),
+        time.time(),
+    )
     layout.write_json_atomic(directory / layout.RUN_JSON, record.to_json())
     return record
 
@@ -489,12 +533,22 @@ def analyze_cell(analyzers: list[Analyzer], log: Path, index: Path, *, fresh: bo
     records = []
     for analyzer in analyzers:
         spec = analyzer.spec
-        record = run_with_reuse(spec.name, spec.kind, spec.fingerprint, digest, cell_dir / layout.analyzer_dir(spec.name),
-                                fresh=fresh, files=(layout.LOGSAGE_JSON, layout.LOGSAGE_TEXT),
-                                attempt=lambda a=analyzer: a.attempt(log, staging=staging))
+        record = run_with_reuse(
+            spec.name,
+            spec.kind,
+            spec.fingerprint,
+            digest,
+            cell_dir / layout.analyzer_dir(spec.name),
+            fresh=fresh,
+            files=(layout.LOGSAGE_JSON, layout.LOGSAGE_TEXT),
+            attempt=partial(analyzer.attempt, log, staging=staging),
+        )
         state = "reused" if record.reused else record.status
-        print(f"{spec.name} ({spec.kind}): {state} in {record.wall_s:.2f} s"
-              + (f": {record.error}" if record.error else ""), file=sys.stderr)
+        print(
+            f"{spec.name} ({spec.kind}): {state} in {record.wall_s:.2f} s"
+            + (f": {record.error}" if record.error else ""),
+            file=sys.stderr,
+        )
         records.append(record)
     write_index(index, records)
     return records

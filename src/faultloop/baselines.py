@@ -33,14 +33,27 @@ _EXIT_FIELD_RE = re.compile(r"(-?\d+)(?:\s*\(pid:\s*\d+\))?(?:\s*\((SIG[A-Z0-9]+
 _FAILED_RE = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)")
 _LOCAL_RANK_RE = re.compile(r"local_rank:\s*(\d+)")
 _SRUN_TASK_RE = re.compile(r"srun: error: \S+: tasks? (\d+)[\d,\-]*: (.*)")
-_SRUN_WORDS = {"Killed": "SIGKILL", "Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT", "Terminated": "SIGTERM",
-               "Interrupt": "SIGINT"}
-_ERROR_RE = re.compile(r"\b(?:error|exception|traceback|fatal|failed|failure|killed|abort(?:ed)?|"
-                       r"segmentation fault|timed out|SIGKILL|SIGSEGV|SIGABRT)\b", re.IGNORECASE)
+_SRUN_WORDS = {
+    "Killed": "SIGKILL",
+    "Segmentation fault": "SIGSEGV",
+    "Aborted": "SIGABRT",
+    "Terminated": "SIGTERM",
+    "Interrupt": "SIGINT",
+}
+_ERROR_RE = re.compile(
+    r"\b(?:error|exception|traceback|fatal|failed|failure|killed|abort(?:ed)?|"
+    r"segmentation fault|timed out|SIGKILL|SIGSEGV|SIGABRT)\b",
+    re.IGNORECASE,
+)
 _TEXT_RANK_RE = re.compile(r"\brank[\s:=#\[]*(\d+)\b", re.IGNORECASE)
 # A signal a launcher reports -> the fault a naive reader would name (the fault table's category).
-_SIGNAL_FAULT = {"SIGKILL": "SIGKILL", "SIGSEGV": "SEGFAULT", "SIGABRT": "OS_ABORT", "SIGTERM": "SIGTERM",
-                 "SIGINT": "SIGINT"}
+_SIGNAL_FAULT = {
+    "SIGKILL": "SIGKILL",
+    "SIGSEGV": "SEGFAULT",
+    "SIGABRT": "OS_ABORT",
+    "SIGTERM": "SIGTERM",
+    "SIGINT": "SIGINT",
+}
 # Blocks are short; a summary whose fields are further away than this is not one block.
 _BLOCK_LINES = 12
 
@@ -60,11 +73,11 @@ def split_line(number: int, raw: str) -> LogLine:
     raw = raw.rstrip("\n")
     text, label, inner = raw, None, None
     if m := _LABEL_RE.match(text):
-        label, text = int(m.group(1)), text[m.end():]
+        label, text = int(m.group(1)), text[m.end() :]
     if m := _INNER_RE.match(text):
         inner = int(m.group(1))
         while m := _INNER_RE.match(text):  # [default0]:[rank0]: carries the rank twice
-            text = text[m.end():]
+            text = text[m.end() :]
     return LogLine(number, raw, label, inner, text)
 
 
@@ -98,15 +111,31 @@ def _signal_name(exitcode: int, annotated: str | None) -> str | None:
         return f"SIG{number}"
 
 
-def _verdict(restart: str, primary: list[int], category: str, fault_type: str | None, explanation: str,
-             detail: str, evidence: list[LogLine], kind: str) -> dict[str, Any]:
+def _verdict(
+    restart: str,
+    primary: list[int],
+    category: str,
+    fault_type: str | None,
+    explanation: str,
+    detail: str,
+    evidence: list[LogLine],
+    kind: str,
+) -> dict[str, Any]:
     """The logsage.json contract (docs/architecture.md)."""
     return {
-        "restart": restart, "primary_ranks": primary, "secondary_ranks": [], "fault_category": category,
-        "fault_type": fault_type, "explanation": explanation, "detail": detail,
-        "evidence": [{"line": e.number, "text": e.raw[:300], "kind": kind, "rank": primary[0] if primary else None}
-                     for e in evidence],
-        "checkpoint_saved": False, "mode": "baseline",
+        "restart": restart,
+        "primary_ranks": primary,
+        "secondary_ranks": [],
+        "fault_category": category,
+        "fault_type": fault_type,
+        "explanation": explanation,
+        "detail": detail,
+        "evidence": [
+            {"line": e.number, "text": e.raw[:300], "kind": kind, "rank": primary[0] if primary else None}
+            for e in evidence
+        ],
+        "checkpoint_saved": False,
+        "mode": "baseline",
     }
 
 
@@ -163,14 +192,20 @@ def torchrun_root_cause(path: str | Path) -> dict[str, Any]:
                 open_blocks[line.label] = (block, left)
         if first_failed is None and "failed (exitcode" in line.text and (m := _FAILED_RE.search(line.text)):
             code = int(m.group(1))
-            first_failed = Failure(local_rank=int(m.group(2)), exitcode=code, signal=_signal_name(code, None),
-                                   label=line.label, lines=[line])
+            first_failed = Failure(
+                local_rank=int(m.group(2)),
+                exitcode=code,
+                signal=_signal_name(code, None),
+                label=line.label,
+                lines=[line],
+            )
         if first_task is None and line.text.startswith("srun: error:") and (m := _SRUN_TASK_RE.match(line.text)):
             how = m.group(2).strip()
             sig = next((s for word, s in _SRUN_WORDS.items() if how.startswith(word)), None)
-            code = re.search(r"exit code (\d+)", how)
-            first_task = Failure(rank=int(m.group(1)), exitcode=int(code.group(1)) if code else None, signal=sig,
-                                 lines=[line])
+            exited = re.search(r"exit code (\d+)", how)
+            first_task = Failure(
+                rank=int(m.group(1)), exitcode=int(exited.group(1)) if exited else None, signal=sig, lines=[line]
+            )
     complete = [b for b in roots if b.rank is not None and b.exitcode is not None]
     if complete:
         # Each node's agent prints its own block; the earliest time is the first observed failure.
@@ -184,15 +219,22 @@ def torchrun_root_cause(path: str | Path) -> dict[str, Any]:
     elif first_task is not None:
         chosen, source = first_task, "srun's first failed task (no torchrun)"
     else:
-        return _verdict(ERRORS_NOT_FOUND, [], NONE, None, "The launcher reports no failed worker.", "", [],
-                        "none")
+        return _verdict(ERRORS_NOT_FOUND, [], NONE, None, "The launcher reports no failed worker.", "", [], "none")
     code = chosen.exitcode or 0
     fault = _SIGNAL_FAULT.get(chosen.signal or "")
     category = FAULTS[fault].category if fault else CRASH if chosen.signal else EXCEPTION if code == 1 else OTHER
     how = f"signal {chosen.signal}" if chosen.signal else f"exit code {code}"
     explanation = f"torchrun reports rank {chosen.rank} as the first observed failure ({how}). Do not restart."
-    return _verdict(STOP, [chosen.rank] if chosen.rank is not None else [], category, fault, explanation,
-                    f"from {source}; exitcode {code}", chosen.lines, "launcher_root_cause")
+    return _verdict(
+        STOP,
+        [chosen.rank] if chosen.rank is not None else [],
+        category,
+        fault,
+        explanation,
+        f"from {source}; exitcode {code}",
+        chosen.lines,
+        "launcher_root_cause",
+    )
 
 
 def first_error(path: str | Path) -> dict[str, Any]:
@@ -206,9 +248,16 @@ def first_error(path: str | Path) -> dict[str, Any]:
         named = _TEXT_RANK_RE.search(line.text)
         rank = line.inner if line.inner is not None else int(named.group(1)) if named else line.label
         who = f"rank {rank}" if rank is not None else "an unlabelled process"
-        return _verdict(STOP, [rank] if rank is not None else [], OTHER, None,
-                        f"The first error-looking line (line {line.number}) comes from {who}. Do not restart.",
-                        line.raw[:200], [line], "first_error")
+        return _verdict(
+            STOP,
+            [rank] if rank is not None else [],
+            OTHER,
+            None,
+            f"The first error-looking line (line {line.number}) comes from {who}. Do not restart.",
+            line.raw[:200],
+            [line],
+            "first_error",
+        )
     return _verdict(ERRORS_NOT_FOUND, [], NONE, None, "No line looks like an error.", "", [], "none")
 
 

@@ -15,8 +15,16 @@ from pathlib import Path
 
 # Headless, offline and stateless: no GPU, no network chatter, a fresh profile per call. As root
 # chromium refuses to start without --no-sandbox.
-FLAGS = ("--headless", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--hide-scrollbars")
+FLAGS = (
+    "--headless",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+)
 NAMES = ("chromium", "chromium-browser")
 
 
@@ -33,8 +41,14 @@ def _run(page: Path, *action: str, timeout_s: float) -> str:
     if binary is None:
         raise BrowserError("chromium is not installed (Debian: apt-get install chromium; `make test` installs it)")
     with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
-        argv = [binary, *FLAGS, *(["--no-sandbox"] if os.geteuid() == 0 else []), f"--user-data-dir={profile}",
-                *action, page.resolve().as_uri()]
+        argv = [
+            binary,
+            *FLAGS,
+            *(["--no-sandbox"] if os.geteuid() == 0 else []),
+            f"--user-data-dir={profile}",
+            *action,
+            page.resolve().as_uri(),
+        ]
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
         except subprocess.TimeoutExpired:

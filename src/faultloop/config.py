@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import copy
 import difflib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import yaml
 
-from faultloop import layout
 from faultloop.pool import Cell, PoolError, load_pool
 
 
@@ -51,8 +51,12 @@ def load_site_file(path: str | Path) -> dict[str, Any]:
 SELECTABLE = ("analyzers", "fr_analyzers")
 
 
-def resolve(config: Mapping[str, Any], overrides: Mapping[str, Any], config_files: Iterable[str | Path] = (),
-            schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def resolve(
+    config: Mapping[str, Any],
+    overrides: Mapping[str, Any],
+    config_files: Iterable[str | Path] = (),
+    schema: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """Apply the site file under the command-line overrides.
 
     With a schema, a key it does not know (a typo such as `gpus_per_nod`) fails here, named with
@@ -103,8 +107,9 @@ def load(overrides: Mapping[str, Any]) -> dict[str, Any]:
     return resolve(base, overrides)
 
 
-def unknown_keys(config: Mapping[str, Any], schema: Mapping[str, Any], prefix: str = "",
-                 root: Mapping[str, Any] | None = None) -> list[str]:
+def unknown_keys(
+    config: Mapping[str, Any], schema: Mapping[str, Any], prefix: str = "", root: Mapping[str, Any] | None = None
+) -> list[str]:
     """Keys the JSON schema does not declare, each with the nearest declared key (if any is close)."""
     root = root or schema
     schema = _resolve_ref(schema, root)
@@ -152,7 +157,9 @@ def workload(config: Mapping[str, Any]) -> Workload:
     if name not in registry:
         raise ConfigError(f"config key 'workload': unknown workload {name!r} (registered: {', '.join(registry)})")
     entry = registry[name]
-    return Workload(name, entry["script"], int(entry.get("min_nodes", 1)), entry.get("description", ""), entry.get("pool_file", ""))
+    return Workload(
+        name, entry["script"], int(entry.get("min_nodes", 1)), entry.get("description", ""), entry.get("pool_file", "")
+    )
 
 
 def pool_cells(config: Mapping[str, Any]) -> list[Cell]:
@@ -180,4 +187,3 @@ __all__ = [
     "resolve",
     "workload",
 ]
-

@@ -16,9 +16,10 @@ import csv
 import json
 import re
 import sys
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from faultloop import analyzers, config
 from faultloop.faults import RESTART, STOP
@@ -28,8 +29,14 @@ Analyzer = Callable[[Path], Mapping[str, Any]]
 
 # label fault_class -> the analyzer's fault_category (the corpus README's mapping)
 CATEGORY_OF_CLASS: dict[str, str] = {
-    "hang": "hang", "crash_signal": "crash", "python_exception": "exception", "gpu_error": "gpu_error",
-    "oom": "oom", "nccl_network_error": "network", "external_termination": "external_signal", "other": "other",
+    "hang": "hang",
+    "crash_signal": "crash",
+    "python_exception": "exception",
+    "gpu_error": "gpu_error",
+    "oom": "oom",
+    "nccl_network_error": "network",
+    "external_termination": "external_signal",
+    "other": "other",
     "none": "none",
 }
 RESTART_OF_LABEL: dict[str, str] = {"RESTART": RESTART, "STOP": STOP}
@@ -37,15 +44,21 @@ LABEL_COLUMNS = ("case", "source", "root_cause_rank", "fault_class", "expected_r
 HEAD_BYTES = 1 << 20  # enough of a log to tell its launcher style
 
 # Launcher styles, told from the log's prefixes and wording; the first that matches wins.
-LAUNCHER_STYLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(rx, re.M)) for name, rx in (
-    ("slurm", r"^\s*\d+: |\bsrun: |slurmstepd|\bsubmitit\b|\bsbatch\b"),
-    ("deepspeed", r"deepspeed[./]launcher|\[launch\.py:\d+:|exits with return code|^\s*\d{1,3}(?:\.\d{1,3}){3}: "),
-    ("accelerate", r"accelerate/commands|/bin/accelerate\b|\baccelerate launch\b"),
-    ("mpirun/horovod", r"\bmpirun\b|\bhorovodrun\b|horovod/runner|exit with status code"),
-    ("torch.distributed.launch", r"torch\.distributed\.launch\b|torch/distributed/launch\.py"),
-    ("torchrun/elastic", r"torch/distributed/elastic|\btorchrun\b|ChildFailedError|local_rank: \d|^\[default\d+\]:"),
-    ("torch [rankN] prefix", r"\[rank\d+\]:"),
-))
+LAUNCHER_STYLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(rx, re.M))
+    for name, rx in (
+        ("slurm", r"^\s*\d+: |\bsrun: |slurmstepd|\bsubmitit\b|\bsbatch\b"),
+        ("deepspeed", r"deepspeed[./]launcher|\[launch\.py:\d+:|exits with return code|^\s*\d{1,3}(?:\.\d{1,3}){3}: "),
+        ("accelerate", r"accelerate/commands|/bin/accelerate\b|\baccelerate launch\b"),
+        ("mpirun/horovod", r"\bmpirun\b|\bhorovodrun\b|horovod/runner|exit with status code"),
+        ("torch.distributed.launch", r"torch\.distributed\.launch\b|torch/distributed/launch\.py"),
+        (
+            "torchrun/elastic",
+            r"torch/distributed/elastic|\btorchrun\b|ChildFailedError|local_rank: \d|^\[default\d+\]:",
+        ),
+        ("torch [rankN] prefix", r"\[rank\d+\]:"),
+    )
+)
 PLAIN = "plain"
 
 
@@ -100,8 +113,10 @@ class Outcome:
         if self.restart_ok is False:
             out.append(f"restart: expected {self.case.expected_restart}, got {got.get('restart')}")
         if self.culprit_ok is False:
-            out.append(f"culprit: expected [{self.case.culprit}], got {got.get('primary_ranks')} "
-                       f"({got.get('confidence', '?')} confidence)")
+            out.append(
+                f"culprit: expected [{self.case.culprit}], got {got.get('primary_ranks')} "
+                f"({got.get('confidence', '?')} confidence)"
+            )
         if self.overclaim:
             out.append(f"culprit unknown, but named {got.get('primary_ranks')} with high confidence")
         if got.get("error"):
@@ -148,9 +163,13 @@ class Scores:
         self.unknown_high.add(o.overclaim)
 
     def to_json(self) -> dict[str, Any]:
-        return {"cases": self.cases, "category": self.category.to_json(), "restart": self.restart.to_json(),
-                "culprit": self.culprit.to_json(),
-                "unknown_culprit_high_confidence": self.unknown_high.to_json(counted="named_high")}
+        return {
+            "cases": self.cases,
+            "category": self.category.to_json(),
+            "restart": self.restart.to_json(),
+            "culprit": self.culprit.to_json(),
+            "unknown_culprit_high_confidence": self.unknown_high.to_json(counted="named_high"),
+        }
 
 
 @dataclass
@@ -172,8 +191,11 @@ class Evaluation:
     def failures(self, bar: Thresholds) -> list[str]:
         """Which thresholds the scores miss (empty: all met)."""
         s, out = self.overall, []
-        for name, tally, floor in (("category", s.category, bar.category), ("restart", s.restart, bar.restart),
-                                   ("culprit", s.culprit, bar.culprit)):
+        for name, tally, floor in (
+            ("category", s.category, bar.category),
+            ("restart", s.restart, bar.restart),
+            ("culprit", s.culprit, bar.culprit),
+        ):
             if tally.rate is not None and tally.rate < floor:
                 out.append(f"{name} right {tally} < {floor:.0%}")
         if s.unknown_high.rate is not None and s.unknown_high.rate > bar.unknown_high:
@@ -187,27 +209,49 @@ class Evaluation:
         return {
             "cases": len(self.outcomes),
             "overall": self.overall.to_json(),
-            "thresholds": {"category_min": bar.category, "restart_min": bar.restart, "culprit_min": bar.culprit,
-                           "unknown_culprit_high_confidence_max": bar.unknown_high},
+            "thresholds": {
+                "category_min": bar.category,
+                "restart_min": bar.restart,
+                "culprit_min": bar.culprit,
+                "unknown_culprit_high_confidence_max": bar.unknown_high,
+            },
             "below_thresholds": self.failures(bar),
             "by_category": {k: v.to_json() for k, v in self.scores(lambda o: o.case.category).items()},
             "by_launcher": {k: v.to_json() for k, v in self.scores(lambda o: o.style).items()},
-            "misses": [{"case": o.case.name, "launcher": o.style, "problems": o.problems(),
-                        "expected": {"fault_category": o.case.category, "restart": o.case.expected_restart,
-                                     "culprit": o.case.culprit},
-                        "got": {k: o.got.get(k) for k in ("fault_category", "restart", "primary_ranks",
-                                                          "fault_type", "confidence")}}
-                       for o in self.misses()],
+            "misses": [
+                {
+                    "case": o.case.name,
+                    "launcher": o.style,
+                    "problems": o.problems(),
+                    "expected": {
+                        "fault_category": o.case.category,
+                        "restart": o.case.expected_restart,
+                        "culprit": o.case.culprit,
+                    },
+                    "got": {
+                        k: o.got.get(k)
+                        for k in ("fault_category", "restart", "primary_ranks", "fault_type", "confidence")
+                    },
+                }
+                for o in self.misses()
+            ],
         }
 
     def to_text(self, bar: Thresholds, title: str) -> str:
         header = f"{'':<26}{'cases':>6}  {'category':<13}{'restart':<13}{'culprit':<13}unknown culprit, high"
-        lines = [title, "", header, _row("overall", self.overall),
-                 f"{'threshold':<26}{'':>6}  {'>= ' + format(bar.category, '.0%'):<13}"
-                 f"{'>= ' + format(bar.restart, '.0%'):<13}{'>= ' + format(bar.culprit, '.0%'):<13}"
-                 f"<= {bar.unknown_high:.0%}"]
-        for heading, key in (("by labelled category", lambda o: o.case.category), ("by launcher style",
-                                                                                  lambda o: o.style)):
+        lines = [
+            title,
+            "",
+            header,
+            _row("overall", self.overall),
+            f"{'threshold':<26}{'':>6}  {'>= ' + format(bar.category, '.0%'):<13}"
+            f"{'>= ' + format(bar.restart, '.0%'):<13}{'>= ' + format(bar.culprit, '.0%'):<13}"
+            f"<= {bar.unknown_high:.0%}",
+        ]
+        for heading, key in (
+            ("by labelled category", lambda o: o.case.category),
+            ("by launcher style", lambda o: o.style),
+        ):
             lines += ["", heading] + [_row(name, s) for name, s in self.scores(key).items()]
         misses = self.misses()
         lines += ["", f"misses ({len(misses)})"]
@@ -218,8 +262,7 @@ class Evaluation:
 
 
 def _row(name: str, s: Scores) -> str:
-    return (f"{name:<26}{s.cases:>6}  {str(s.category):<13}{str(s.restart):<13}{str(s.culprit):<13}"
-            f"{s.unknown_high}")
+    return f"{name:<26}{s.cases:>6}  {s.category!s:<13}{s.restart!s:<13}{s.culprit!s:<13}{s.unknown_high}"
 
 
 def load_cases(directory: Path) -> list[Case]:
@@ -252,16 +295,23 @@ def _case(directory: Path, path: Path, row_no: int, row: dict[str, str]) -> Case
     if not log.is_file():
         raise EvalError(f"{where}: no log file {log}")
     if row["fault_class"] not in CATEGORY_OF_CLASS:
-        raise EvalError(f"{where}: field fault_class: unknown {row['fault_class']!r} "
-                        f"(known: {', '.join(CATEGORY_OF_CLASS)})")
+        raise EvalError(
+            f"{where}: field fault_class: unknown {row['fault_class']!r} (known: {', '.join(CATEGORY_OF_CLASS)})"
+        )
     if row["expected_restart"] not in (*RESTART_OF_LABEL, "unknown"):
-        raise EvalError(f"{where}: field expected_restart: {row['expected_restart']!r} is not RESTART, STOP "
-                        f"or unknown")
+        raise EvalError(f"{where}: field expected_restart: {row['expected_restart']!r} is not RESTART, STOP or unknown")
     rank = row["root_cause_rank"].strip()
     if rank != "unknown" and not rank.isdigit():
         raise EvalError(f"{where}: field root_cause_rank: {rank!r} is not a rank or unknown")
-    return Case(row["case"], log, row["source"], None if rank == "unknown" else int(rank), row["fault_class"],
-                row["expected_restart"], row["justification"])
+    return Case(
+        row["case"],
+        log,
+        row["source"],
+        None if rank == "unknown" else int(rank),
+        row["fault_class"],
+        row["expected_restart"],
+        row["justification"],
+    )
 
 
 def launcher_style(log: Path) -> str:
@@ -276,7 +326,9 @@ def judge(case: Case, got: Mapping[str, Any]) -> Outcome:
     primary = list(got.get("primary_ranks") or [])
     expected_restart = RESTART_OF_LABEL.get(case.expected_restart)
     return Outcome(
-        case=case, style=launcher_style(case.log), got=got,
+        case=case,
+        style=launcher_style(case.log),
+        got=got,
         category_ok=got.get("fault_category") == case.category,
         restart_ok=None if expected_restart is None else got.get("restart") == expected_restart,
         culprit_ok=None if case.culprit is None else primary == [case.culprit],
@@ -291,19 +343,23 @@ def evaluate(cases: Iterable[Case], analyze: Analyzer) -> Evaluation:
     for case in cases:
         try:
             got = dict(analyze(case.log))
-        except Exception as exc:  # noqa: BLE001 - one bad case must not hide the others' results
+        except Exception as exc:
             got = {"error": f"{type(exc).__name__}: {exc}"}
         outcomes.append(judge(case, got))
     return Evaluation(outcomes)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="faultloop eval-logs",
-                                     description="Score a log analyzer on labelled logs of real failures.")
+    parser = argparse.ArgumentParser(
+        prog="faultloop eval-logs", description="Score a log analyzer on labelled logs of real failures."
+    )
     parser.add_argument("directory", type=Path, help="folder of <case>.log files with labels_*.tsv beside them")
-    parser.add_argument("--analyzer", default="builtin",
-                        help="a configured analyzer's name (config/config.yaml, the site file) or a kind: builtin, "
-                             "torchrun_root_cause, first_error, ... (default: builtin, faultloop's logsage)")
+    parser.add_argument(
+        "--analyzer",
+        default="builtin",
+        help="a configured analyzer's name (config/config.yaml, the site file) or a kind: builtin, "
+        "torchrun_root_cause, first_error, ... (default: builtin, faultloop's logsage)",
+    )
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--check", action="store_true", help="exit 1 when a score is below its threshold")
     args = parser.parse_args(argv)
@@ -323,5 +379,16 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if args.check and evaluation.failures(bar) else 0
 
 
-__all__ = ["Analyzer", "Case", "EvalError", "Evaluation", "Outcome", "Thresholds", "evaluate", "judge",
-           "launcher_style", "load_cases", "main"]
+__all__ = [
+    "Analyzer",
+    "Case",
+    "EvalError",
+    "Evaluation",
+    "Outcome",
+    "Thresholds",
+    "evaluate",
+    "judge",
+    "launcher_style",
+    "load_cases",
+    "main",
+]

@@ -8,8 +8,9 @@ and stored with the score, so the report reads only its declared inputs.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from faultloop.pool import Cell
 
@@ -30,8 +31,9 @@ SIGNATURES: dict[str, str] = {
     "SIGTERM": r"SIGTERM|signal 15\b|terminated|exit ?code[:= ]*-15\b",
     "SIGSTOP": r"SIGSTOP|stopped|watchdog|timed? ?out|timeout|stall",
 }
-ERROR_WORDS = re.compile(r"error|fail|exception|timeout|timed out|killed|signal|abort|fatal|watchdog|exit",
-                         re.IGNORECASE)
+ERROR_WORDS = re.compile(
+    r"error|fail|exception|timeout|timed out|killed|signal|abort|fatal|watchdog|exit", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,9 @@ class CellEvidence:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CellEvidence:
-        return cls([CitedLine(**c) for c in data.get("cited", [])], [EvidenceLine(**e) for e in data.get("expected", [])])
+        return cls(
+            [CitedLine(**c) for c in data.get("cited", [])], [EvidenceLine(**e) for e in data.get("expected", [])]
+        )
 
 
 def rank_pattern(rank: int) -> re.Pattern[str]:
@@ -83,8 +87,14 @@ def _cited(verdict: Mapping[str, Any]) -> list[CitedLine]:
     for e in verdict.get("evidence") or []:
         if isinstance(e, Mapping):
             line, rank = e.get("line"), e.get("rank")
-            out.append(CitedLine(line if isinstance(line, int) else None, str(e.get("kind") or "?"),
-                                 rank if isinstance(rank, int) else None, str(e.get("text") or "")[:300]))
+            out.append(
+                CitedLine(
+                    line if isinstance(line, int) else None,
+                    str(e.get("kind") or "?"),
+                    rank if isinstance(rank, int) else None,
+                    str(e.get("text") or "")[:300],
+                )
+            )
     return out
 
 
@@ -109,8 +119,9 @@ def cell_evidence(cell: Cell, lines: Iterable[str], verdict: Mapping[str, Any]) 
         if named and signed:
             strong.append(EvidenceLine(number, text[:300], "injected rank + fault signature", seen))
         elif signed or (named and ERROR_WORDS.search(text)):
-            weak.append(EvidenceLine(number, text[:300], "fault signature" if signed else "injected rank + error word",
-                                     seen))
+            weak.append(
+                EvidenceLine(number, text[:300], "fault signature" if signed else "injected rank + error word", seen)
+            )
     expected = (strong + weak)[:EVIDENCE_LINES]
     if last and last.number not in {e.number for e in expected}:
         expected.append(last)

@@ -7,8 +7,8 @@ Names, enum values and expected restart decisions follow NVRx's ``Fault`` enum a
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Iterable, Iterator
 
 RESTART = "RESTART IMMEDIATE"
 STOP = "STOP - DONT RESTART IMMEDIATE"

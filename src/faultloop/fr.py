@@ -41,7 +41,6 @@ _RANK_IN_NAME = re.compile(r"(\d+)(?:\.json)?$")
 _INT = re.compile(r"-?\d+")
 
 
-
 class Sig(NamedTuple):
     """What a collective was: op, input sizes, dtypes (ranks must agree on it at each seq id)."""
 
@@ -94,13 +93,27 @@ def load_dump(path: str) -> dict[str, Any]:
                         gc.enable()
     except UnsafeDumpError as exc:
         raise UnsafeDumpError(f"{path}: unsafe pickle: {exc}") from None
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError,
-            KeyError, AttributeError, MemoryError, OverflowError, RecursionError) as exc:
+    except (
+        pickle.UnpicklingError,
+        EOFError,
+        ValueError,
+        TypeError,
+        IndexError,
+        KeyError,
+        AttributeError,
+        MemoryError,
+        OverflowError,
+        RecursionError,
+    ) as exc:
         if str(exc).startswith(path):
             raise
         raise ValueError(f"{path}: not a readable dump ({type(exc).__name__}: {exc})") from None
-    is_dump = (isinstance(dump, dict) and ("entries" in dump or "pg_config" in dump)
-               and isinstance(dump.get("entries", []), list) and isinstance(dump.get("pg_config", {}), dict))
+    is_dump = (
+        isinstance(dump, dict)
+        and ("entries" in dump or "pg_config" in dump)
+        and isinstance(dump.get("entries", []), list)
+        and isinstance(dump.get("pg_config", {}), dict)
+    )
     if not is_dump:
         raise ValueError(f"{path}: not a flight-recorder dump (no entries/pg_config)")
     return dump
@@ -180,8 +193,9 @@ def summarize(path: str, token: str) -> RankSummary:
         raise ValueError(f"{path}: no rank in file name or dump")
     entries = dump.get("entries") or []
     names = [str(e.get("profiling_name", "")) for e in entries[:1] if isinstance(e, dict)]
-    backend = names[0].split(":", 1)[0] if names and ":" in names[0] else (
-        "nccl" if "nccl_version" in dump else "unknown")
+    backend = (
+        names[0].split(":", 1)[0] if names and ":" in names[0] else ("nccl" if "nccl_version" in dump else "unknown")
+    )
 
     config: dict[str, Any] = dump.get("pg_config") or {}
     texts: dict[str, str] = {}
@@ -215,8 +229,9 @@ def summarize(path: str, token: str) -> RankSummary:
     return RankSummary(rank, path, backend, groups, texts)
 
 
-def _reduce_entries(entries: list[Any], config: dict[str, Any], groups: dict[str, GroupView],
-                    ranks_key: Any) -> dict[str, str]:
+def _reduce_entries(
+    entries: list[Any], config: dict[str, Any], groups: dict[str, GroupView], ranks_key: Any
+) -> dict[str, str]:
     """Fold a rank's entries into per-group views; returns the pg index -> name pairs seen.
 
     Written as comprehensions and builtins over plain columns because this runs for every entry
@@ -224,9 +239,9 @@ def _reduce_entries(entries: list[Any], config: dict[str, Any], groups: dict[str
     """
     names = [e["process_group"][0] for e in entries]
     p2p_flags = [bool(e["is_p2p"]) for e in entries]
-    index_to_name = {str(i): n for i, n in set(zip([e["pg_id"] for e in entries], names))}
+    index_to_name = {str(i): n for i, n in set(zip([e["pg_id"] for e in entries], names, strict=False))}
     descs = {}
-    for e, n in zip(entries, names):
+    for e, n in zip(entries, names, strict=False):
         if n not in descs:
             descs[n] = str(e["process_group"][1]) if len(e["process_group"]) > 1 else ""
     coll: dict[str, list[int]] = {}
@@ -234,7 +249,7 @@ def _reduce_entries(entries: list[Any], config: dict[str, Any], groups: dict[str
     if len(descs) == 1 and not any(p2p_flags):  # the common case: one group, collectives only
         coll[names[0]] = [e["collective_seq_id"] for e in entries]
     else:
-        for e, n, is_p2p in zip(entries, names, p2p_flags):
+        for e, n, is_p2p in zip(entries, names, p2p_flags, strict=False):
             if is_p2p:
                 p2p.setdefault(n, []).append(e["p2p_seq_id"])
             else:
@@ -256,20 +271,22 @@ def _reduce_entries(entries: list[Any], config: dict[str, Any], groups: dict[str
     need = {n: min(TAIL, len(v)) for n, v in coll.items()}
     left = sum(need.values())
     intern: dict[Sig, Sig] = {}
-    for e, n, is_p2p in zip(reversed(entries), reversed(names), reversed(p2p_flags)):
+    for e, n, is_p2p in zip(reversed(entries), reversed(names), reversed(p2p_flags), strict=False):
         if left == 0:
             break
         if is_p2p or need[n] == 0:
             continue
         need[n] -= 1
         left -= 1
-        groups[n].tail.append(TailEntry(int(e["collective_seq_id"]), _sig_of(e, intern),
-                                        _as_int(e.get("time_created_ns")) or 0))
+        groups[n].tail.append(
+            TailEntry(int(e["collective_seq_id"]), _sig_of(e, intern), _as_int(e.get("time_created_ns")) or 0)
+        )
     return index_to_name
 
 
-def _apply_nccl_status(status: Any, config_names: list[str], index_to_name: dict[str, str],
-                       groups: dict[str, GroupView]) -> None:
+def _apply_nccl_status(
+    status: Any, config_names: list[str], index_to_name: dict[str, str], groups: dict[str, GroupView]
+) -> None:
     """Use NCCL's pg_status for groups where a rank recorded nothing in its ring buffer.
 
     pg_status is keyed by the local pg index, pg_config by the global pg name; both count up in
@@ -284,7 +301,7 @@ def _apply_nccl_status(status: Any, config_names: list[str], index_to_name: dict
         config_names = sorted(config_names, key=int)
     except (TypeError, ValueError):
         return
-    mapping = dict(zip(map(str, indices), config_names))
+    mapping = dict(zip(map(str, indices), config_names, strict=False))
     if any(mapping.get(idx) != name for idx, name in index_to_name.items()):
         return
     for idx, name in mapping.items():
@@ -364,8 +381,10 @@ class FrResult:
         """Upstream's table, one row per process group with missing ranks, then the verdict."""
         lines = ["PGID | Process Group Desc | Op Type | Size | Dtype | Missing Ranks"]
         for row in self.missing_ranks:
-            lines.append(f"{row.pg_id} | {row.pg_desc} | {row.op_type} | {row.size} | {row.dtype} | "
-                         f"{_ranks_text(row.missing_ranks)}")
+            lines.append(
+                f"{row.pg_id} | {row.pg_desc} | {row.op_type} | {row.size} | {row.dtype} | "
+                f"{_ranks_text(row.missing_ranks)}"
+            )
         if self.no_dumps:
             lines.append("(no flight-recorder dumps found)")
         lines.append("")
@@ -373,15 +392,19 @@ class FrResult:
         if self.ranks_without_dump:
             lines.append(f"Ranks without dump: {_ranks_text(self.ranks_without_dump)}")
         if self.ranks_behind:
-            lines.append("Ranks behind (seq deficit): " + ", ".join(
-                f"{r}:{d}" for r, d in sorted(self.ranks_behind.items())))
+            lines.append(
+                "Ranks behind (seq deficit): " + ", ".join(f"{r}:{d}" for r, d in sorted(self.ranks_behind.items()))
+            )
         if self.first_divergence:
             fd = self.first_divergence
-            lines.append(f"First divergence: pg {fd['pg_id']} ({fd['pg_desc']}) seq {fd['collective_seq_id']} "
-                         f"{fd['op_type']}")
+            lines.append(
+                f"First divergence: pg {fd['pg_id']} ({fd['pg_desc']}) seq {fd['collective_seq_id']} {fd['op_type']}"
+            )
         for mm in self.mismatches:
-            lines.append(f"Mismatch: pg {mm.pg_id} seq {mm.collective_seq_id} {mm.field}: ranks "
-                         f"{_ranks_text(mm.ranks)} have {mm.found}, others {mm.expected}")
+            lines.append(
+                f"Mismatch: pg {mm.pg_id} seq {mm.collective_seq_id} {mm.field}: ranks "
+                f"{_ranks_text(mm.ranks)} have {mm.found}, others {mm.expected}"
+            )
         for skipped in self.skipped_files:
             lines.append(f"Skipped {skipped.file}: {skipped.error}")
         return "\n".join(lines) + "\n"
@@ -455,8 +478,11 @@ class _Merger:
             self.skipped.append(item)
             return
         if item.rank in self.read:
-            self.skipped.append(SkippedFile(item.file, f"duplicate dump for rank {item.rank} "
-                                            f"(already read {self.read[item.rank]})", item.rank))
+            self.skipped.append(
+                SkippedFile(
+                    item.file, f"duplicate dump for rank {item.rank} (already read {self.read[item.rank]})", item.rank
+                )
+            )
             return
         self.read[item.rank] = item.file
         self.backends.add(item.backend)
@@ -558,8 +584,7 @@ def _members(name: str, group: _Group, merger: _Merger, expected: set[int]) -> s
     return members
 
 
-def _group_lag(name: str, group: _Group, members: set[int], read: set[int],
-               skipped: set[int]) -> _GroupLag | None:
+def _group_lag(name: str, group: _Group, members: set[int], read: set[int], skipped: set[int]) -> _GroupLag | None:
     """The ranks behind this group's front; None when every member is level (or none recorded).
 
     A rank without a dump stands nowhere known (None); a read rank that never entered the group
@@ -619,8 +644,11 @@ def _group_mismatches(name: str, group: _Group) -> list[Mismatch]:
             if field_name == "size" and any(k in ref.op for k in _UNEVEN_OPS):
                 continue
             index = {"op_type": 0, "size": 1, "dtype": 2}[field_name]
-            found.append(Mismatch(name, group.desc, seq, field_name, _sig_json(ref)[index], _sig_json(sig)[index],
-                                  sorted(slot.sample)))
+            found.append(
+                Mismatch(
+                    name, group.desc, seq, field_name, _sig_json(ref)[index], _sig_json(sig)[index], sorted(slot.sample)
+                )
+            )
     return found
 
 
@@ -653,13 +681,23 @@ def _first_divergence(found: _Findings, merger: _Merger) -> dict[str, Any] | Non
         first = min(found.divergences)
         group = merger.groups[first.pg_id]
         sig = _majority(group.sigs[first.seq]) if first.seq in group.sigs else None
-        return {"pg_id": first.pg_id, "pg_desc": group.desc, "collective_seq_id": first.seq,
-                "op_type": _sig_json(sig)[0], "ranks": first.ranks}
+        return {
+            "pg_id": first.pg_id,
+            "pg_desc": group.desc,
+            "collective_seq_id": first.seq,
+            "op_type": _sig_json(sig)[0],
+            "ranks": first.ranks,
+        }
     if found.mismatches:
         mm = min(found.mismatches, key=lambda m: (m.collective_seq_id, m.pg_id))
         sig = _majority(merger.groups[mm.pg_id].sigs[mm.collective_seq_id])
-        return {"pg_id": mm.pg_id, "pg_desc": mm.pg_desc, "collective_seq_id": mm.collective_seq_id,
-                "op_type": sig.op, "ranks": mm.ranks}
+        return {
+            "pg_id": mm.pg_id,
+            "pg_desc": mm.pg_desc,
+            "collective_seq_id": mm.collective_seq_id,
+            "op_type": sig.op,
+            "ranks": mm.ranks,
+        }
     return None
 
 
@@ -716,8 +754,11 @@ def find_dumps(fr_path: str, pattern: str = DEFAULT_PATTERN) -> list[str]:
         pattern = prefix + "*"
     if not os.path.isdir(directory):
         return []
-    return sorted(os.path.join(directory, name) for name in os.listdir(directory)
-                  if fnmatch.fnmatch(name, pattern) and os.path.isfile(os.path.join(directory, name)))
+    return sorted(
+        os.path.join(directory, name)
+        for name in os.listdir(directory)
+        if fnmatch.fnmatch(name, pattern) and os.path.isfile(os.path.join(directory, name))
+    )
 
 
 def _read_all(paths: list[str], workers: int | None) -> Iterator[RankSummary | SkippedFile]:
@@ -727,7 +768,7 @@ def _read_all(paths: list[str], workers: int | None) -> Iterator[RankSummary | S
     if workers <= 1 or len(paths) < PARALLEL_MIN_FILES:
         yield from _summarize_chunk(paths, token)
         return
-    chunks = [paths[i:i + CHUNK] for i in range(0, len(paths), CHUNK)]
+    chunks = [paths[i : i + CHUNK] for i in range(0, len(paths), CHUNK)]
     # fork: workers start in milliseconds and need no importable __main__ (forkserver/spawn
     # re-run the caller's main module); they only run the pure reduction above.
     method = "fork" if "fork" in get_all_start_methods() else "spawn"
@@ -736,8 +777,14 @@ def _read_all(paths: list[str], workers: int | None) -> Iterator[RankSummary | S
             yield from chunk
 
 
-def analyze(paths: Iterable[str], *, world_size: int | None = None, gpus_per_node: int = 4,
-            segment_size: int = 32, workers: int | None = None) -> FrResult:
+def analyze(
+    paths: Iterable[str],
+    *,
+    world_size: int | None = None,
+    gpus_per_node: int = 4,
+    segment_size: int = 32,
+    workers: int | None = None,
+) -> FrResult:
     """Analyze the given dump files (one per rank); unreadable files are skipped and reported."""
     merger = _Merger()
     for item in _read_all(list(paths), workers):
@@ -764,9 +811,19 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.isdir(args.fr_path) and not os.path.isdir(os.path.dirname(args.fr_path) or "."):
         print(f"faultloop fr: no such dump folder: {args.fr_path}", file=sys.stderr)
         return 2
-    result = analyze_dir(args.fr_path, args.pattern, world_size=args.world_size,
-                         gpus_per_node=args.gpus_per_node, segment_size=args.segment_size,
-                         workers=args.workers)
-    layout.emit_result(result.to_table(), result.to_json(), text_path=args.output_text,
-                       json_path=args.output_json, stdout_format=args.format)
+    result = analyze_dir(
+        args.fr_path,
+        args.pattern,
+        world_size=args.world_size,
+        gpus_per_node=args.gpus_per_node,
+        segment_size=args.segment_size,
+        workers=args.workers,
+    )
+    layout.emit_result(
+        result.to_table(),
+        result.to_json(),
+        text_path=args.output_text,
+        json_path=args.output_json,
+        stdout_format=args.format,
+    )
     return 0

@@ -23,6 +23,7 @@ import sys
 import tempfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +38,10 @@ FR_KINDS = (BUILTIN, TORCHFRTRACE)
 TORCHFRTRACE_MODULE = "torch.distributed.flight_recorder.fr_trace"
 PREFIX = "_dump_"
 _RANK_IN_NAME = re.compile(r"(\d+)(?:\.json)?$")
-_REPORT_RE = re.compile(r"(?:Not all ranks joining collective, sequence number|Input/output mismatch in the "
-                        r"collective sequence number|Collective sequence number): (\d+)")
+_REPORT_RE = re.compile(
+    r"(?:Not all ranks joining collective, sequence number|Input/output mismatch in the "
+    r"collective sequence number|Collective sequence number): (\d+)"
+)
 _FIELD_RE = re.compile(r"^(group info|collective|missing ranks|error msg): (.*)$")
 _CULPRIT_RE = re.compile(r"Culprit rank (\d+)")
 _UNDECIDED_RE = re.compile(r"missed FR dumps from ranks \(\{([\d, ]*)\}\)")
@@ -70,7 +73,9 @@ def spec_from_config(name: str, entry: Mapping[str, Any] | None, config: Mapping
     if kind == BUILTIN:
         stamp = source_fingerprint(fr, settings=shape)
     else:
-        stamp = source_fingerprint(sys.modules[__name__], fr, settings=(shape, timeout, analyzers.package_version("torch")))
+        stamp = source_fingerprint(
+            sys.modules[__name__], fr, settings=(shape, timeout, analyzers.package_version("torch"))
+        )
     return FrSpec(name, kind, timeout, stamp)
 
 
@@ -120,8 +125,16 @@ def parse_torchfrtrace(output: str) -> tuple[list[dict[str, Any]], list[int]]:
     for line in output.splitlines():
         text = line.strip()
         if m := _REPORT_RE.search(text):
-            reports.append({"message": text, "sequence": int(m.group(1)), "group": "", "collective": "",
-                            "missing_ranks": [], "culprit_ranks": []})
+            reports.append(
+                {
+                    "message": text,
+                    "sequence": int(m.group(1)),
+                    "group": "",
+                    "collective": "",
+                    "missing_ranks": [],
+                    "culprit_ranks": [],
+                }
+            )
         elif reports and (f := _FIELD_RE.match(text)):
             name, value = f.groups()
             if name == "missing ranks":
@@ -160,36 +173,60 @@ def _torchfrtrace(folder: Path, timeout_s: float) -> str:
     argv = [sys.executable, "-m", TORCHFRTRACE_MODULE, str(folder), "-p", PREFIX, "--allow-incomplete-ranks"]
     status = analyzers.run_process(argv, log, log, timeout_s)
     if status != 0:
-        raise AnalyzerFailure(f"torchfrtrace could not read the dump set ({analyzers.exit_reason(status)})",
-                              analyzers.tail(log))
+        raise AnalyzerFailure(
+            f"torchfrtrace could not read the dump set ({analyzers.exit_reason(status)})", analyzers.tail(log)
+        )
     with open(log, "rb") as handle:
         return handle.read(OUTPUT_CAP).decode("utf-8", "replace")
 
 
-def analyze_torchfrtrace(fr_path: str, *, world_size: int | None, gpus_per_node: int, segment_size: int,
-                         timeout_s: float) -> tuple[dict[str, Any], str]:
+def analyze_torchfrtrace(
+    fr_path: str, *, world_size: int | None, gpus_per_node: int, segment_size: int, timeout_s: float
+) -> tuple[dict[str, Any], str]:
     """torchfrtrace's verdict in the fr.json shape, and its output as the text form."""
     paths = fr.find_dumps(fr_path)
     expected = list(range(world_size)) if world_size else []
-    base = {"tool": TORCHFRTRACE, "expected_ranks": expected, "reports": [], "normalised": [],
-            "ranks_undecided": [], "secondary_ranks": []}
+    base = {
+        "tool": TORCHFRTRACE,
+        "expected_ranks": expected,
+        "reports": [],
+        "normalised": [],
+        "ranks_undecided": [],
+        "secondary_ranks": [],
+    }
     if not paths:
-        return {**base, "no_dumps": True, "dumps_read": [], "ranks_without_dump": expected, "skipped_files": [],
-                "suspect_ranks": [], "scope": "none"}, "(no flight-recorder dumps found)\n"
+        return {
+            **base,
+            "no_dumps": True,
+            "dumps_read": [],
+            "ranks_without_dump": expected,
+            "skipped_files": [],
+            "suspect_ranks": [],
+            "scope": "none",
+        }, "(no flight-recorder dumps found)\n"
     with tempfile.TemporaryDirectory(prefix="torchfrtrace-") as tmp:
         ranks, skipped, notes = _copy_for_torch(paths, Path(tmp))
         if not ranks:
-            raise AnalyzerFailure(f"no dump torchfrtrace may read ({len(skipped)} unsafe or unreadable)",
-                                  "\n".join(s["error"] for s in skipped)[-analyzers.TAIL_CHARS:])
+            raise AnalyzerFailure(
+                f"no dump torchfrtrace may read ({len(skipped)} unsafe or unreadable)",
+                "\n".join(s["error"] for s in skipped)[-analyzers.TAIL_CHARS :],
+            )
         output = _torchfrtrace(Path(tmp), timeout_s)
     reports, undecided = parse_torchfrtrace(output)
-    named = next((r["missing_ranks"] or r["culprit_ranks"] for r in reports
-                  if r["missing_ranks"] or r["culprit_ranks"]), [])
+    named: list[int] = next(
+        (r["missing_ranks"] or r["culprit_ranks"] for r in reports if r["missing_ranks"] or r["culprit_ranks"]), []
+    )
     verdict = {
-        **base, "no_dumps": False, "dumps_read": ranks,
-        "ranks_without_dump": [r for r in expected if r not in set(ranks)], "skipped_files": skipped,
-        "suspect_ranks": named, "scope": fr.scope_of(named, gpus_per_node, segment_size),
-        "reports": reports, "normalised": notes, "ranks_undecided": undecided,
+        **base,
+        "no_dumps": False,
+        "dumps_read": ranks,
+        "ranks_without_dump": [r for r in expected if r not in set(ranks)],
+        "skipped_files": skipped,
+        "suspect_ranks": named,
+        "scope": fr.scope_of(named, gpus_per_node, segment_size),
+        "reports": reports,
+        "normalised": notes,
+        "ranks_undecided": undecided,
     }
     return verdict, output
 
@@ -205,34 +242,57 @@ def dumps_digest(fr_path: str, manifest: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def attempt(spec: FrSpec, fr_path: str, *, world_size: int | None, gpus_per_node: int,
-            segment_size: int) -> Outcome:
+def attempt(spec: FrSpec, fr_path: str, *, world_size: int | None, gpus_per_node: int, segment_size: int) -> Outcome:
     def work() -> tuple[dict[str, Any], str, str | None]:
         if spec.kind == BUILTIN:
-            result = fr.analyze_dir(fr_path, world_size=world_size, gpus_per_node=gpus_per_node,
-                                    segment_size=segment_size)
+            result = fr.analyze_dir(
+                fr_path, world_size=world_size, gpus_per_node=gpus_per_node, segment_size=segment_size
+            )
             return {"tool": BUILTIN, **result.to_json()}, result.to_table(), None
-        verdict, output = analyze_torchfrtrace(fr_path, world_size=world_size, gpus_per_node=gpus_per_node,
-                                               segment_size=segment_size, timeout_s=spec.timeout_s)
+        verdict, output = analyze_torchfrtrace(
+            fr_path,
+            world_size=world_size,
+            gpus_per_node=gpus_per_node,
+            segment_size=segment_size,
+            timeout_s=spec.timeout_s,
+        )
         return verdict, output, output
 
     return analyzers.timed(work)
 
 
-def analyze_cell(specs: list[FrSpec], fr_path: str, manifest: Path, index: Path, *, world_size: int | None,
-                 gpus_per_node: int, segment_size: int, fresh: bool = False) -> list[RunRecord]:
+def analyze_cell(
+    specs: list[FrSpec],
+    fr_path: str,
+    manifest: Path,
+    index: Path,
+    *,
+    world_size: int | None,
+    gpus_per_node: int,
+    segment_size: int,
+    fresh: bool = False,
+) -> list[RunRecord]:
     cell_dir = manifest.parent
     digest = dumps_digest(fr_path, manifest)
     records = []
     for spec in specs:
         record = analyzers.run_with_reuse(
-            spec.name, spec.kind, spec.fingerprint, digest, cell_dir / layout.fr_analyzer_dir(spec.name),
-            fresh=fresh, files=(layout.FR_JSON, layout.FR_TEXT),
-            attempt=lambda s=spec: attempt(s, fr_path, world_size=world_size, gpus_per_node=gpus_per_node,
-                                           segment_size=segment_size))
+            spec.name,
+            spec.kind,
+            spec.fingerprint,
+            digest,
+            cell_dir / layout.fr_analyzer_dir(spec.name),
+            fresh=fresh,
+            files=(layout.FR_JSON, layout.FR_TEXT),
+            attempt=partial(
+                attempt, spec, fr_path, world_size=world_size, gpus_per_node=gpus_per_node, segment_size=segment_size
+            ),
+        )
         state = "reused" if record.reused else record.status
-        print(f"fr {spec.name}: {state} in {record.wall_s:.2f} s" + (f": {record.error}" if record.error else ""),
-              file=sys.stderr)
+        print(
+            f"fr {spec.name}: {state} in {record.wall_s:.2f} s" + (f": {record.error}" if record.error else ""),
+            file=sys.stderr,
+        )
         records.append(record)
     analyzers.write_index(index, records)
     return records
@@ -248,8 +308,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--manifest", type=Path, required=True, help="the cell's job.json")
     parser.add_argument("--index", type=Path, required=True, help=f"the cell's {layout.FR_INDEX}")
     parser.add_argument("--specs", required=True, help="the FR analyzers as JSON (from the workflow)")
-    parser.add_argument("--world-size", type=int, default=None,
-                        help="ranks 0..N-1 expected (default: the cell's nodes x --gpus-per-node)")
+    parser.add_argument(
+        "--world-size",
+        type=int,
+        default=None,
+        help="ranks 0..N-1 expected (default: the cell's nodes x --gpus-per-node)",
+    )
     parser.add_argument("--gpus-per-node", type=int, default=4)
     parser.add_argument("--segment-size", type=int, default=32)
     parser.add_argument("--fresh", type=int, default=0, help="1: re-run every analyzer (--forcerun)")
@@ -257,7 +321,14 @@ def main(argv: list[str]) -> int:
     specs = [FrSpec(**s) for s in json.loads(args.specs)]
     # From the cell's folder name, not a per-job Snakemake param: those cost planning time.
     world_size = args.world_size or Cell.from_name(args.manifest.parent.name).nodes * args.gpus_per_node
-    analyze_cell(specs, str(args.manifest.parent / "checkpoints"), args.manifest, args.index,
-                 world_size=world_size, gpus_per_node=args.gpus_per_node, segment_size=args.segment_size,
-                 fresh=bool(args.fresh))
+    analyze_cell(
+        specs,
+        str(args.manifest.parent / "checkpoints"),
+        args.manifest,
+        args.index,
+        world_size=world_size,
+        gpus_per_node=args.gpus_per_node,
+        segment_size=args.segment_size,
+        fresh=bool(args.fresh),
+    )
     return 0

@@ -15,8 +15,9 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from faultloop import launch, layout, slurm
 from faultloop.config import ConfigError
@@ -96,6 +97,7 @@ def cell_targets(cells: list[Cell], session: Path, *, rejudge: bool) -> tuple[li
 
 def tool_config(settings: Mapping[str, Any]) -> dict[str, Any]:
     """Settings that change an analyzer's verdicts (credentials excluded)."""
+
     def clean(value: Any) -> Any:
         if isinstance(value, Mapping):
             return {k: clean(v) for k, v in sorted(value.items()) if "key" not in k}
@@ -131,7 +133,14 @@ def update_tracking(session: Path, cell: Cell, job_id: str, cell_dir: Path) -> N
                 fields = line.split("\t")
                 if len(fields) == len(layout.TRACKING_COLUMNS):
                     rows[Path(fields[-1]).name] = fields
-        rows[cell.name] = [job_id, cell.fault_type, str(cell.rank), str(cell.iter), str(cell.nodes), str(cell_dir.resolve())]
+        rows[cell.name] = [
+            job_id,
+            cell.fault_type,
+            str(cell.rank),
+            str(cell.iter),
+            str(cell.nodes),
+            str(cell_dir.resolve()),
+        ]
         lines = ["\t".join(layout.TRACKING_COLUMNS)] + ["\t".join(r) for r in rows.values()]
         layout.write_atomic(tracking, "\n".join(lines) + "\n")
 
@@ -184,19 +193,30 @@ def run_site_workload(script: Path, cell: Cell, cell_dir: Path, env: Mapping[str
         (cell_dir / sub).mkdir(parents=True, exist_ok=True)
     start = time.time()
     with open(cell_dir / paths.launch_out, "w") as out:
-        status = subprocess.run(["bash", str(script)], env={**os.environ, **env}, stdout=out,
-                                stderr=subprocess.STDOUT).returncode
+        status = subprocess.run(
+            ["bash", str(script)], env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT
+        ).returncode
     logs = sorted(cell_dir.glob(paths.main_log_glob))
     fired = bool(logs) and "FAULT INJECTION" in logs[0].read_text(errors="replace")
     gpus = int(env["GPUS_PER_NODE"])
     return Manifest(
-        job_id=job_id, workload=script.name, fault_type=cell.fault_type, fault_rank=cell.rank,
-        fault_iter=cell.iter, nodes=cell.nodes, gpus_per_node=gpus, world_size=cell.nodes * gpus,
+        job_id=job_id,
+        workload=script.name,
+        fault_type=cell.fault_type,
+        fault_rank=cell.rank,
+        fault_iter=cell.iter,
+        nodes=cell.nodes,
+        gpus_per_node=gpus,
+        world_size=cell.nodes * gpus,
         state="COMPLETED" if status == 0 else "FAILED",
-        main_log=str(logs[0].relative_to(cell_dir)) if logs else None, launch_out=paths.launch_out,
-        fault_fired=fired, run_valid=fired,
+        main_log=str(logs[0].relative_to(cell_dir)) if logs else None,
+        launch_out=paths.launch_out,
+        fault_fired=fired,
+        run_valid=fired,
         invalid_reason=None if fired else "no FAULT INJECTION marker in the main log",
-        node_names=slurm.nodes() if slurm.job_id() else [], start_time=start, end_time=time.time(),
+        node_names=slurm.nodes() if slurm.job_id() else [],
+        start_time=start,
+        end_time=time.time(),
     )
 
 
@@ -225,8 +245,9 @@ def run_cell(args: argparse.Namespace) -> int:
         manifest.write(manifest_path if manifest.run_valid else cell_dir / layout.INFRA_FAILURE)
         status = 0 if manifest.run_valid else 1
     else:
-        spec = launch.spec_from_args(args, cell_dir, cell.fault_type, cell.rank, cell.iter, cell.nodes,
-                                     args.gpus_per_node, args.fault_delay)
+        spec = launch.spec_from_args(
+            args, cell_dir, cell.fault_type, cell.rank, cell.iter, cell.nodes, args.gpus_per_node, args.fault_delay
+        )
         status = launch.RunJob(spec).run()
     if args.cleanup_cmd:
         slurm.run_per_node(args.cleanup_cmd)  # once per node of the allocation under SLURM

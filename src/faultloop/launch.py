@@ -33,9 +33,10 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Callable, Iterable, Iterator
+from typing import IO
 
 import psutil
 
@@ -48,14 +49,22 @@ POLL_S = 0.1
 # Every process of a cell's run carries this in its environment: an earlier attempt's leftovers
 # are found by it (stop_leftovers), whatever process group or session they moved to.
 CELL_ENV = "FAULTLOOP_CELL"
-MARKER_TIME_RE = re.compile(r"^\d+: \[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)\] FAULT INJECTION: Rank (\d+) "
-                            r"(will inject fault|firing fault) (\w+)")
+MARKER_TIME_RE = re.compile(
+    r"^\d+: \[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)\] FAULT INJECTION: Rank (\d+) "
+    r"(will inject fault|firing fault) (\w+)"
+)
 # torch's worker events (one JSON object per line), after an optional srun label
 EVENT_RE = re.compile(rb'^(?:\s*\d+: )?(\{"name": "torchelastic\.)')
 # srun's own report of a task that ended badly: `srun: error: n1: tasks 2-3: Exited with exit code 1`
 SRUN_TASK_RE = re.compile(r"srun: error: (\S+): tasks? ([\d,\-]+): (.*)")
-SRUN_WORDS = {"Killed": "SIGKILL", "Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT",
-              "Terminated": "SIGTERM", "Interrupt": "SIGINT", "Bus error": "SIGBUS"}
+SRUN_WORDS = {
+    "Killed": "SIGKILL",
+    "Segmentation fault": "SIGSEGV",
+    "Aborted": "SIGABRT",
+    "Terminated": "SIGTERM",
+    "Interrupt": "SIGINT",
+    "Bus error": "SIGBUS",
+}
 
 
 # -- processes ---------------------------------------------------------------------------------
@@ -143,7 +152,7 @@ class JobLog:
                 self._srun_line(data)
                 return
             if EVENT_RE.match(data):
-                self._event(data[data.index(b"{"):])
+                self._event(data[data.index(b"{") :])
                 return
             if raw.strip():
                 self.last[label] = raw.strip().decode(errors="replace")
@@ -163,7 +172,7 @@ class JobLog:
                 self._give_back(tag)
             return
         if EVENT_RE.match(data):
-            event = data[data.index(b"{"):]
+            event = data[data.index(b"{") :]
             if _is_json(event):
                 self._event(event)
             else:
@@ -201,6 +210,7 @@ class JobLog:
             source.close()
             if label is None:
                 self.finish()
+
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
         return thread
@@ -248,8 +258,9 @@ class LocalSrun:
         self.kill_wait_s = kill_wait_s
         self.step_id = step_id
 
-    def run(self, tasks: list[Task], deadline: float,
-            driver_alive: Callable[[], bool] = lambda: True) -> tuple[list[TaskExit], bool]:
+    def run(
+        self, tasks: list[Task], deadline: float, driver_alive: Callable[[], bool] = lambda: True
+    ) -> tuple[list[TaskExit], bool]:
         """Run the tasks to the end; returns their exits and whether the time limit was hit.
 
         When the driver is gone (Snakemake killed), every task is stopped at once: SIGTERM, then
@@ -259,9 +270,15 @@ class LocalSrun:
         pumps = []
         for task in tasks:
             try:
-                proc = subprocess.Popen(task.argv, env=task.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, start_new_session=True,
-                                        preexec_fn=_task_preexec)
+                proc = subprocess.Popen(
+                    task.argv,
+                    env=task.env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    preexec_fn=_task_preexec,
+                )
             except OSError as exc:
                 self.log.line(task.label, f"{task.argv[0]}: {exc.strerror or exc}".encode())
                 exits[task.label] = TaskExit(task.label, 127, time.time(), False)
@@ -360,22 +377,55 @@ class RunJob:
     def workload_argv(self) -> list[str]:
         s = self.spec
         init_timeout = s.init_timeout_s or 60.0 + 3.0 * s.world_size
-        return ["-m", "faultloop.workload", "--iterations", str(s.iterations), "--iter-time-s", str(s.iter_time_s),
-                "--pg-timeout-s", str(s.pg_timeout_s), "--init-timeout-s", str(init_timeout),
-                "--stall-timeout-s", str(s.stall_timeout_s)]
+        return [
+            "-m",
+            "faultloop.workload",
+            "--iterations",
+            str(s.iterations),
+            "--iter-time-s",
+            str(s.iter_time_s),
+            "--pg-timeout-s",
+            str(s.pg_timeout_s),
+            "--init-timeout-s",
+            str(init_timeout),
+            "--stall-timeout-s",
+            str(s.stall_timeout_s),
+        ]
 
     def torchrun_argv(self, rendezvous: list[str]) -> list[str]:
         s = self.spec
-        return [s.python, "-m", "torch.distributed.run", "--nnodes", str(s.nodes), "--nproc-per-node",
-                str(s.gpus_per_node), *rendezvous, "--max-restarts", "0", "--shutdown-timeout",
-                str(int(s.shutdown_timeout_s)), "--event-log-handler", "console", *self.workload_argv()]
+        return [
+            s.python,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes",
+            str(s.nodes),
+            "--nproc-per-node",
+            str(s.gpus_per_node),
+            *rendezvous,
+            "--max-restarts",
+            "0",
+            "--shutdown-timeout",
+            str(int(s.shutdown_timeout_s)),
+            "--event-log-handler",
+            "console",
+            *self.workload_argv(),
+        ]
 
     def env(self) -> dict[str, str]:
         s = self.spec
-        env = dict(os.environ, FAULT_TYPE=s.fault_type, FAULT_RANK=str(s.rank), FAULT_AT_ITER=str(s.iter),
-                   FAULT_DELAY=str(s.fault_delay), GPUS_PER_NODE=str(s.gpus_per_node), EXPERIMENT_DIR=str(self.cell),
-                   TORCH_FR_DUMP_TEMP_FILE=str(self.cell / layout.FR_DUMP_PREFIX), PYTHONUNBUFFERED="1",
-                   OMP_NUM_THREADS="1")
+        env = dict(
+            os.environ,
+            FAULT_TYPE=s.fault_type,
+            FAULT_RANK=str(s.rank),
+            FAULT_AT_ITER=str(s.iter),
+            FAULT_DELAY=str(s.fault_delay),
+            GPUS_PER_NODE=str(s.gpus_per_node),
+            EXPERIMENT_DIR=str(self.cell),
+            TORCH_FR_DUMP_TEMP_FILE=str(self.cell / layout.FR_DUMP_PREFIX),
+            PYTHONUNBUFFERED="1",
+            OMP_NUM_THREADS="1",
+        )
         env[CELL_ENV] = str(self.cell)
         env.setdefault("TORCH_FR_BUFFER_SIZE", "2000")
         src = str(Path(__file__).resolve().parents[1])  # ranks import faultloop from here too
@@ -387,16 +437,37 @@ class RunJob:
         s, env = self.spec, self.env()
         if s.launcher == "torchrun":
             rdzv = ["--rdzv-backend", "static", "--master-addr", "127.0.0.1", "--master-port", str(port)]
-            return [Task(node, [*self.torchrun_argv([*rdzv, "--node-rank", str(node)])],
-                         dict(env, FAULTLOOP_NODE_NAME=f"node{node}",
-                              TORCHELASTIC_ERROR_FILE=str(self.cell / self.paths.torchrun_error(node))), f"node{node}")
-                    for node in range(s.nodes)]
-        return [Task(rank, [s.python, *self.workload_argv()],
-                     dict(env, SLURM_PROCID=str(rank), SLURM_LOCALID=str(rank % s.gpus_per_node),
-                          SLURM_NODEID=str(rank // s.gpus_per_node), SLURM_NTASKS=str(s.world_size),
-                          MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                          FAULTLOOP_NODE_NAME=f"node{rank // s.gpus_per_node}"), f"node{rank // s.gpus_per_node}")
-                for rank in range(s.world_size)]
+            return [
+                Task(
+                    node,
+                    [*self.torchrun_argv([*rdzv, "--node-rank", str(node)])],
+                    dict(
+                        env,
+                        FAULTLOOP_NODE_NAME=f"node{node}",
+                        TORCHELASTIC_ERROR_FILE=str(self.cell / self.paths.torchrun_error(node)),
+                    ),
+                    f"node{node}",
+                )
+                for node in range(s.nodes)
+            ]
+        return [
+            Task(
+                rank,
+                [s.python, *self.workload_argv()],
+                dict(
+                    env,
+                    SLURM_PROCID=str(rank),
+                    SLURM_LOCALID=str(rank % s.gpus_per_node),
+                    SLURM_NODEID=str(rank // s.gpus_per_node),
+                    SLURM_NTASKS=str(s.world_size),
+                    MASTER_ADDR="127.0.0.1",
+                    MASTER_PORT=str(port),
+                    FAULTLOOP_NODE_NAME=f"node{rank // s.gpus_per_node}",
+                ),
+                f"node{rank // s.gpus_per_node}",
+            )
+            for rank in range(s.world_size)
+        ]
 
     def slurm_argv(self, hosts: list[str], port: int) -> list[str]:
         """The real srun: one torchrun per node, or one task per rank."""
@@ -405,15 +476,23 @@ class RunJob:
         if s.launcher == "torchrun":
             rdzv = ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"{hosts[0]}:{port}", "--rdzv-id", self.job_id]
             return [*srun, f"--ntasks={s.nodes}", "--ntasks-per-node=1", *self.torchrun_argv(rdzv)]
-        return [*srun, f"--ntasks={s.world_size}", f"--ntasks-per-node={s.gpus_per_node}", s.python,
-                *self.workload_argv()]
+        return [
+            *srun,
+            f"--ntasks={s.world_size}",
+            f"--ntasks-per-node={s.gpus_per_node}",
+            s.python,
+            *self.workload_argv(),
+        ]
 
     def prepare(self) -> None:
         stop_leftovers(self.cell)
         for sub in layout.CELL_SUBDIRS:
             (self.cell / sub).mkdir(parents=True, exist_ok=True)
-        for stale in [self.cell / layout.MANIFEST, self.cell / layout.INFRA_FAILURE,
-                      *(self.cell / layout.FR_DUMP_PREFIX).parent.glob("_dump_*")]:
+        for stale in [
+            self.cell / layout.MANIFEST,
+            self.cell / layout.INFRA_FAILURE,
+            *(self.cell / layout.FR_DUMP_PREFIX).parent.glob("_dump_*"),
+        ]:
             stale.unlink(missing_ok=True)
 
     def run(self) -> int:
@@ -421,26 +500,35 @@ class RunJob:
         self.prepare()
         start = time.time()
         deadline = start + s.job_timeout_s
-        with open(self.cell / self.paths.launch_out, "a", buffering=1) as out, \
-                open(self.cell / self.paths.main_log, "ab") as log, open(self.cell / self.paths.events, "ab") as events:
+        with (
+            open(self.cell / self.paths.launch_out, "a", buffering=1) as out,
+            open(self.cell / self.paths.main_log, "ab") as log,
+            open(self.cell / self.paths.events, "ab") as events,
+        ):
+
             def note(msg: str) -> None:
                 out.write(f"[{dt.datetime.now():%Y-%m-%d %H:%M:%S}] {msg}\n")
+
             joblog = JobLog(log, events)
             port = free_port()
             if self.on_slurm:
                 hosts = slurm.nodes()
                 argv = self.slurm_argv(hosts, port)
                 note(f"job {self.job_id}: {shlex.join(argv)}")
-                exits, timed_out = self._run_srun(argv, joblog, deadline, dict(self.env(), MASTER_ADDR=hosts[0],
-                                                                                MASTER_PORT=str(port)))
+                exits, timed_out = self._run_srun(
+                    argv, joblog, deadline, dict(self.env(), MASTER_ADDR=hosts[0], MASTER_PORT=str(port))
+                )
                 node_names = hosts
             else:
                 tasks = self.local_tasks(port)
-                note(f"job {self.job_id}: {s.launcher} layout, {len(tasks)} task(s) on this machine, "
-                     f"first: {shlex.join(tasks[0].argv)}")
+                note(
+                    f"job {self.job_id}: {s.launcher} layout, {len(tasks)} task(s) on this machine, "
+                    f"first: {shlex.join(tasks[0].argv)}"
+                )
                 parent = os.getppid()
                 exits, timed_out = LocalSrun(joblog, s.term_delay_s, s.kill_grace_s, f"{self.job_id}.0").run(
-                    tasks, deadline, driver_alive=lambda: os.getppid() == parent)
+                    tasks, deadline, driver_alive=lambda: os.getppid() == parent
+                )
                 if os.getppid() != parent:
                     note("the process that started this job is gone: every task was stopped, nothing recorded")
                     raise SystemExit(1)
@@ -449,20 +537,26 @@ class RunJob:
                 note(f"task {e.label} exited with code {e.exitcode}" + (" after being signalled" if e.stopped else ""))
             manifest = self.manifest(start, time.time(), exits, timed_out, node_names, joblog.last)
             infra = manifest.state != "COMPLETED" and not manifest.fault_fired
-            note(f"job {self.job_id} ended: state {manifest.state}, "
-                 + (f"infrastructure failure: {manifest.invalid_reason}" if infra else f"run_valid {manifest.run_valid}"))
+            note(
+                f"job {self.job_id} ended: state {manifest.state}, "
+                + (f"infrastructure failure: {manifest.invalid_reason}" if infra else f"run_valid {manifest.run_valid}")
+            )
         manifest.write(self.cell / (layout.INFRA_FAILURE if infra else layout.MANIFEST))
         if infra:
-            print(f"faultloop run-job: infrastructure failure in {self.cell.name}: {manifest.invalid_reason}",
-                  file=sys.stderr)
+            print(
+                f"faultloop run-job: infrastructure failure in {self.cell.name}: {manifest.invalid_reason}",
+                file=sys.stderr,
+            )
             return 1
         return 0
 
-    def _run_srun(self, argv: list[str], joblog: JobLog, deadline: float,
-                  env: dict[str, str]) -> tuple[list[TaskExit], bool]:
+    def _run_srun(
+        self, argv: list[str], joblog: JobLog, deadline: float, env: dict[str, str]
+    ) -> tuple[list[TaskExit], bool]:
         """Run the real srun; its exit code stands for every task it started."""
-        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
         assert proc.stdout is not None
         pump = joblog.pump(proc.stdout, None)
         timed_out = False
@@ -494,15 +588,23 @@ class RunJob:
         elif not self.on_slurm:
             for e in exits:
                 state = "SUCCEEDED" if e.exitcode == 0 else "TERMINATED" if e.stopped else "FAILED"
-                ranks[e.label] = RankExit(e.label, _as_returncode(e.exitcode), signal_name(_as_returncode(e.exitcode)),
-                                          state)
+                ranks[e.label] = RankExit(
+                    e.label, _as_returncode(e.exitcode), signal_name(_as_returncode(e.exitcode)), state
+                )
         else:
             main_log = (self.cell / self.paths.main_log).read_text(errors="replace").splitlines()
             ranks.update(read_srun_report(main_log))
         return ranks
 
-    def manifest(self, start: float, end: float, exits: list[TaskExit], timed_out: bool, node_names: list[str],
-                 last_lines: dict[int, str]) -> Manifest:
+    def manifest(
+        self,
+        start: float,
+        end: float,
+        exits: list[TaskExit],
+        timed_out: bool,
+        node_names: list[str],
+        last_lines: dict[int, str],
+    ) -> Manifest:
         s = self.spec
         lines = (self.cell / self.paths.main_log).read_text(errors="replace").splitlines()
         scheduled, fired = parse_markers(lines, s.rank)
@@ -511,8 +613,10 @@ class RunJob:
         state = "TIMEOUT" if timed_out else "FAILED" if failed else "COMPLETED"
         reason = None
         if fired is None and state == "COMPLETED":
-            reason = (f"fault never fired: the job completed all {s.iterations} iterations before "
-                      f"iteration {s.iter} + {s.fault_delay:g} s")
+            reason = (
+                f"fault never fired: the job completed all {s.iterations} iterations before "
+                f"iteration {s.iter} + {s.fault_delay:g} s"
+            )
         elif fired is None:
             first = min(failed, key=lambda e: e.time) if failed else None
             errors = [r.error for r in ranks.values() if r.error]
@@ -520,12 +624,28 @@ class RunJob:
             why = f"task {first.label} ended with exit code {first.exitcode}: {said}" if first else f"state {state}"
             reason = f"job failed before the fault fired ({why})"
         return Manifest(
-            job_id=self.job_id, workload="cpu_gloo", launcher=s.launcher, fault_type=s.fault_type, fault_rank=s.rank,
-            fault_iter=s.iter, nodes=s.nodes, gpus_per_node=s.gpus_per_node, world_size=s.world_size, state=state,
-            main_log=self.paths.main_log, launch_out=self.paths.launch_out, node_names=node_names,
-            rank_exits=[ranks[r] for r in sorted(ranks)], start_time=start, fault_scheduled_time=scheduled,
-            fault_fired_time=fired, end_time=end, fault_fired=fired is not None, run_valid=fired is not None,
-            invalid_reason=reason)
+            job_id=self.job_id,
+            workload="cpu_gloo",
+            launcher=s.launcher,
+            fault_type=s.fault_type,
+            fault_rank=s.rank,
+            fault_iter=s.iter,
+            nodes=s.nodes,
+            gpus_per_node=s.gpus_per_node,
+            world_size=s.world_size,
+            state=state,
+            main_log=self.paths.main_log,
+            launch_out=self.paths.launch_out,
+            node_names=node_names,
+            rank_exits=[ranks[r] for r in sorted(ranks)],
+            start_time=start,
+            fault_scheduled_time=scheduled,
+            fault_fired_time=fired,
+            end_time=end,
+            fault_fired=fired is not None,
+            run_valid=fired is not None,
+            invalid_reason=reason,
+        )
 
 
 def _as_returncode(code: int) -> int:
@@ -601,35 +721,83 @@ def parse_markers(lines: Iterable[str], rank: int) -> tuple[float | None, float 
 def add_job_args(parser: argparse.ArgumentParser) -> None:
     """The launcher options run_job's rule passes (after `--`) and `faultloop run-job` takes."""
     d = JobSpec(Path("."), "", 0, 0, 1, 1)
-    parser.add_argument("--launcher", choices=LAYOUTS, default=d.launcher,
-                        help="torchrun: one torch launcher per node; srun: one process per rank")
-    parser.add_argument("--scheduler", choices=("auto", "local", "slurm"), default=d.scheduler,
-                        help="auto: the real srun inside a SLURM allocation, else this machine")
+    parser.add_argument(
+        "--launcher",
+        choices=LAYOUTS,
+        default=d.launcher,
+        help="torchrun: one torch launcher per node; srun: one process per rank",
+    )
+    parser.add_argument(
+        "--scheduler",
+        choices=("auto", "local", "slurm"),
+        default=d.scheduler,
+        help="auto: the real srun inside a SLURM allocation, else this machine",
+    )
     parser.add_argument("--iterations", type=int, default=d.iterations)
     parser.add_argument("--iter-time-s", type=float, default=d.iter_time_s)
     parser.add_argument("--pg-timeout-s", type=float, default=d.pg_timeout_s, help="collective timeout")
-    parser.add_argument("--init-timeout-s", type=float, default=d.init_timeout_s,
-                        help="rendezvous timeout (0: 60 s + 3 s per rank)")
-    parser.add_argument("--stall-timeout-s", type=float, default=d.stall_timeout_s,
-                        help="no progress for this long: ranks log stacks and dump FR")
-    parser.add_argument("--term-delay-s", type=float, default=d.term_delay_s,
-                        help="kill-on-bad-exit: after a task failed, the others get SIGTERM this much later")
-    parser.add_argument("--kill-grace-s", type=float, default=d.kill_grace_s,
-                        help="kill-on-bad-exit: SIGTERM to SIGKILL (SLURM's KillWait)")
-    parser.add_argument("--shutdown-timeout-s", type=float, default=d.shutdown_timeout_s,
-                        help="torchrun --shutdown-timeout: SIGTERM to SIGKILL of its workers")
+    parser.add_argument(
+        "--init-timeout-s", type=float, default=d.init_timeout_s, help="rendezvous timeout (0: 60 s + 3 s per rank)"
+    )
+    parser.add_argument(
+        "--stall-timeout-s",
+        type=float,
+        default=d.stall_timeout_s,
+        help="no progress for this long: ranks log stacks and dump FR",
+    )
+    parser.add_argument(
+        "--term-delay-s",
+        type=float,
+        default=d.term_delay_s,
+        help="kill-on-bad-exit: after a task failed, the others get SIGTERM this much later",
+    )
+    parser.add_argument(
+        "--kill-grace-s",
+        type=float,
+        default=d.kill_grace_s,
+        help="kill-on-bad-exit: SIGTERM to SIGKILL (SLURM's KillWait)",
+    )
+    parser.add_argument(
+        "--shutdown-timeout-s",
+        type=float,
+        default=d.shutdown_timeout_s,
+        help="torchrun --shutdown-timeout: SIGTERM to SIGKILL of its workers",
+    )
     parser.add_argument("--job-timeout-s", type=float, default=d.job_timeout_s)
     parser.add_argument("--python", default=d.python, help="interpreter for the launchers and ranks")
 
 
-def spec_from_args(args: argparse.Namespace, cell_dir: Path, fault_type: str, rank: int, iter_: int,
-                   nodes: int, gpus_per_node: int, fault_delay: float) -> JobSpec:
-    return JobSpec(cell_dir, fault_type, rank, iter_, nodes, gpus_per_node, launcher=args.launcher,
-                   fault_delay=fault_delay, iterations=args.iterations, iter_time_s=args.iter_time_s,
-                   pg_timeout_s=args.pg_timeout_s, init_timeout_s=args.init_timeout_s,
-                   stall_timeout_s=args.stall_timeout_s, term_delay_s=args.term_delay_s,
-                   kill_grace_s=args.kill_grace_s, shutdown_timeout_s=args.shutdown_timeout_s,
-                   job_timeout_s=args.job_timeout_s, python=args.python, scheduler=args.scheduler)
+def spec_from_args(
+    args: argparse.Namespace,
+    cell_dir: Path,
+    fault_type: str,
+    rank: int,
+    iter_: int,
+    nodes: int,
+    gpus_per_node: int,
+    fault_delay: float,
+) -> JobSpec:
+    return JobSpec(
+        cell_dir,
+        fault_type,
+        rank,
+        iter_,
+        nodes,
+        gpus_per_node,
+        launcher=args.launcher,
+        fault_delay=fault_delay,
+        iterations=args.iterations,
+        iter_time_s=args.iter_time_s,
+        pg_timeout_s=args.pg_timeout_s,
+        init_timeout_s=args.init_timeout_s,
+        stall_timeout_s=args.stall_timeout_s,
+        term_delay_s=args.term_delay_s,
+        kill_grace_s=args.kill_grace_s,
+        shutdown_timeout_s=args.shutdown_timeout_s,
+        job_timeout_s=args.job_timeout_s,
+        python=args.python,
+        scheduler=args.scheduler,
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -648,6 +816,7 @@ def main(argv: list[str]) -> int:
         parser.error("--nodes and --gpus-per-node must be >= 1")
     if not 0 <= args.rank < args.nodes * args.gpus_per_node:
         parser.error(f"--rank {args.rank} outside world size {args.nodes * args.gpus_per_node}")
-    spec = spec_from_args(args, args.cell_dir, args.fault_type, args.rank, args.iter, args.nodes,
-                          args.gpus_per_node, args.fault_delay)
+    spec = spec_from_args(
+        args, args.cell_dir, args.fault_type, args.rank, args.iter, args.nodes, args.gpus_per_node, args.fault_delay
+    )
     return RunJob(spec).run()

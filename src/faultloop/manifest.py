@@ -15,8 +15,17 @@ from faultloop import layout
 
 # run_job's states, then the end states an adopted run's artifacts can show (SLURM's names), and
 # UNKNOWN for an adopted run whose end no artifact shows.
-STATES = ("COMPLETED", "FAILED", "TIMEOUT", "INFRA_FAILED",
-          "CANCELLED", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY", "UNKNOWN")
+STATES = (
+    "COMPLETED",
+    "FAILED",
+    "TIMEOUT",
+    "INFRA_FAILED",
+    "CANCELLED",
+    "PREEMPTED",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "UNKNOWN",
+)
 # The workload of a manifest `faultloop adopt` derived from another tool's run (never run_job's).
 ADOPTED_WORKLOAD = "adopted-nvrx"
 RANK_STATES = ("SUCCEEDED", "FAILED", "TERMINATED", "UNKNOWN")
@@ -91,8 +100,7 @@ class Manifest:
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        data["rank_exits"] = {str(e.rank): {k: v for k, v in asdict(e).items() if k != "rank"}
-                              for e in self.rank_exits}
+        data["rank_exits"] = {str(e.rank): {k: v for k, v in asdict(e).items() if k != "rank"} for e in self.rank_exits}
         return data
 
     def write(self, path: Path) -> None:
@@ -111,12 +119,21 @@ class Manifest:
         values = {k: v for k, v in data.items() if k in known}
         exits = values.get("rank_exits") or {}
         try:
-            values["rank_exits"] = [RankExit(rank=int(r), **{k: v for k, v in e.items() if k in _EXIT_FIELDS})
-                                    for r, e in (exits.items() if isinstance(exits, dict) else [])]
+            values["rank_exits"] = [
+                RankExit(rank=int(r), **{k: v for k, v in e.items() if k in _EXIT_FIELDS})
+                for r, e in (exits.items() if isinstance(exits, dict) else [])
+            ]
         except (TypeError, ValueError, AttributeError) as exc:
             raise ManifestError(f"{source}: field rank_exits: {exc}") from None
-        for name, kind in (("fault_rank", int), ("fault_iter", int), ("nodes", int), ("gpus_per_node", int),
-                           ("world_size", int), ("fault_fired", bool), ("run_valid", bool)):
+        for name, kind in (
+            ("fault_rank", int),
+            ("fault_iter", int),
+            ("nodes", int),
+            ("gpus_per_node", int),
+            ("world_size", int),
+            ("fault_fired", bool),
+            ("run_valid", bool),
+        ):
             if not isinstance(values[name], kind):
                 raise ManifestError(f"{source}: field {name} must be {kind.__name__}, got {values[name]!r}")
         if values["state"] not in STATES:

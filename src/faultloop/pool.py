@@ -52,7 +52,7 @@ class Cell:
         return f"{self.fault_type}:{self.rank}:{self.iter}:{self.nodes}"
 
     @classmethod
-    def from_name(cls, name: str) -> "Cell":
+    def from_name(cls, name: str) -> Cell:
         match = CELL_NAME_RE.match(name)
         if not match:
             raise ValueError(f"not a cell name: {name!r} (expected n<N>_<FAULT>_r<R>_i<I>)")
@@ -95,7 +95,9 @@ def read_pool_file(path: str | Path) -> list[RawRow]:
 
 def parse_pool_spec(spec: str) -> list[RawRow]:
     """Parse upstream's one-line pool: space-separated FAULT:RANK:ITER:NODES tokens."""
-    return [RawRow(f"pool token {i} {token!r}", tuple(token.split(":"))) for i, token in enumerate(spec.split(), start=1)]
+    return [
+        RawRow(f"pool token {i} {token!r}", tuple(token.split(":"))) for i, token in enumerate(spec.split(), start=1)
+    ]
 
 
 def validate(

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from faultloop import layout
-from faultloop.analyzers import OK, RunRecord, file_digest, read_index
-from faultloop.faults import FAULTS, expected_restart, strip_markers
 from faultloop import llm as llm_client
-from faultloop.llm import LLMError, LLMSettings, chat_json
+from faultloop.analyzers import OK, RunRecord, file_digest, read_index
 from faultloop.evidence import CellEvidence, cell_evidence
+from faultloop.faults import FAULTS, expected_restart, strip_markers
+from faultloop.llm import LLMError, LLMSettings, chat_json
 from faultloop.manifest import Manifest, ManifestError
 from faultloop.pool import Cell, write_pool_file
 
@@ -163,7 +163,11 @@ class ScoreRecord:
         data = asdict(self)
         data["cell"] = self.cell.name
         data["fault_type"], data["rank"], data["iter"], data["nodes"] = (
-            self.cell.fault_type, self.cell.rank, self.cell.iter, self.cell.nodes)
+            self.cell.fault_type,
+            self.cell.rank,
+            self.cell.iter,
+            self.cell.nodes,
+        )
         data["evidence"] = self.evidence.to_json() if self.evidence else None
         return data
 
@@ -180,18 +184,27 @@ class ScoreRecord:
         """The scores.tsv row: one value per column, rank lists as space-separated numbers."""
         data = self.to_json()
         row = {c: "" for c in TSV_COLUMNS}
-        row.update(CELL=self.cell.name, ANALYZER=self.analyzer, FAULT_TYPE=self.cell.fault_type,
-                   NODES=str(self.cell.nodes), RANK=str(self.cell.rank), ITER=str(self.cell.iter),
-                   JOB_ID=self.job_id or "-", STATE=self.state or "-", STATUS=self.status, reason=self.reason)
-        for column in TSV_COLUMNS[TSV_COLUMNS.index("run_valid"):TSV_COLUMNS.index("reason")]:
+        row.update(
+            CELL=self.cell.name,
+            ANALYZER=self.analyzer,
+            FAULT_TYPE=self.cell.fault_type,
+            NODES=str(self.cell.nodes),
+            RANK=str(self.cell.rank),
+            ITER=str(self.cell.iter),
+            JOB_ID=self.job_id or "-",
+            STATE=self.state or "-",
+            STATUS=self.status,
+            reason=self.reason,
+        )
+        for column in TSV_COLUMNS[TSV_COLUMNS.index("run_valid") : TSV_COLUMNS.index("reason")]:
             value = data[column]
-            row[column] = (" ".join(map(str, value)) if isinstance(value, list)
-                           else "" if value is None else str(value))
+            row[column] = " ".join(map(str, value)) if isinstance(value, list) else "" if value is None else str(value)
         return row
 
     @classmethod
     def from_row(cls, row: Mapping[str, str]) -> ScoreRecord:
         """A scores.tsv row (no evidence, no judge record: those live in scores.jsonl)."""
+
         def ranks(text: str | None) -> list[int]:
             return [int(x) for x in (text or "").replace(",", " ").strip("[] ").split() if x.lstrip("-").isdigit()]
 
@@ -204,23 +217,44 @@ class ScoreRecord:
         def number(text: str | None, default: int) -> int:
             return int(text) if text and text.isdigit() else default
 
-        return cls(
+        record = cls(
             cell=Cell(row["FAULT_TYPE"], int(row["RANK"]), int(row["ITER"]), int(row["NODES"])),
-            analyzer=row.get("ANALYZER") or "builtin", status=row["STATUS"], job_id=row.get("JOB_ID", ""),
-            state=row.get("STATE", ""), **{d: row.get(d) or NA for d in DIMENSIONS},
-            judge_notes=row.get("judge_notes", ""), expected_restart=row.get("expected_restart", ""),
-            logsage_restart=row.get("logsage_restart", ""), primary_ranks=ranks(row.get("primary_ranks")),
-            secondary_ranks=ranks(row.get("secondary_ranks")), fr_suspects=ranks(row.get("fr_suspects")),
-            analyzer_version=row.get("analyzer_version", ""), gpus_per_node=number(row.get("gpus_per_node"), 4),
-            segment_size=number(row.get("segment_size"), 32), invalid_reason=row.get("reason") or None,
-            scored_by=row.get("scored_by") or "code", analyzer_error=row.get("analyzer_error", ""),
+            analyzer=row.get("ANALYZER") or "builtin",
+            status=row["STATUS"],
+            job_id=row.get("JOB_ID", ""),
+            state=row.get("STATE", ""),
+            judge_notes=row.get("judge_notes", ""),
+            expected_restart=row.get("expected_restart", ""),
+            logsage_restart=row.get("logsage_restart", ""),
+            primary_ranks=ranks(row.get("primary_ranks")),
+            secondary_ranks=ranks(row.get("secondary_ranks")),
+            fr_suspects=ranks(row.get("fr_suspects")),
+            analyzer_version=row.get("analyzer_version", ""),
+            gpus_per_node=number(row.get("gpus_per_node"), 4),
+            segment_size=number(row.get("segment_size"), 32),
+            invalid_reason=row.get("reason") or None,
+            scored_by=row.get("scored_by") or "code",
+            analyzer_error=row.get("analyzer_error", ""),
             analyzer_stderr_end=row.get("analyzer_stderr_end", ""),
-            fault_to_end_s=seconds(row.get("fault_to_end_s")), analyzer_wall_s=seconds(row.get("analyzer_wall_s")))
+            fault_to_end_s=seconds(row.get("fault_to_end_s")),
+            analyzer_wall_s=seconds(row.get("analyzer_wall_s")),
+        )
+        for d in DIMENSIONS:
+            setattr(record, d, row.get(d) or NA)
+        return record
 
     @classmethod
     def unscored(cls, cell: Cell, analyzer: str, status: str, state: str, reason: str, job_id: str = "") -> ScoreRecord:
-        return cls(cell, analyzer, status=status, job_id=job_id, state=state, judge_notes=reason,
-                   invalid_reason=reason, expected_restart=expected_restart(cell.fault_type))
+        return cls(
+            cell,
+            analyzer,
+            status=status,
+            job_id=job_id,
+            state=state,
+            judge_notes=reason,
+            invalid_reason=reason,
+            expected_restart=expected_restart(cell.fault_type),
+        )
 
 
 def _tf(value: bool) -> str:
@@ -295,10 +329,18 @@ def _notes(truth: Truth, s: ScoreRecord, logsage: Mapping[str, Any], problems: l
 def _base(truth: Truth, job: Manifest | None) -> ScoreRecord:
     """The cell's facts, run validity, and N/A everywhere until a verdict is graded."""
     cell = truth.cell
-    base = ScoreRecord(cell, "", status=INVALID, job_id=job.job_id if job else "", state=job.state if job else "",
-                       run_valid="false", expected_restart=expected_restart(cell.fault_type),
-                       gpus_per_node=truth.gpus_per_node, segment_size=truth.segment_size,
-                       fault_to_end_s=round(job.seconds_to_end, 3) if job and job.seconds_to_end is not None else None)
+    base = ScoreRecord(
+        cell,
+        "",
+        status=INVALID,
+        job_id=job.job_id if job else "",
+        state=job.state if job else "",
+        run_valid="false",
+        expected_restart=expected_restart(cell.fault_type),
+        gpus_per_node=truth.gpus_per_node,
+        segment_size=truth.segment_size,
+        fault_to_end_s=round(job.seconds_to_end, 3) if job and job.seconds_to_end is not None else None,
+    )
     if job is None:
         base.invalid_reason = "no job.json (the job never ran)"
     elif not job.run_valid:
@@ -352,8 +394,9 @@ def score_cell(
     return base
 
 
-def score_fr(truth: Truth, job: Manifest | None, fr: Mapping[str, Any] | None, *,
-             failure: str | None = None) -> ScoreRecord:
+def score_fr(
+    truth: Truth, job: Manifest | None, fr: Mapping[str, Any] | None, *, failure: str | None = None
+) -> ScoreRecord:
     """Grade one flight-recorder analyzer's verdict: only fr_rank_correct applies."""
     base = _base(truth, job)
     if base.run_valid != "true":
@@ -366,8 +409,11 @@ def score_fr(truth: Truth, job: Manifest | None, fr: Mapping[str, Any] | None, *
     elif base.fr_rank_correct == "rank":
         base.judge_notes = "FR names exactly the injected rank."
     else:
-        base.judge_notes = (f"FR {base.fr_rank_correct} (suspects {base.fr_suspects})."
-                            if base.fr_rank_correct != "no_dumps" else "No FR dumps.")
+        base.judge_notes = (
+            f"FR {base.fr_rank_correct} (suspects {base.fr_suspects})."
+            if base.fr_rank_correct != "no_dumps"
+            else "No FR dumps."
+        )
     return base
 
 
@@ -448,7 +494,8 @@ notes: one sentence naming the main gap or confirming success.
 def judge_log_tail(text: str) -> list[str]:
     """The log upstream's judge reads: markers stripped, exclude_nvrx_logs applied, last 400 lines."""
     lines = [
-        line for line in strip_markers(text.splitlines())
+        line
+        for line in strip_markers(text.splitlines())
         if "nvidia_resiliency_ext" not in line and ("[workload:" not in line or "Cycle:" in line)
     ]
     return lines[-LOG_TAIL_LINES:]
@@ -513,21 +560,35 @@ def _reuse_key(*parts: Any) -> str:
 
 def _links(cell_dir: Path, folder: str, names: Iterable[str]) -> list[FileLink]:
     """The files of a cell that exist, as links relative to the session."""
-    return [FileLink(label, f"{cell_dir.name}/{folder}{name}") for label, name in
-            ((n.rsplit("/", 1)[-1], n) for n in names) if name and (cell_dir / folder / name).is_file()]
+    return [
+        FileLink(label, f"{cell_dir.name}/{folder}{name}")
+        for label, name in ((n.rsplit("/", 1)[-1], n) for n in names)
+        if name and (cell_dir / folder / name).is_file()
+    ]
 
 
 def cell_files(cell_dir: Path, job: Manifest | None) -> list[FileLink]:
     """The run's files a person opens first: manifest, main log, stripped log, the first dumps."""
-    links = [FileLink(label, f"{cell_dir.name}/{path}") for label, path in (
-        (layout.MANIFEST, layout.MANIFEST), ("main log", job.main_log if job else ""), ("stripped log", layout.STRIPPED_LOG))
-        if path and (cell_dir / path).is_file()]
+    links = [
+        FileLink(label, f"{cell_dir.name}/{path}")
+        for label, path in (
+            (layout.MANIFEST, layout.MANIFEST),
+            ("main log", job.main_log if job else ""),
+            ("stripped log", layout.STRIPPED_LOG),
+        )
+        if path and (cell_dir / path).is_file()
+    ]
     dumps = sorted((cell_dir / layout.FR_DUMP_PREFIX).parent.glob("_dump_*"))
-    links += [FileLink(d.name, f"{cell_dir.name}/{layout.FR_DUMP_PREFIX.rsplit('/', 1)[0]}/{d.name}")
-              for d in dumps[:DUMP_LINKS]]
+    links += [
+        FileLink(d.name, f"{cell_dir.name}/{layout.FR_DUMP_PREFIX.rsplit('/', 1)[0]}/{d.name}")
+        for d in dumps[:DUMP_LINKS]
+    ]
     if len(dumps) > DUMP_LINKS:
-        links.append(FileLink(f"{len(dumps) - DUMP_LINKS} more dumps",
-                              f"{cell_dir.name}/{layout.FR_DUMP_PREFIX.rsplit('/', 1)[0]}/"))
+        links.append(
+            FileLink(
+                f"{len(dumps) - DUMP_LINKS} more dumps", f"{cell_dir.name}/{layout.FR_DUMP_PREFIX.rsplit('/', 1)[0]}/"
+            )
+        )
     return links
 
 
@@ -537,8 +598,14 @@ def _stderr_end(run: RunRecord) -> str:
 
 
 def score_analyzers(
-    cell_dir: Path, truth: Truth, job: Manifest | None, *, judge_mode: str = "code", llm: LLMSettings | None = None,
-    version: str = "", fresh: bool = False,
+    cell_dir: Path,
+    truth: Truth,
+    job: Manifest | None,
+    *,
+    judge_mode: str = "code",
+    llm: LLMSettings | None = None,
+    version: str = "",
+    fresh: bool = False,
 ) -> list[ScoreRecord]:
     """Score every analyzer the cell's indexes list: the log analyzers (graded with the first FR
     analyzer's verdict, as upstream's table is), then each FR analyzer on its own. A score whose
@@ -548,11 +615,21 @@ def score_analyzers(
     log_runs = read_index(cell_dir / layout.LOGSAGE_INDEX)
     fr_runs = read_index(cell_dir / layout.FR_INDEX)
     primary_fr = fr_runs[0] if fr_runs else None
-    fr_primary = (_read_json(cell_dir / layout.fr_analyzer_dir(primary_fr.analyzer) / layout.FR_JSON)
-                  if primary_fr and primary_fr.status == OK else None)
-    common = (version, judge_mode, llm.model if llm else None, truth.gpus_per_node, truth.segment_size,
-              file_digest(cell_dir / layout.MANIFEST), file_digest(cell_dir / layout.STRIPPED_LOG),
-              primary_fr and asdict(primary_fr) | {"reused": None})
+    fr_primary = (
+        _read_json(cell_dir / layout.fr_analyzer_dir(primary_fr.analyzer) / layout.FR_JSON)
+        if primary_fr and primary_fr.status == OK
+        else None
+    )
+    common = (
+        version,
+        judge_mode,
+        llm.model if llm else None,
+        truth.gpus_per_node,
+        truth.segment_size,
+        file_digest(cell_dir / layout.MANIFEST),
+        file_digest(cell_dir / layout.STRIPPED_LOG),
+        primary_fr and asdict(primary_fr) | {"reused": None},
+    )
     files = cell_files(cell_dir, job)
     log_lines: list[str] | None = None
     scores = []
@@ -570,8 +647,17 @@ def score_analyzers(
                 score.evidence = cell_evidence(truth.cell, log_lines, verdict or {})
             score.files, score.cell_files = _links(cell_dir, f"{folder}/", LOG_FILES), files
             if judge_mode in ("llm", "both") and score.scored:
-                judge(score, cell_dir, cell_dir / folder, truth, judge_mode, llm, fr_primary_text=_read_text(
-                    cell_dir / layout.fr_analyzer_dir(primary_fr.analyzer) / layout.FR_TEXT) if primary_fr else "")
+                judge(
+                    score,
+                    cell_dir,
+                    cell_dir / folder,
+                    truth,
+                    judge_mode,
+                    llm,
+                    fr_primary_text=_read_text(cell_dir / layout.fr_analyzer_dir(primary_fr.analyzer) / layout.FR_TEXT)
+                    if primary_fr
+                    else "",
+                )
             layout.write_json_atomic(cell_dir / folder / layout.ANALYZER_SCORE, score.to_json())
         scores.append(score)
     for run in fr_runs:
@@ -593,14 +679,25 @@ def _describe(score: ScoreRecord, name: str, run: RunRecord, key: str) -> None:
     score.analyzer_wall_s, score.analyzer_stderr_end = run.wall_s, _stderr_end(run)
 
 
-def judge(score: ScoreRecord, cell_dir: Path, folder: Path, truth: Truth, mode: str, llm: LLMSettings | None, *,
-          fr_primary_text: str) -> None:
+def judge(
+    score: ScoreRecord,
+    cell_dir: Path,
+    folder: Path,
+    truth: Truth,
+    mode: str,
+    llm: LLMSettings | None,
+    *,
+    fr_primary_text: str,
+) -> None:
     """Ask the LLM judge about one analyzer's verdict (what upstream's judge reads)."""
     if llm is None or not llm.base_url or not llm.model:
         apply_judge(score, {"error": "judge mode needs an LLM base_url and model"}, mode)
         return
-    inputs = JudgeInputs(judge_log_tail(_read_text(cell_dir / layout.STRIPPED_LOG)),
-                         _read_text(folder / layout.LOGSAGE_TEXT), fr_primary_text)
+    inputs = JudgeInputs(
+        judge_log_tail(_read_text(cell_dir / layout.STRIPPED_LOG)),
+        _read_text(folder / layout.LOGSAGE_TEXT),
+        fr_primary_text,
+    )
     apply_judge(score, run_judge(llm, truth, inputs), mode)
 
 
@@ -647,8 +744,16 @@ def gather(session_dir: Path, cells: Iterable[Cell], analyzers: list[str] | None
             # latest run: never scored, even though the chain produced a score.json for it.
             if infra is not None:
                 why = infra.invalid_reason or "the job could not start"
-                records.append(ScoreRecord.unscored(cell, name, INFRA_FAILURE, "INFRA_FAILURE",
-                                                    f"infrastructure ({infra.state}): {why}", infra.job_id))
+                records.append(
+                    ScoreRecord.unscored(
+                        cell,
+                        name,
+                        INFRA_FAILURE,
+                        "INFRA_FAILURE",
+                        f"infrastructure ({infra.state}): {why}",
+                        infra.job_id,
+                    )
+                )
             elif scores is not None and name in scores:
                 records.append(scores[name])
             elif (cell_dir / layout.MANIFEST).exists():
@@ -729,10 +834,12 @@ def main(argv: list[str]) -> int:
     except ManifestError as exc:
         print(f"faultloop score: {exc}", file=sys.stderr)
         return 2
-    truth = Truth(Cell(job.fault_type, job.fault_rank, job.fault_iter, job.nodes), args.gpus_per_node,
-                  args.segment_size)
+    truth = Truth(
+        Cell(job.fault_type, job.fault_rank, job.fault_iter, job.nodes), args.gpus_per_node, args.segment_size
+    )
     llm = llm_client.settings_from_args(args) if args.judge_mode != "code" else None
-    scores = score_analyzers(args.cell_dir, truth, job, judge_mode=args.judge_mode, llm=llm, version=args.version,
-                             fresh=bool(args.fresh))
+    scores = score_analyzers(
+        args.cell_dir, truth, job, judge_mode=args.judge_mode, llm=llm, version=args.version, fresh=bool(args.fresh)
+    )
     write_scores(scores, truth.cell.name, args.output)
     return 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from typing import Mapping
+from collections.abc import Mapping
 
 
 def job_id() -> str | None:
@@ -21,8 +21,9 @@ def job_id() -> str | None:
 
 def hostnames(nodelist: str) -> list[str]:
     """`n[1-2],m3` -> ['n1', 'n2', 'm3'] (scontrol's own expansion)."""
-    out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True,
-                         check=True, timeout=30)
+    out = subprocess.run(
+        ["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, check=True, timeout=30
+    )
     return out.stdout.split()
 
 
@@ -33,16 +34,16 @@ def nodes(job: str | None = None) -> list[str]:
         job = job or job_id()
         if not job:
             raise RuntimeError("not inside a SLURM allocation (no SLURM_JOB_ID)")
-        out = subprocess.run(["squeue", "-h", "-j", job, "-o", "%N"], capture_output=True, text=True,
-                             check=True, timeout=30)
+        out = subprocess.run(
+            ["squeue", "-h", "-j", job, "-o", "%N"], capture_output=True, text=True, check=True, timeout=30
+        )
         nodelist = out.stdout.strip()
     return hostnames(nodelist)
 
 
 def per_node_srun(n_nodes: int) -> list[str]:
     """srun prefix that starts exactly one task on each of the allocation's nodes."""
-    return ["srun", f"--nodes={n_nodes}", f"--ntasks={n_nodes}", "--ntasks-per-node=1",
-            "--kill-on-bad-exit=0"]
+    return ["srun", f"--nodes={n_nodes}", f"--ntasks={n_nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=0"]
 
 
 def run_per_node(command: str, env: Mapping[str, str] | None = None, timeout: float | None = None) -> int:

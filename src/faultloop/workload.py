@@ -20,13 +20,13 @@ import faulthandler
 import math
 import os
 import signal
-import sys
 import socket
+import sys
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
 
 import torch
 import torch.distributed as dist
@@ -82,8 +82,12 @@ class FaultPlan:
             return None
         if name not in FAULTS:
             raise ValueError(f"unknown FAULT_TYPE {name!r}")
-        return cls(name, int(env.get("FAULT_RANK", "0")), int(env.get("FAULT_AT_ITER", "1")),
-                   float(env.get("FAULT_DELAY", "0") or 0))
+        return cls(
+            name,
+            int(env.get("FAULT_RANK", "0")),
+            int(env.get("FAULT_AT_ITER", "1")),
+            float(env.get("FAULT_DELAY", "0") or 0),
+        )
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,12 @@ class Settings:
     agent_store: bool  # under torchrun: the elastic agent hosts the store, every rank is a client
 
 
+def _dump_fr_trace() -> bytes:
+    """torch's flight-recorder dump (collectives and stack traces, all entries) in its pickle
+    format: the private call torch's own dump-on-timeout makes, which gloo never triggers itself."""
+    return torch._C._distributed_c10d._dump_fr_trace(True, True, False)  # type: ignore[attr-defined]
+
+
 class FlightRecorder:
     """Writes this rank's FR dump atomically in torch's pickle format.
 
@@ -119,7 +129,7 @@ class FlightRecorder:
 
     def warm_up(self) -> None:
         """The first dump with stack traces starts a symbolizer (1-3 s); pay that while healthy."""
-        torch._C._distributed_c10d._dump_fr_trace(True, True, False)
+        _dump_fr_trace()
 
     def dump(self, reason: str, final: bool = True) -> None:
         if self.path is None:
@@ -128,7 +138,7 @@ class FlightRecorder:
             if self._final:
                 return
             try:
-                data = torch._C._distributed_c10d._dump_fr_trace(True, True, False)
+                data = _dump_fr_trace()
                 tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
                 tmp.write_bytes(data)
                 os.replace(tmp, self.path)
@@ -246,22 +256,34 @@ class Trainer:
         apart, longer than the collective timeout, so the join gets its own timeout. Under
         torchrun the store is the elastic agent's (every rank a client), as env:// would do."""
         s = self.s
-        store = dist.TCPStore(s.master_addr, s.master_port, s.world_size,
-                              is_master=s.rank == 0 and not s.agent_store,
-                              timeout=dt.timedelta(seconds=s.init_timeout_s), wait_for_workers=False)
+        store = dist.TCPStore(
+            s.master_addr,
+            s.master_port,
+            s.world_size,
+            is_master=s.rank == 0 and not s.agent_store,
+            timeout=dt.timedelta(seconds=s.init_timeout_s),
+            wait_for_workers=False,
+        )
         store.add("rendezvous/arrived", 1)
         deadline = time.monotonic() + s.init_timeout_s
         while (joined := store.add("rendezvous/arrived", 0)) < s.world_size:
             if time.monotonic() > deadline:
-                raise RuntimeError(f"rendezvous timed out after {s.init_timeout_s:.0f} s: "
-                                   f"{joined}/{s.world_size} ranks joined")
+                raise RuntimeError(
+                    f"rendezvous timed out after {s.init_timeout_s:.0f} s: {joined}/{s.world_size} ranks joined"
+                )
             time.sleep(0.2)
-        dist.init_process_group("gloo", store=dist.PrefixStore("default_pg", store), rank=s.rank,
-                                world_size=s.world_size,
-                                timeout=dt.timedelta(seconds=s.pg_timeout_s))
+        dist.init_process_group(
+            "gloo",
+            store=dist.PrefixStore("default_pg", store),
+            rank=s.rank,
+            world_size=s.world_size,
+            timeout=dt.timedelta(seconds=s.pg_timeout_s),
+        )
         self._store = store  # rank 0 may serve it; keep it alive for the whole job
-        log(f"> rank {s.rank}/{s.world_size} (local rank {s.local_rank}) on {s.node_name}: "
-            f"process group ready (gloo, timeout {s.pg_timeout_s:.0f} s)")
+        log(
+            f"> rank {s.rank}/{s.world_size} (local rank {s.local_rank}) on {s.node_name}: "
+            f"process group ready (gloo, timeout {s.pg_timeout_s:.0f} s)"
+        )
         if s.rank == 0:
             n = sum(p.numel() for p in self.params)
             log(f"> building MLP model ... number of parameters: {n}")
@@ -287,8 +309,10 @@ class Trainer:
             idle = time.monotonic() - self.last_progress
             if self.done_iter >= 2 and idle >= self.s.stall_timeout_s and reported != self.done_iter:
                 reported = self.done_iter
-                log(f"WARNING: no training progress for {idle:.1f} s (last completed iteration "
-                    f"{self.done_iter}); dumping flight recorder")
+                log(
+                    f"WARNING: no training progress for {idle:.1f} s (last completed iteration "
+                    f"{self.done_iter}); dumping flight recorder"
+                )
                 self.fr.dump("stall", final=False)
 
     # -- training --------------------------------------------------------------------------------
@@ -310,12 +334,14 @@ class Trainer:
                 faulthandler.dump_traceback_later(s.stall_timeout_s, exit=False)
             if s.rank == s.world_size - 1:
                 elapsed_ms = (time.monotonic() - start) * 1000
-                log(f"iteration {it:8d}/{s.iterations:8d} | consumed samples: "
+                log(
+                    f"iteration {it:8d}/{s.iterations:8d} | consumed samples: "
                     f"{it * BATCH * s.world_size:12d} | elapsed time per iteration (ms): "
                     f"{elapsed_ms:.1f} | learning rate: 1.000000E-03 | global batch size: "
                     f"{BATCH * s.world_size:5d} | lm loss: {loss_avg:.6E} | loss scale: 1.0 | "
                     f"grad norm: {grad_norm:.3f} | number of skipped iterations:   0 | "
-                    f"number of nan iterations:   0 |")
+                    f"number of nan iterations:   0 |"
+                )
             time.sleep(max(0.0, s.iter_time_s - (time.monotonic() - start)))
         if s.rank == s.world_size - 1:
             log(f"[after training is done] finished {s.iterations} iterations")
@@ -323,8 +349,7 @@ class Trainer:
     def _next_batch(self, it: int) -> tuple[torch.Tensor, torch.Tensor]:
         start = (it * self.s.world_size + self.s.rank) * BATCH % SHARD_ROWS + self._sample_offset
         if start + BATCH > SHARD_ROWS:
-            raise IndexError(f"index {start + BATCH - 1} is out of bounds for dimension 0 with "
-                             f"size {SHARD_ROWS}")
+            raise IndexError(f"index {start + BATCH - 1} is out of bounds for dimension 0 with size {SHARD_ROWS}")
         x = self._read_shard(start, BATCH)
         return x, torch.tanh(x @ self.teacher)
 
@@ -342,19 +367,23 @@ class Trainer:
 
     def _all_reduce_grads(self, loss: torch.Tensor) -> tuple[float, float]:
         """One collective per step: all gradients and the loss in one flat buffer."""
-        flat = torch.cat([p.grad.reshape(-1) for p in self.params] + [loss.reshape(1)])
+        grads = [p.grad for p in self.params]
+        assert all(g is not None for g in grads), "backward ran first"
+        flat = torch.cat([g.reshape(-1) for g in grads if g is not None] + [loss.reshape(1)])
         dist.all_reduce(flat)
         flat /= self.s.world_size
         offset = 0
-        for p in self.params:
-            p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
+        for p, g in zip(self.params, grads, strict=True):
+            if g is not None:
+                g.copy_(flat[offset : offset + p.numel()].view_as(p))
             offset += p.numel()
         return float(flat[-1]), float(flat[:-1].norm())
 
     def _sgd_step(self, lr: float) -> None:
         with torch.no_grad():
             for p in self.params:
-                p -= lr * p.grad
+                if p.grad is not None:
+                    p -= lr * p.grad
                 p.grad = None
 
     # -- periodic work (the injected fault fires here on its rank) ------------------------------
@@ -365,13 +394,17 @@ class Trainer:
             return
         if it == plan.at_iter and self._fire_at is None:
             self._fire_at = time.time() + plan.delay_s
-            log(f"FAULT INJECTION: Rank {self.s.rank} will inject fault {plan.name} at "
-                f"{stamp(self._fire_at)} (iteration {it}, delay {plan.delay_s:g} s)")
+            log(
+                f"FAULT INJECTION: Rank {self.s.rank} will inject fault {plan.name} at "
+                f"{stamp(self._fire_at)} (iteration {it}, delay {plan.delay_s:g} s)"
+            )
         if self._fire_at is not None and time.time() >= self._fire_at:
             self._fired = True
             action = self._actions[plan.name]
-            log(f"FAULT INJECTION: Rank {self.s.rank} firing fault {plan.name} at iteration {it}: "
-                f"{_describe(plan.name, self.device.name)}")
+            log(
+                f"FAULT INJECTION: Rank {self.s.rank} firing fault {plan.name} at iteration {it}: "
+                f"{_describe(plan.name, self.device.name)}"
+            )
             action()
 
     def _skip_to_shard_end(self) -> None:
@@ -383,14 +416,24 @@ class Trainer:
 
 def _describe(name: str, device: str) -> str:
     """The fire-time detail, in upstream's injector wording (only ever on a marker line)."""
-    sig = {"SIGNAL_EXC": signal.SIGUSR1, "SIGINT": signal.SIGINT, "SIGKILL": signal.SIGKILL,
-           "SIGTERM": signal.SIGTERM, "SIGSTOP": signal.SIGSTOP}.get(name)
+    sig = {
+        "SIGNAL_EXC": signal.SIGUSR1,
+        "SIGINT": signal.SIGINT,
+        "SIGKILL": signal.SIGKILL,
+        "SIGTERM": signal.SIGTERM,
+        "SIGSTOP": signal.SIGSTOP,
+    }.get(name)
     if sig is not None:
         return f"sending signal={sig!r} to pid={os.getpid()}"
-    return {"GPU_ERROR": f"raising GPU error on {device}", "GPU_SLEEP": f"GPU sleep on device={device}",
-            "WORKLOAD_EXC": "raising workload exception", "ASYNC_EXC": "asynchronously raising exception",
-            "OS_ABORT": "aborting", "LOCK_GIL": "locking GIL",
-            "SEGFAULT": "raising segmentation fault"}[name]
+    return {
+        "GPU_ERROR": f"raising GPU error on {device}",
+        "GPU_SLEEP": f"GPU sleep on device={device}",
+        "WORKLOAD_EXC": "raising workload exception",
+        "ASYNC_EXC": "asynchronously raising exception",
+        "OS_ABORT": "aborting",
+        "LOCK_GIL": "locking GIL",
+        "SEGFAULT": "raising segmentation fault",
+    }[name]
 
 
 def _die_with_parent() -> None:
@@ -416,8 +459,7 @@ def _compact_buffers() -> None:
 
 def _start_metrics_writer() -> None:
     main_ident = threading.main_thread().ident
-    threading.Thread(target=_flush_metrics, args=(main_ident,), name="metrics-writer",
-                     daemon=True).start()
+    threading.Thread(target=_flush_metrics, args=(main_ident,), name="metrics-writer", daemon=True).start()
 
 
 def _flush_metrics(thread_id: int) -> None:
@@ -463,10 +505,14 @@ def settings_from(argv: list[str], env: Mapping[str, str]) -> Settings:
         rank=int(env.get("RANK") or env["SLURM_PROCID"]),
         local_rank=int(env.get("LOCAL_RANK") or env.get("SLURM_LOCALID") or 0),
         world_size=int(env.get("WORLD_SIZE") or env["SLURM_NTASKS"]),
-        master_addr=env.get("MASTER_ADDR", "127.0.0.1"), master_port=int(env["MASTER_PORT"]),
+        master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
+        master_port=int(env["MASTER_PORT"]),
         node_name=env.get("FAULTLOOP_NODE_NAME") or env.get("SLURMD_NODENAME") or socket.gethostname(),
-        iterations=args.iterations, iter_time_s=args.iter_time_s, pg_timeout_s=args.pg_timeout_s,
-        init_timeout_s=args.init_timeout_s, stall_timeout_s=args.stall_timeout_s,
+        iterations=args.iterations,
+        iter_time_s=args.iter_time_s,
+        pg_timeout_s=args.pg_timeout_s,
+        init_timeout_s=args.init_timeout_s,
+        stall_timeout_s=args.stall_timeout_s,
         dump_prefix=env.get("TORCH_FR_DUMP_TEMP_FILE", ""),
         agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE") == "True",
     )

@@ -7,14 +7,21 @@ with logged(snakemake.log[0]):
     run_cli(
         report.main,
         [
-            "--records", snakemake.input.records,
-            "--session-dir", snakemake.params.session,
+            "--records",
+            snakemake.input.records,
+            "--session-dir",
+            snakemake.params.session,
             *(["--upstream-verdicts", *snakemake.input.upstream] if snakemake.input.upstream else []),
-            "--output", snakemake.output.report,
-            "--html", snakemake.output.html,
-            "--heatmap", snakemake.output.heatmap,
-            "--junit", snakemake.output.junit,
+            "--output",
+            snakemake.output.report,
+            "--html",
+            snakemake.output.html,
+            "--heatmap",
+            snakemake.output.heatmap,
+            "--junit",
+            snakemake.output.junit,
             # The next iteration's pool: `--config pool_file=<session>/failing_pool.tsv`.
-            "--failing-pool", snakemake.output.failing_pool,
+            "--failing-pool",
+            snakemake.output.failing_pool,
         ],
     )

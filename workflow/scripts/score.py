@@ -3,8 +3,8 @@
 from pathlib import Path
 
 from faultloop import score
-from faultloop.pool import Cell
 from faultloop.glue import logged
+from faultloop.pool import Cell
 
 with logged(snakemake.log[0]):
     session = Path(snakemake.params.session)

@@ -16,5 +16,16 @@ from faultloop.logsage.facts import Evidence
 from faultloop.logsage.modes import analyze_with_llm, main, run_upstream
 from faultloop.logsage.rules import POLICY, RULES, Rule
 
-__all__ = ["POLICY", "RULES", "Evidence", "Rule", "Settings", "Verdict", "analyze_log", "analyze_with_llm",
-           "analyzer_fingerprint", "main", "run_upstream"]
+__all__ = [
+    "POLICY",
+    "RULES",
+    "Evidence",
+    "Rule",
+    "Settings",
+    "Verdict",
+    "analyze_log",
+    "analyze_with_llm",
+    "analyzer_fingerprint",
+    "main",
+    "run_upstream",
+]

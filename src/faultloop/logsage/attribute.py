@@ -10,15 +10,39 @@ rank failed first, so the confidence says what the naming rests on.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from faultloop.logsage.facts import NEVER, Evidence, Facts
-from faultloop.logsage.rules import (BUSY_WINDOW_LINES, CUDA_HINT, DEATH, DEVICE_WAIT_FRAMES, DONE, EXCEPTION_KIND,
-                                     FATAL, FIRST_SEQ, GPU, GPU_HARDWARE, JOB_SIGNAL, NETWORK_KIND, OOM_KIND, ORIGINS,
-                                     PEER_LOST, POLICY, SIGNAL, SIGNAL_FAULT, SIGNAL_NUMBERS, SLURM, STACK_DUMP, STALL,
-                                     STOP_SIGNALS, SYMPTOMS, TIMEOUT, WEAK_ORIGINS)
 from faultloop.logsage.records import in_collective
+from faultloop.logsage.rules import (
+    BUSY_WINDOW_LINES,
+    CUDA_HINT,
+    DEATH,
+    DEVICE_WAIT_FRAMES,
+    DONE,
+    EXCEPTION_KIND,
+    FATAL,
+    FIRST_SEQ,
+    GPU,
+    GPU_HARDWARE,
+    JOB_SIGNAL,
+    NETWORK_KIND,
+    OOM_KIND,
+    ORIGINS,
+    PEER_LOST,
+    POLICY,
+    SIGNAL,
+    SIGNAL_FAULT,
+    SIGNAL_NUMBERS,
+    SLURM,
+    STACK_DUMP,
+    STALL,
+    STOP_SIGNALS,
+    SYMPTOMS,
+    TIMEOUT,
+    WEAK_ORIGINS,
+)
 from faultloop.logsage.scan import add, drop, seen_ranks
 
 HIGH, MEDIUM, LOW = "high", "medium", "low"
@@ -77,8 +101,11 @@ def _reinterpret(facts: Facts) -> None:
     """Read lines in the light of the others. Several ranks dying by SIGABRT with no error of their
     own were aborted by the NCCL watchdog after a stuck collective: victims of a hang. A CUDA hint
     line with no CUDA error just before it is all that is left of a cut-off GPU error."""
-    aborted = [r for r, ex in facts.exits.items() if ex.signal == "SIGABRT" and not ex.stopped
-               and not any((k, r) in facts.first for k in _OWN_ERRORS)]
+    aborted = [
+        r
+        for r, ex in facts.exits.items()
+        if ex.signal == "SIGABRT" and not ex.stopped and not any((k, r) in facts.first for k in _OWN_ERRORS)
+    ]
     if len(aborted) > 1:
         for r in aborted:
             death = facts.first.get((DEATH, r))
@@ -129,20 +156,35 @@ def attribute(facts: Facts) -> Attribution:
     7. no failure: the application finished, or no errors were found."""
     _reinterpret(facts)
     tl = _timeline(facts)
-    found = (_scheduler(facts, tl) or _stopped_from_outside(facts, tl) or _gpu_hardware(facts, tl)
-             or _crash(facts, tl) or _hang(facts, tl) or _peer_lost(facts, tl) or _quiet_end(facts))
+    found = (
+        _scheduler(facts, tl)
+        or _stopped_from_outside(facts, tl)
+        or _gpu_hardware(facts, tl)
+        or _crash(facts, tl)
+        or _hang(facts, tl)
+        or _peer_lost(facts, tl)
+        or _quiet_end(facts)
+    )
     return _with_confidence_caps(facts, found)
 
 
-def _attribution(cause: str, primary: list[int], victims: Iterable[int], keys: list[Evidence], why: str,
-                 confidence: str, confidence_reason: str) -> Attribution:
+def _attribution(
+    cause: str,
+    primary: list[int],
+    victims: Iterable[int],
+    keys: list[Evidence],
+    why: str,
+    confidence: str,
+    confidence_reason: str,
+) -> Attribution:
     """Job-wide causes (POLICY's blames_rank false) name no primary rank: everyone reporting is
     a victim of the job's environment or configuration."""
     if cause and not POLICY[cause].blames_rank and primary:
         victims, primary = set(victims) | set(primary), []
         confidence_reason = f"{cause} is a job-wide cause: the ranks that report it are not at fault"
-    return Attribution(cause, sorted(primary), sorted(set(victims) - set(primary)), keys, why, confidence,
-                       confidence_reason)
+    return Attribution(
+        cause, sorted(primary), sorted(set(victims) - set(primary)), keys, why, confidence, confidence_reason
+    )
 
 
 def _scheduler(facts: Facts, tl: _Timeline) -> Attribution | None:
@@ -153,12 +195,19 @@ def _scheduler(facts: Facts, tl: _Timeline) -> Attribution | None:
             ev = job[cause]
             done = _evidence_of(facts, DONE)[:1]
             if cause == "TIME_LIMIT" and done and done[0].line < ev.line:
-                return _attribution("SHUTDOWN_HANG", [], everyone, done + [ev],
-                                    "the application reported that training finished, then the job ran into its "
-                                    "time limit: it hung on the way out", MEDIUM,
-                                    "the scheduler's time-limit line after the application's own 'done' line")
-            return _attribution(cause, [], everyone, [ev], f"the scheduler ended the job: {ev.text}", HIGH,
-                                "the scheduler's own line")
+                return _attribution(
+                    "SHUTDOWN_HANG",
+                    [],
+                    everyone,
+                    [*done, ev],
+                    "the application reported that training finished, then the job ran into its "
+                    "time limit: it hung on the way out",
+                    MEDIUM,
+                    "the scheduler's time-limit line after the application's own 'done' line",
+                )
+            return _attribution(
+                cause, [], everyone, [ev], f"the scheduler ended the job: {ev.text}", HIGH, "the scheduler's own line"
+            )
     return None
 
 
@@ -167,9 +216,15 @@ def _stopped_from_outside(facts: Facts, tl: _Timeline) -> Attribution | None:
     stop = job.get("CANCELLED") or next((ev for (k, _), ev in facts.first.items() if k == JOB_SIGNAL), None)
     first_origin = min((e.line for e in (*tl.origin_at.values(), *tl.weak_at.values())), default=NEVER)
     if stop and stop.line < min(first_origin, tl.first_symptom):
-        return _attribution("CANCELLED", [], tl.victims | {r for r in tl.origin_at if r is not None}, [stop],
-                            "the job was stopped from outside before any rank failed", HIGH,
-                            "the scheduler's or launcher's line that it was stopped, before any failure")
+        return _attribution(
+            "CANCELLED",
+            [],
+            tl.victims | {r for r in tl.origin_at if r is not None},
+            [stop],
+            "the job was stopped from outside before any rank failed",
+            HIGH,
+            "the scheduler's or launcher's line that it was stopped, before any failure",
+        )
     return None
 
 
@@ -181,16 +236,26 @@ def _gpu_hardware(facts: Facts, tl: _Timeline) -> Attribution | None:
         return None
     ranks = sorted({ev.rank for ev in hardware if ev.rank is not None})
     if ranks:
-        return _attribution("GPU_ERROR", ranks, tl.victims, hardware[:3],
-                            f"a GPU hardware fault on rank{'s' if len(ranks) > 1 else ''} {_join(ranks)}: "
-                            f"{hardware[0].text[:120]}", HIGH if len(ranks) == 1 else MEDIUM,
-                            "the fault report names the rank" if len(ranks) == 1 else "several ranks' GPUs faulted")
+        return _attribution(
+            "GPU_ERROR",
+            ranks,
+            tl.victims,
+            hardware[:3],
+            f"a GPU hardware fault on rank{'s' if len(ranks) > 1 else ''} {_join(ranks)}: {hardware[0].text[:120]}",
+            HIGH if len(ranks) == 1 else MEDIUM,
+            "the fault report names the rank" if len(ranks) == 1 else "several ranks' GPUs faulted",
+        )
     stalled = _hang_culprits(facts, tl)[0] if tl.symptom_at else []
-    return _attribution("GPU_ERROR", stalled if len(stalled) == 1 else [], tl.victims, hardware[:3],
-                        f"a GPU hardware fault ({hardware[0].text[:120]}) that the log does not tie to a rank"
-                        + (f"; rank {stalled[0]} is the one the others waited for" if len(stalled) == 1 else ""),
-                        MEDIUM, "the fault report names no rank" + ("; the rank is the hang's odd one out"
-                                                                     if len(stalled) == 1 else ""))
+    return _attribution(
+        "GPU_ERROR",
+        stalled if len(stalled) == 1 else [],
+        tl.victims,
+        hardware[:3],
+        f"a GPU hardware fault ({hardware[0].text[:120]}) that the log does not tie to a rank"
+        + (f"; rank {stalled[0]} is the one the others waited for" if len(stalled) == 1 else ""),
+        MEDIUM,
+        "the fault report names no rank" + ("; the rank is the hang's odd one out" if len(stalled) == 1 else ""),
+    )
 
 
 def _crash(facts: Facts, tl: _Timeline) -> Attribution | None:
@@ -205,27 +270,36 @@ def _crash(facts: Facts, tl: _Timeline) -> Attribution | None:
     if not ranked:
         ev = origins[None]
         cause = _crash_cause(facts, None)
-        return _attribution(cause, [], tl.victims, [ev],
-                            f"a failure that names no rank ({ev.rule}, line {ev.line})", MEDIUM,
-                            "the failing line carries no rank prefix in a log of several processes")
+        return _attribution(
+            cause,
+            [],
+            tl.victims,
+            [ev],
+            f"a failure that names no rank ({ev.rule}, line {ev.line})",
+            MEDIUM,
+            "the failing line carries no rank prefix in a log of several processes",
+        )
     early = sorted(r for r, e in ranked.items() if e.line < tl.first_symptom)
     primary = early if len(early) > 1 else [min(ranked, key=lambda r: ranked[r].line)]
     keys = [ranked[r] for r in primary]
     cause = _crash_cause(facts, primary[0])
     others = (tl.victims | set(ranked)) - set(primary)
-    why = (f"rank{'s' if len(primary) > 1 else ''} {_join(primary)} failed on {'their' if len(primary) > 1 else 'its'} "
-           f"own first ({keys[0].rule}, line {keys[0].line}) while the other ranks only show symptoms or were "
-           f"stopped by the launcher")
+    why = (
+        f"rank{'s' if len(primary) > 1 else ''} {_join(primary)} failed on {'their' if len(primary) > 1 else 'its'} "
+        f"own first ({keys[0].rule}, line {keys[0].line}) while the other ranks only show symptoms or were "
+        f"stopped by the launcher"
+    )
     return _attribution(cause, primary, others, keys, why, *_crash_confidence(facts, tl, primary, ranked, weak))
 
 
-def _crash_confidence(facts: Facts, tl: _Timeline, primary: list[int], ranked: dict[int | None, Evidence],
-                      weak: bool) -> tuple[str, str]:
+def _crash_confidence(
+    facts: Facts, tl: _Timeline, primary: list[int], ranked: dict[int, Evidence], weak: bool
+) -> tuple[str, str]:
     if len(primary) > 1:
         return MEDIUM, "several ranks failed on their own at about the same time"
     if weak:
         return MEDIUM, "its failure is known only from a cut-off traceback or an exit status"
-    failed_too = set(ranked) - set(primary)
+    failed_too: set[int] = set(ranked) - set(primary)
     failed_too |= {r for r in tl.weak_at if r is not None and r not in primary}
     if failed_too:
         return MEDIUM, f"rank{'s' if len(failed_too) > 1 else ''} {_join(sorted(failed_too))} failed as well"
@@ -242,14 +316,32 @@ def _hang(facts: Facts, tl: _Timeline) -> Attribution | None:
     keys, hints = timeouts[:3], {ev.hint for ev in timeouts if ev.hint}
     desynced = {seq: ops for seq, ops in facts.collectives.items() if len(ops) > 1}
     if "DESYNC" in hints or desynced:
-        what = "; ".join(f"SeqNum {seq}: " + ", ".join(sorted(f"{op}({n or '?'})" for op, n in ops))
-                         for seq, ops in sorted(desynced.items())[:2]) or "a collective mismatch was reported"
-        return _attribution("DESYNC", [], tl.victims, keys, f"ranks waited in different collectives ({what})",
-                            MEDIUM, "the timed-out collectives disagree; no rank is singled out")
+        what = (
+            "; ".join(
+                f"SeqNum {seq}: " + ", ".join(sorted(f"{op}({n or '?'})" for op, n in ops))
+                for seq, ops in sorted(desynced.items())[:2]
+            )
+            or "a collective mismatch was reported"
+        )
+        return _attribution(
+            "DESYNC",
+            [],
+            tl.victims,
+            keys,
+            f"ranks waited in different collectives ({what})",
+            MEDIUM,
+            "the timed-out collectives disagree; no rank is singled out",
+        )
     if "SETUP_HANG" in hints or (facts.first_seq is not None and facts.first_seq <= FIRST_SEQ):
-        return _attribution("SETUP_HANG", [], tl.victims, keys,
-                            "the ranks timed out in the rendezvous or on the first collective", MEDIUM,
-                            "no rank had finished setting up; the log does not say which one never joined")
+        return _attribution(
+            "SETUP_HANG",
+            [],
+            tl.victims,
+            keys,
+            "the ranks timed out in the rendezvous or on the first collective",
+            MEDIUM,
+            "no rank had finished setting up; the log does not say which one never joined",
+        )
     primary, why, level = _hang_culprits(facts, tl)
     level_reason = why
     busy = facts.last_busy
@@ -260,7 +352,7 @@ def _hang(facts: Facts, tl: _Timeline) -> Attribution | None:
         primary, level, level_reason = slow
         cause = "SLOW_RANK"
         why = f"one-rank work ({busy.text[:80]!r}, line {busy.line}) ran while the others timed out; {level_reason}"
-        keys = [busy] + keys
+        keys = [busy, *keys]
     elif "WATCHDOG_HANG" in hints:
         cause = "WATCHDOG_HANG"
     else:
@@ -274,8 +366,11 @@ def _busy_rank(facts: Facts, tl: _Timeline, busy: Evidence, stalled: list[int]) 
     evaluation, checkpoint writing and preprocessing run by convention)."""
     timed_out = {r for r in tl.symptom_at if r is not None}
     if busy.rank is not None:
-        return None if busy.rank in timed_out else ([busy.rank], MEDIUM, f"rank {busy.rank} printed it and never "
-                                                                          f"timed out")
+        return (
+            None
+            if busy.rank in timed_out
+            else ([busy.rank], MEDIUM, f"rank {busy.rank} printed it and never timed out")
+        )
     if len(stalled) == 1:
         return stalled, MEDIUM, f"rank {stalled[0]} is the only rank that did not time out"
     if 0 not in timed_out:
@@ -299,8 +394,10 @@ def _hang_culprits(facts: Facts, tl: _Timeline) -> tuple[list[int], str, str]:
         narrowed_to = [r for r in quiet if r in outside] or [r for r in quiet if r in stopped]
         narrowed, quiet = bool(narrowed_to), narrowed_to or quiet
     if len(quiet) == 1:
-        why = (f"rank {quiet[0]} never timed out while the others did (first timeout at line "
-               f"{_first_line(facts, [TIMEOUT])})")
+        why = (
+            f"rank {quiet[0]} never timed out while the others did (first timeout at line "
+            f"{_first_line(facts, [TIMEOUT])})"
+        )
         if narrowed:
             return quiet, why, MEDIUM
         if inferred & set(quiet) or not facts.world_size:
@@ -352,15 +449,22 @@ def _peer_lost(facts: Facts, tl: _Timeline) -> Attribution | None:
         return None
     victims = tl.victims
     keys = _evidence_of(facts, PEER_LOST)[:3]
-    silent = sorted(r for r, ex in facts.exits.items()
-                    if r not in tl.symptom_at and r not in tl.stopped_at and ex.signal and not ex.stopped)
+    silent = sorted(
+        r
+        for r, ex in facts.exits.items()
+        if r not in tl.symptom_at and r not in tl.stopped_at and ex.signal and not ex.stopped
+    )
     if silent:
         rank = silent[0]
-        return _attribution(_crash_cause(facts, rank), [rank], victims - {rank}, keys,
-                            f"rank {rank} died without a word ({facts.exits[rank].signal}) while its peers lost "
-                            f"their connection to it", HIGH if len(silent) == 1 else MEDIUM,
-                            "the launcher's record of its death by a signal" if len(silent) == 1
-                            else "several ranks died by a signal")
+        return _attribution(
+            _crash_cause(facts, rank),
+            [rank],
+            victims - {rank},
+            keys,
+            f"rank {rank} died without a word ({facts.exits[rank].signal}) while its peers lost their connection to it",
+            HIGH if len(silent) == 1 else MEDIUM,
+            "the launcher's record of its death by a signal" if len(silent) == 1 else "several ranks died by a signal",
+        )
     known = set(range(facts.world_size)) | seen_ranks(facts)
     world = known | set(range(max(known | victims, default=-1) + 1))
     failed = {r for r in (*tl.origin_at, *tl.weak_at) if r is not None}
@@ -368,21 +472,40 @@ def _peer_lost(facts: Facts, tl: _Timeline) -> Attribution | None:
     in_view = world == known or len(victims) > 1  # an inferred world needs more than one victim in view
     if len(quiet) == 1 and not failed and in_view:  # no exit record: the one rank that lost no peer is the lost peer
         # nothing printed at all (no traceback, no fatal-error dump, no signal message): how SIGKILL ends a process
-        return _attribution("SIGKILL", quiet, victims, keys,
-                            f"rank {quiet[0]} is the only rank that did not lose a peer: it died without a word",
-                            HIGH if facts.world_size and quiet[0] < facts.world_size and world == known else MEDIUM,
-                            "the only rank that did not report a lost peer" +
-                            ("" if facts.world_size and world == known else "; the world size is inferred"))
+        return _attribution(
+            "SIGKILL",
+            quiet,
+            victims,
+            keys,
+            f"rank {quiet[0]} is the only rank that did not lose a peer: it died without a word",
+            HIGH if facts.world_size and quiet[0] < facts.world_size and world == known else MEDIUM,
+            "the only rank that did not report a lost peer"
+            + ("" if facts.world_size and world == known else "; the world size is inferred"),
+        )
     cause = next((ev.hint for ev in _evidence_of(facts, NETWORK_KIND) if ev.hint), "NETWORK")
-    return _attribution(cause, [], victims, keys, "connections broke but no rank failed on its own", MEDIUM,
-                        "ranks lost their peers; the log does not show which peer went first")
+    return _attribution(
+        cause,
+        [],
+        victims,
+        keys,
+        "connections broke but no rank failed on its own",
+        MEDIUM,
+        "ranks lost their peers; the log does not show which peer went first",
+    )
 
 
 def _quiet_end(facts: Facts) -> Attribution:
     done = _evidence_of(facts, DONE)
     if done:
-        return _attribution("DONE", [], [], done[:1], "the application reported that training finished", HIGH,
-                            "the application's own line")
+        return _attribution(
+            "DONE",
+            [],
+            [],
+            done[:1],
+            "the application reported that training finished",
+            HIGH,
+            "the application's own line",
+        )
     return _attribution("", [], [], [], "no errors found", LOW, "no failure lines found (an excerpt may have cut them)")
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from faultloop.faults import ERRORS_NOT_FOUND, FAULTS, NO_LOGS, NONE, RESTART
 from faultloop.fingerprint import source_fingerprint
@@ -55,25 +56,37 @@ class Verdict:
 
     def to_json(self) -> dict[str, Any]:
         out = {
-            "restart": self.restart, "primary_ranks": self.primary_ranks,
-            "secondary_ranks": self.secondary_ranks, "fault_category": self.fault_category,
-            "fault_type": self.fault_type, "confidence": self.confidence,
-            "confidence_reason": self.confidence_reason, "explanation": self.explanation, "detail": self.detail,
-            "evidence": [e.to_json() for e in self.evidence], "checkpoint_saved": self.checkpoint_saved,
-            "mode": self.mode, "analyzer_version": self.analyzer_version,
+            "restart": self.restart,
+            "primary_ranks": self.primary_ranks,
+            "secondary_ranks": self.secondary_ranks,
+            "fault_category": self.fault_category,
+            "fault_type": self.fault_type,
+            "confidence": self.confidence,
+            "confidence_reason": self.confidence_reason,
+            "explanation": self.explanation,
+            "detail": self.detail,
+            "evidence": [e.to_json() for e in self.evidence],
+            "checkpoint_saved": self.checkpoint_saved,
+            "mode": self.mode,
+            "analyzer_version": self.analyzer_version,
         }
         out.update(self.extra)
         return out
 
     def to_text(self) -> str:
         """Upstream's five-part text form."""
-        return "\n".join([
-            self.restart,
-            self.explanation,
-            f"Attribution: Primary issues: {self.primary_ranks}, Secondary issues: {self.secondary_ranks}",
-            self.detail,
-            f"checkpoint_saved: {str(self.checkpoint_saved).lower()}",
-        ]) + "\n"
+        return (
+            "\n".join(
+                [
+                    self.restart,
+                    self.explanation,
+                    f"Attribution: Primary issues: {self.primary_ranks}, Secondary issues: {self.secondary_ranks}",
+                    self.detail,
+                    f"checkpoint_saved: {str(self.checkpoint_saved).lower()}",
+                ]
+            )
+            + "\n"
+        )
 
 
 def analyzer_fingerprint(settings: Any = None) -> str:
@@ -106,8 +119,19 @@ def analyze_log(path_or_lines: str | os.PathLike[str] | Iterable[str], settings:
 
 def _analyze_path(path: Path, settings: Settings) -> Verdict:
     if not path.is_file() or not _has_text(path):
-        return Verdict(NO_LOGS, [], [], NONE, None, f"no log to analyze at {path}" if not path.is_file()
-                       else "the log is empty", "", [], False, "high", "there is no log text")
+        return Verdict(
+            NO_LOGS,
+            [],
+            [],
+            NONE,
+            None,
+            f"no log to analyze at {path}" if not path.is_file() else "the log is empty",
+            "",
+            [],
+            False,
+            "high",
+            "there is no log text",
+        )
     facts = Facts()
     scan.census(path, facts)
     scan.scan(path, facts, settings.prefilter, settings.jobs)
@@ -117,22 +141,52 @@ def _analyze_path(path: Path, settings: Settings) -> Verdict:
     found = attribute(facts)
     checkpoint = any(k == CHECKPOINT for k, _ in facts.first)
     if not found.cause:
-        return Verdict(ERRORS_NOT_FOUND, [], [], NONE, None, "No errors found in the log.", found.reasoning,
-                       facts.evidence[:10], checkpoint, found.confidence, found.confidence_reason)
+        return Verdict(
+            ERRORS_NOT_FOUND,
+            [],
+            [],
+            NONE,
+            None,
+            "No errors found in the log.",
+            found.reasoning,
+            facts.evidence[:10],
+            checkpoint,
+            found.confidence,
+            found.confidence_reason,
+        )
     cause, primary, secondary, keys = found.cause, found.primary, found.secondary, found.keys
     policy = POLICY[cause]
     fault_type = cause if cause in FAULTS else None
-    who = (f"Ranks {', '.join(map(str, primary))} each" if len(primary) > 1 else f"Rank {primary[0]}") if primary \
+    who = (
+        (f"Ranks {', '.join(map(str, primary))} each" if len(primary) > 1 else f"Rank {primary[0]}")
+        if primary
         else "The job"
-    victims = (f" {len(secondary)} other rank{'s only show' if len(secondary) != 1 else ' only shows'} symptoms."
-               if secondary else "")
-    explanation = (f"{who} {WHAT_HAPPENED.get(cause, cause.lower())} ({fault_type or cause}, {policy.category})."
-                   f"{victims} {'Restart' if policy.restart == RESTART else 'Do not restart'}: {policy.why}.")
+    )
+    victims = (
+        f" {len(secondary)} other rank{'s only show' if len(secondary) != 1 else ' only shows'} symptoms."
+        if secondary
+        else ""
+    )
+    explanation = (
+        f"{who} {WHAT_HAPPENED.get(cause, cause.lower())} ({fault_type or cause}, {policy.category})."
+        f"{victims} {'Restart' if policy.restart == RESTART else 'Do not restart'}: {policy.why}."
+    )
     detail = found.reasoning + (f"; first evidence line {keys[0].line}: {keys[0].text[:200]}" if keys else "")
     if checkpoint:
         detail += "; a checkpoint was saved (reported, decision kept)"
-    return Verdict(policy.restart, primary, secondary, policy.category, fault_type, explanation, detail,
-                   _ordered_evidence(keys, facts.evidence), checkpoint, found.confidence, found.confidence_reason)
+    return Verdict(
+        policy.restart,
+        primary,
+        secondary,
+        policy.category,
+        fault_type,
+        explanation,
+        detail,
+        _ordered_evidence(keys, facts.evidence),
+        checkpoint,
+        found.confidence,
+        found.confidence_reason,
+    )
 
 
 def _has_text(path: Path) -> bool:

@@ -10,7 +10,6 @@ MAX_EVIDENCE = 60
 MAX_LABEL_PAIRS = 1 << 16
 
 
-
 class Source(NamedTuple):
     """Where a line came from, by its prefixes; lines of one multi-line record share it."""
 
@@ -35,8 +34,7 @@ class Evidence:
     hint: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"line": self.line, "text": self.text[:300], "kind": self.kind, "rank": self.rank,
-                "rule": self.rule}
+        return {"line": self.line, "text": self.text[:300], "kind": self.kind, "rank": self.rank, "rule": self.rule}
 
 
 @dataclass

@@ -60,10 +60,13 @@ def analyze_with_llm(path: Path, settings: Settings) -> Verdict:
     if det.restart in (NO_LOGS, ERRORS_NOT_FOUND):
         det.analyzer_version, det.extra = version, {"llm_error": None, "requested_mode": "llm"}
         return det
-    user = json.dumps({
-        "deterministic_verdict": {k: v for k, v in det.to_json().items() if k not in ("analyzer_version", "mode")},
-        "log_tail": _tail(path, LLM_TAIL_LINES),
-    }, indent=1)
+    user = json.dumps(
+        {
+            "deterministic_verdict": {k: v for k, v in det.to_json().items() if k not in ("analyzer_version", "mode")},
+            "log_tail": _tail(path, LLM_TAIL_LINES),
+        },
+        indent=1,
+    )
     try:
         answer = llm.chat_json(settings.llm, LLM_SYSTEM, user, LLM_SCHEMA, schema_name="logsage_verdict")
     except llm.LLMError as exc:
@@ -72,13 +75,23 @@ def analyze_with_llm(path: Path, settings: Settings) -> Verdict:
         return det
     primary = sorted(answer["primary_ranks"])
     agrees = primary == det.primary_ranks
-    verdict = Verdict(answer["restart"], primary, sorted(answer["secondary_ranks"]),
-                      answer["fault_category"], answer["fault_type"], answer["explanation"],
-                      f"LLM verdict ({settings.llm.model}); deterministic: {det.restart}, primary {det.primary_ranks}",
-                      det.evidence, det.checkpoint_saved, MEDIUM if agrees else LOW,
-                      "the LLM names the ranks the log's evidence names" if agrees
-                      else "the LLM's ranks differ from those the log's evidence names", mode="llm",
-                      analyzer_version=version)
+    verdict = Verdict(
+        answer["restart"],
+        primary,
+        sorted(answer["secondary_ranks"]),
+        answer["fault_category"],
+        answer["fault_type"],
+        answer["explanation"],
+        f"LLM verdict ({settings.llm.model}); deterministic: {det.restart}, primary {det.primary_ranks}",
+        det.evidence,
+        det.checkpoint_saved,
+        MEDIUM if agrees else LOW,
+        "the LLM names the ranks the log's evidence names"
+        if agrees
+        else "the LLM's ranks differ from those the log's evidence names",
+        mode="llm",
+        analyzer_version=version,
+    )
     verdict.extra = {"requested_mode": "llm", "llm_error": None, "deterministic": det.to_json()}
     return verdict
 
@@ -96,8 +109,13 @@ def run_upstream(path: Path, settings: Settings) -> Verdict:
     missing = [m for m in ("logsage", UPSTREAM_MODULE) if missing_module(m)]
     if missing:
         raise RuntimeError(f"upstream mode needs NVRx's log analyzer; not installed: {', '.join(missing)}")
-    proc = subprocess.run([sys.executable, "-m", UPSTREAM_MODULE, "--log-path", str(path), "--exclude_nvrx_logs",
-                           "--emit-stdout"], capture_output=True, text=True, timeout=3600, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", UPSTREAM_MODULE, "--log-path", str(path), "--exclude_nvrx_logs", "--emit-stdout"],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        check=False,
+    )
     out = proc.stdout
     decision = re.search("|".join(map(re.escape, (*faults.RESTART_DECISIONS, "LLM FAILURE"))), out)
     if proc.returncode != 0 or not decision:
@@ -105,9 +123,21 @@ def run_upstream(path: Path, settings: Settings) -> Verdict:
     attr = re.search(r"Primary issues: \[([^\]]*)\],? Secondary issues: \[([^\]]*)\]", out)
     primary, secondary = ([int(x) for x in re.findall(r"\d+", g)] for g in (attr.groups() if attr else ("", "")))
     checkpoint = bool(re.search(r"checkpoint_saved\W+true", out, re.I))
-    return Verdict(decision.group(0), primary, secondary, OTHER, None, out.strip()[:2000], "", [], checkpoint,
-                   LOW, "upstream's analyzer states no confidence", mode="upstream",
-                   analyzer_version=analyzer_fingerprint(fingerprint_settings(settings)))
+    return Verdict(
+        decision.group(0),
+        primary,
+        secondary,
+        OTHER,
+        None,
+        out.strip()[:2000],
+        "",
+        [],
+        checkpoint,
+        LOW,
+        "upstream's analyzer states no confidence",
+        mode="upstream",
+        analyzer_version=analyzer_fingerprint(fingerprint_settings(settings)),
+    )
 
 
 def missing_module(name: str) -> bool:
@@ -127,8 +157,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output-text", help="also write the text form here")
     parser.add_argument("--output-json", help="also write the JSON form here")
     parser.add_argument("--mode", choices=("deterministic", "llm", "upstream"), default="deterministic")
-    parser.add_argument("--prefilter", choices=("auto", "rg", "grep", "python"), default="auto",
-                        help="line prefilter: ripgrep, GNU grep or pure Python (auto: the first present)")
+    parser.add_argument(
+        "--prefilter",
+        choices=("auto", "rg", "grep", "python"),
+        default="auto",
+        help="line prefilter: ripgrep, GNU grep or pure Python (auto: the first present)",
+    )
     llm.add_cli_arguments(parser, timeout_s=60.0)
     args = parser.parse_args(argv)
     path = Path(args.log_path)
@@ -148,8 +182,13 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     else:
         verdict = analyze_log(path, Settings(prefilter=args.prefilter))
-    layout.emit_result(verdict.to_text(), verdict.to_json(), text_path=args.output_text,
-                       json_path=args.output_json, stdout_format=args.format)
+    layout.emit_result(
+        verdict.to_text(),
+        verdict.to_json(),
+        text_path=args.output_text,
+        json_path=args.output_json,
+        stdout_format=args.format,
+    )
     return 0
 
 

@@ -8,14 +8,16 @@ blocks. Hits come out in file order with their line numbers; nothing else is kep
 from __future__ import annotations
 
 import fcntl
+import itertools
 import os
 import re
 import shutil
 import subprocess
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 from faultloop.logsage.rules import RULES
 
@@ -48,8 +50,18 @@ def _tool_command(tool: str) -> list[str]:
     """A prefilter reading stdin and printing `line:byte offset:text` for lines with an anchor."""
     literals = (*ANCHORS, _SENTINEL.decode())
     if Path(tool).name == "rg":  # ripgrep: SIMD multi-literal search (Teddy), several times grep's
-        return [tool, "-a", "-n", "-b", "--no-heading", "--no-filename", "--no-config", "-F",
-                *(f"--regexp={a}" for a in literals), "-"]
+        return [
+            tool,
+            "-a",
+            "-n",
+            "-b",
+            "--no-heading",
+            "--no-filename",
+            "--no-config",
+            "-F",
+            *(f"--regexp={a}" for a in literals),
+            "-",
+        ]
     return [tool, "-a", "-n", "-b", "-E", "|".join(_ere_escape(a) for a in literals)]
 
 
@@ -77,9 +89,8 @@ def scan_tool(path: Path, tool: str, jobs: int = 0) -> Iterator[Hit]:
     env = {**os.environ, "LC_ALL": "C"}
     ranges = []
     try:
-        for start, end in zip(bounds, bounds[1:]):
-            proc = subprocess.Popen(_tool_command(tool), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    env=env)
+        for start, end in itertools.pairwise(bounds):
+            proc = subprocess.Popen(_tool_command(tool), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
             assert proc.stdin is not None and proc.stdout is not None
             _grow_pipe(proc.stdout)
             feeder = threading.Thread(target=_feed, args=(path, start, end, proc.stdin), daemon=True)
@@ -120,7 +131,7 @@ def _line_bounds(path: Path, size: int, parts: int) -> list[int]:
             pos = f.tell()
             if bounds[-1] < pos < size:
                 bounds.append(pos)
-    return bounds + [size]
+    return [*bounds, size]
 
 
 def _feed(path: Path, start: int, end: int, pipe: IO[bytes]) -> None:

@@ -9,14 +9,28 @@ tails: a traceback whose exception line is missing still says that its rank rais
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 from faultloop.logsage.facts import Block, Evidence, Facts, Source
-from faultloop.logsage.rules import (COLLECTIVE_FRAMES, DATA_FRAMES, EXCEPTION_CAUSES, EXCEPTION_KIND, GPU,
-                                     GPU_HARDWARE, LAUNCHER_EXCEPTIONS, LAUNCHER_FRAMES, NETWORK_KIND, OOM_KIND,
-                                     PEER_LOST, STACK_DUMP, TIMEOUT, TRACEBACK_CUT)
+from faultloop.logsage.rules import (
+    COLLECTIVE_FRAMES,
+    DATA_FRAMES,
+    EXCEPTION_CAUSES,
+    EXCEPTION_KIND,
+    GPU,
+    GPU_HARDWARE,
+    LAUNCHER_EXCEPTIONS,
+    LAUNCHER_FRAMES,
+    NETWORK_KIND,
+    OOM_KIND,
+    PEER_LOST,
+    STACK_DUMP,
+    TIMEOUT,
+    TRACEBACK_CUT,
+)
 from faultloop.logsage.scan import add, classify, resolve_rank, split_prefix
 
 BLOCK_LINES = 400
@@ -53,8 +67,9 @@ class Traceback:
     @property
     def launcher(self) -> bool:
         """A launcher's own traceback: it reports that a worker failed, not why."""
-        return self.exc_class.rsplit(".", 1)[-1] in LAUNCHER_EXCEPTIONS or \
-            any(LAUNCHER_FRAMES.search(fr.file) for fr in self.frames)
+        return self.exc_class.rsplit(".", 1)[-1] in LAUNCHER_EXCEPTIONS or any(
+            LAUNCHER_FRAMES.search(fr.file) for fr in self.frames
+        )
 
     @property
     def innermost(self) -> str:
@@ -150,11 +165,22 @@ def _traceback_evidence(facts: Facts, tb: Traceback, source: Source) -> Evidence
     rank = resolve_rank(facts, source, tb.exc_text)
     if not tb.exc_text:
         if in_collective([str(fr) for fr in tb.frames[-INNERMOST_FRAMES:]]):
-            return Evidence(tb.line, f"traceback cut off inside a collective: {tb.innermost}", TIMEOUT, rank,
-                            "traceback_in_collective")
+            return Evidence(
+                tb.line,
+                f"traceback cut off inside a collective: {tb.innermost}",
+                TIMEOUT,
+                rank,
+                "traceback_in_collective",
+            )
         hint = "DATA_ERROR" if DATA_FRAMES.search(tb.innermost) else "WORKLOAD_EXC"
-        return Evidence(tb.line, f"traceback cut off before its exception line: {tb.innermost}", TRACEBACK_CUT,
-                        rank, "traceback_cut", hint)
+        return Evidence(
+            tb.line,
+            f"traceback cut off before its exception line: {tb.innermost}",
+            TRACEBACK_CUT,
+            rank,
+            "traceback_cut",
+            hint,
+        )
     found = classify(tb.exc_text)
     if found and found[0].kind in _EXCEPTION_LINE_KINDS:
         return Evidence(tb.line, tb.exc_text, found[0].kind, rank, found[0].name, found[0].hint)

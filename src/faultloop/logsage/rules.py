@@ -196,36 +196,58 @@ POLICY: dict[str, Policy] = {
     "NODE_FAIL": Policy(OTHER, RESTART, "node failure: restart on healthy nodes", blames_rank=False),
     "TIME_LIMIT": Policy(OTHER, STOP, "time limit: a restart hits it again", blames_rank=False),
     "DONE": Policy(NONE, STOP, "the application finished", blames_rank=False),
-    "DESYNC": Policy(HANG, STOP, "ranks issued different collectives (desync): a code-path bug that recurs",
-                     blames_rank=False),
-    "SETUP_HANG": Policy(HANG, STOP, "the ranks never got through setup (rendezvous or first collective): a launch or "
-                                     "environment problem that a restart repeats", blames_rank=False),
+    "DESYNC": Policy(
+        HANG, STOP, "ranks issued different collectives (desync): a code-path bug that recurs", blames_rank=False
+    ),
+    "SETUP_HANG": Policy(
+        HANG,
+        STOP,
+        "the ranks never got through setup (rendezvous or first collective): a launch or "
+        "environment problem that a restart repeats",
+        blames_rank=False,
+    ),
     "SHUTDOWN_HANG": Policy(HANG, STOP, "the job hung after training finished: it hangs again at the same place"),
-    "SLOW_RANK": Policy(HANG, STOP, "one rank's work (evaluation, checkpointing, preprocessing) outlasted the "
-                                    "collective timeout: it recurs until the timeout is raised or the work shrinks"),
-    "WATCHDOG_HANG": Policy(HANG, STOP, "a CUDA/NCCL call blocked the NCCL watchdog itself (a deadlock or a stuck "
-                                        "teardown): it recurs with the same code and environment"),
-    "CONFIG_ERROR": Policy(OTHER, STOP, "the job is misconfigured (missing file, module or argument): a restart fails "
-                                        "the same way", blames_rank=False),
+    "SLOW_RANK": Policy(
+        HANG,
+        STOP,
+        "one rank's work (evaluation, checkpointing, preprocessing) outlasted the "
+        "collective timeout: it recurs until the timeout is raised or the work shrinks",
+    ),
+    "WATCHDOG_HANG": Policy(
+        HANG,
+        STOP,
+        "a CUDA/NCCL call blocked the NCCL watchdog itself (a deadlock or a stuck "
+        "teardown): it recurs with the same code and environment",
+    ),
+    "CONFIG_ERROR": Policy(
+        OTHER,
+        STOP,
+        "the job is misconfigured (missing file, module or argument): a restart fails the same way",
+        blames_rank=False,
+    ),
     "DATA_ERROR": Policy(EXCEPTION, STOP, "reading the data failed: the same sample fails again"),
-    "NCCL_SETUP": Policy(NETWORK, STOP, "NCCL could not set up its transport (devices, shared memory, InfiniBand): a "
-                                        "system or configuration problem that a restart on the same nodes repeats",
-                         blames_rank=False),
+    "NCCL_SETUP": Policy(
+        NETWORK,
+        STOP,
+        "NCCL could not set up its transport (devices, shared memory, InfiniBand): a "
+        "system or configuration problem that a restart on the same nodes repeats",
+        blames_rank=False,
+    ),
 }
 
 # cause -> what the log shows happened (the explanation's wording)
 WHAT_HAPPENED: dict[str, str] = {
     "GPU_ERROR": "hit a GPU error (CUDA error / Xid)",
     "GPU_SLEEP": "stalled outside any collective with its threads alive, as on a stuck GPU kernel, and the "
-                 "others timed out waiting for it",
+    "others timed out waiting for it",
     "LOCK_GIL": "froze: its Python threads went silent while faulthandler still dumped its stacks (the GIL "
-                "was held), and the others timed out waiting for it",
+    "was held), and the others timed out waiting for it",
     "SIGSTOP": "went completely silent (a stopped process) and had to be killed, while the others timed out "
-               "waiting for it",
+    "waiting for it",
     "HANG": "stopped making progress and the others timed out waiting for it",
     "WORKLOAD_EXC": "raised an exception of its own",
     "ASYNC_EXC": "was interrupted by an exception it did not raise (no message, no raise statement: raised "
-                 "asynchronously from outside the code)",
+    "asynchronously from outside the code)",
     "SIGNAL_EXC": "raised an exception from a signal handler",
     "OS_ABORT": "aborted (SIGABRT)",
     "SEGFAULT": "crashed with a segmentation fault",
@@ -253,15 +275,22 @@ WHAT_HAPPENED: dict[str, str] = {
 
 # -- what a traceback says ------------------------------------------------------------------------
 # exception class (last dotted part) -> cause, where the class says more than "the program raised"
-EXCEPTION_CAUSES: dict[str, str] = {"KeyboardInterrupt": "SIGINT", "ModuleNotFoundError": "CONFIG_ERROR",
-                                    "ImportError": "CONFIG_ERROR"}
+EXCEPTION_CAUSES: dict[str, str] = {
+    "KeyboardInterrupt": "SIGINT",
+    "ModuleNotFoundError": "CONFIG_ERROR",
+    "ImportError": "CONFIG_ERROR",
+}
 # frames of a launcher's own traceback (it reports a worker's failure; the worker's lines say why)
-LAUNCHER_FRAMES = re.compile(r"torch/distributed/(?:run|launch)\.py|torch/distributed/launcher/|accelerate/commands/|"
-                             r"deepspeed/launcher/|horovod/runner/|/bin/(?:torchrun|accelerate|deepspeed|horovodrun)\b")
+LAUNCHER_FRAMES = re.compile(
+    r"torch/distributed/(?:run|launch)\.py|torch/distributed/launcher/|accelerate/commands/|"
+    r"deepspeed/launcher/|horovod/runner/|/bin/(?:torchrun|accelerate|deepspeed|horovodrun)\b"
+)
 LAUNCHER_EXCEPTIONS = ("ChildFailedError", "CalledProcessError", "SignalException")
 # a frame waiting in a collective: the rank is a victim, the stalled rank is elsewhere
-COLLECTIVE_FRAMES = re.compile(r"distributed_c10d|\b(?:all_reduce|allreduce|all_gather|reduce_scatter|broadcast|"
-                               r"barrier|monitored_barrier|all_to_all)\b|main_process_first|wait_for_everyone")
+COLLECTIVE_FRAMES = re.compile(
+    r"distributed_c10d|\b(?:all_reduce|allreduce|all_gather|reduce_scatter|broadcast|"
+    r"barrier|monitored_barrier|all_to_all)\b|main_process_first|wait_for_everyone"
+)
 # a frame reading data: an exception there is a data error
 DATA_FRAMES = re.compile(r"torch/utils/data/|__getitem__|(?i:data_?loader)")
 # a frame waiting on the device: a stalled rank stuck there hangs on the GPU
@@ -273,12 +302,35 @@ BUSY_WINDOW_LINES = 200  # one-rank work this close before the first timeout exp
 
 # -- exit statuses and signals ---------------------------------------------------------------------
 # exit statuses that name a signal death: negative (Python's Popen), 128+n (shells), srun words
-SIGNAL_FAULT = {"SIGKILL": "SIGKILL", "SIGTERM": "SIGTERM", "SIGINT": "SIGINT", "SIGSEGV": "SEGFAULT",
-                "SIGABRT": "OS_ABORT", "SIGBUS": "SEGFAULT", "SIGHUP": "SIGTERM"}
-SIGNAL_NUMBERS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL", 10: "SIGUSR1",
-                  11: "SIGSEGV", 12: "SIGUSR2", 15: "SIGTERM", 19: "SIGSTOP"}
-SRUN_WORDS = {"Killed": "SIGKILL", "Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT", "Terminated": "SIGTERM",
-              "Interrupt": "SIGINT", "Bus error": "SIGBUS"}
+SIGNAL_FAULT = {
+    "SIGKILL": "SIGKILL",
+    "SIGTERM": "SIGTERM",
+    "SIGINT": "SIGINT",
+    "SIGSEGV": "SEGFAULT",
+    "SIGABRT": "OS_ABORT",
+    "SIGBUS": "SEGFAULT",
+    "SIGHUP": "SIGTERM",
+}
+SIGNAL_NUMBERS = {
+    1: "SIGHUP",
+    2: "SIGINT",
+    6: "SIGABRT",
+    7: "SIGBUS",
+    9: "SIGKILL",
+    10: "SIGUSR1",
+    11: "SIGSEGV",
+    12: "SIGUSR2",
+    15: "SIGTERM",
+    19: "SIGSTOP",
+}
+SRUN_WORDS = {
+    "Killed": "SIGKILL",
+    "Segmentation fault": "SIGSEGV",
+    "Aborted": "SIGABRT",
+    "Terminated": "SIGTERM",
+    "Interrupt": "SIGINT",
+    "Bus error": "SIGBUS",
+}
 # signals launchers and schedulers send to stop the rest of a job: a rank ended by one after the
 # stop began is a victim
 STOP_SIGNALS = ("SIGTERM", "SIGKILL", "SIGHUP", "SIGINT")

@@ -13,12 +13,44 @@ import re
 from pathlib import Path
 
 from faultloop.logsage import prefilter
-from faultloop.logsage.facts import (MAX_EVIDENCE, MAX_LABEL_PAIRS, NO_SOURCE, Block, Death, Evidence, Exit, Facts,
-                                     Source)
-from faultloop.logsage.rules import (BUSY, CLOSED, COLLECTIVE, DEATH, EXITED, JOB_SIGNAL, KILLED, OOM_KIND, PROGRESS,
-                                     RECORD, RULES, SIGNAL_FAULT, SIGNAL_NUMBERS, SLURM, SRUN_WORDS, STACK_DUMP,
-                                     STOP_SIGNALS, STOPPING, SUMMARY, SYMPTOMS, TERMINATE, TIMEOUT, TRACEBACK, WORK_RE,
-                                     Rule)
+from faultloop.logsage.facts import (
+    MAX_EVIDENCE,
+    MAX_LABEL_PAIRS,
+    NO_SOURCE,
+    Block,
+    Death,
+    Evidence,
+    Exit,
+    Facts,
+    Source,
+)
+from faultloop.logsage.rules import (
+    BUSY,
+    CLOSED,
+    COLLECTIVE,
+    DEATH,
+    EXITED,
+    JOB_SIGNAL,
+    KILLED,
+    OOM_KIND,
+    PROGRESS,
+    RECORD,
+    RULES,
+    SIGNAL_FAULT,
+    SIGNAL_NUMBERS,
+    SLURM,
+    SRUN_WORDS,
+    STACK_DUMP,
+    STOP_SIGNALS,
+    STOPPING,
+    SUMMARY,
+    SYMPTOMS,
+    TERMINATE,
+    TIMEOUT,
+    TRACEBACK,
+    WORK_RE,
+    Rule,
+)
 
 CENSUS_BYTES = 2 << 20
 MAX_BLOCKS_PER_SOURCE = {TRACEBACK: 2, STACK_DUMP: 16}  # a node label's source holds every rank's dump
@@ -46,9 +78,17 @@ _GLUE_RE = re.compile(r"(?:/s|/it)[^\]\n]{0,60}\](?=\S)")  # a progress bar's en
 _LINE_PREFIX_RE = re.compile(r"^[ \t]*(?:(\d+): )?(?:\[([a-z]+)(\d+)\]:)?", re.M)  # both, per line
 _TEXT_RANK_RE = re.compile(r"\[(?:PG(?: ID)? 0 (?:PG GUID \S+ )?)?Rank (\d+)\]")  # default group only
 # world size statements; each starts with a literal, so the regex engine's fast prefix search applies
-_WORLD_RES = tuple(re.compile(p) for p in (r"world_size\W{0,3}(\d+)", r"WORLD_SIZE\W{0,3}(\d+)",
-                                          r"world size\W{0,3}(\d+)", r"rank \d+/(\d+)\b", r"nranks (\d+)",
-                                          r"dist_world_size=(\d+)"))
+_WORLD_RES = tuple(
+    re.compile(p)
+    for p in (
+        r"world_size\W{0,3}(\d+)",
+        r"WORLD_SIZE\W{0,3}(\d+)",
+        r"world size\W{0,3}(\d+)",
+        r"rank \d+/(\d+)\b",
+        r"nranks (\d+)",
+        r"dist_world_size=(\d+)",
+    )
+)
 # signs that several processes wrote the log, even where its lines carry no rank prefix
 _SEVERAL_PROCESSES_RE = re.compile(r"\[Rank [1-9]|local_rank: [1-9]|closing signal|:\d+:\d+ \[[1-9]\d*\] NCCL")
 
@@ -59,13 +99,13 @@ def split_prefix(text: str) -> tuple[Source, str]:
     host = role = None
     m = _LABEL_RE.match(text)
     if m:
-        label, text = int(m.group(1)), text[m.end():]
+        label, text = int(m.group(1)), text[m.end() :]
     m = _HOST_RE.match(text)
     if m:
-        host, text = m.group(1), text[m.end():]
+        host, text = m.group(1), text[m.end() :]
     m = _INNER_AT_START_RE.match(text) or _INNER_IN_LEAD_RE.search(text, 0, LEAD_MAX)
     if m:
-        role, inner, text = m.group(1), int(m.group(2)), text[m.end():]
+        role, inner, text = m.group(1), int(m.group(2)), text[m.end() :]
     return Source(label, host, role, inner), text
 
 
@@ -75,9 +115,9 @@ def unglue(text: str) -> list[str]:
         return [text]
     parts, start = [], 0
     for m in _GLUE_RE.finditer(text):
-        parts.append(text[start:m.end()])
+        parts.append(text[start : m.end()])
         start = m.end()
-    return parts + [text[start:]]
+    return [*parts, text[start:]]
 
 
 def census(path: Path, facts: Facts) -> None:
@@ -94,8 +134,15 @@ def census(path: Path, facts: Facts) -> None:
         text = part.decode("utf-8", "replace")
         for m in _LINE_PREFIX_RE.finditer(text):
             if m.group(1) or m.group(3):
-                note_rank(facts, Source(int(m.group(1)) if m.group(1) else None, None, m.group(2),
-                                        int(m.group(3)) if m.group(3) else None))
+                note_rank(
+                    facts,
+                    Source(
+                        int(m.group(1)) if m.group(1) else None,
+                        None,
+                        m.group(2),
+                        int(m.group(3)) if m.group(3) else None,
+                    ),
+                )
         for rx in _WORLD_RES:
             for m in rx.finditer(text):
                 facts.world_size = max(facts.world_size, int(m.group(1)))
@@ -219,8 +266,15 @@ def signal_of(code: int | None) -> str | None:
     return None
 
 
-def record_exit(facts: Facts, rank: int | None, ev: Evidence, exitcode: int | None, signal: str | None,
-                pid: int | None = None, stopped: bool = False) -> None:
+def record_exit(
+    facts: Facts,
+    rank: int | None,
+    ev: Evidence,
+    exitcode: int | None,
+    signal: str | None,
+    pid: int | None = None,
+    stopped: bool = False,
+) -> None:
     """A rank's end as a launcher reported it: the exit record, and evidence of a signal death
     (or, weaker, of a non-zero exit status)."""
     signal = signal or signal_of(exitcode)
@@ -318,6 +372,12 @@ def _collective(facts: Facts, ev: Evidence) -> None:
         facts.first_seq = seq if facts.first_seq is None else min(facts.first_seq, seq)
 
 
+def _number(groups: dict[str, str | None], name: str) -> int | None:
+    """A regex group's number, None where the line did not have it."""
+    value = groups.get(name)
+    return int(value) if value else None
+
+
 def _death(facts: Facts, rule: Rule, groups: dict[str, str | None], ev: Evidence, source: Source) -> None:
     """A launcher's or srun's word that a worker died: by global rank now, else kept until the
     launcher's summary has mapped pids to ranks."""
@@ -325,15 +385,15 @@ def _death(facts: Facts, rule: Rule, groups: dict[str, str | None], ev: Evidence
     if groups.get("tasks") is not None:
         _srun_tasks(facts, groups["tasks"] or "", (groups.get("what") or "").strip(), ev)
         return
-    code = int(groups["code"]) if groups.get("code") else None
+    code = _number(groups, "code")
     sig = groups.get("sig")
     if sig and sig.isdigit():
         sig = SIGNAL_NUMBERS.get(int(sig), f"signal {sig}")
-    pid = int(groups["pid"]) if groups.get("pid") else None
+    pid = _number(groups, "pid")
     if groups.get("rank") is not None:
         record_exit(facts, int(groups["rank"] or 0), ev, code, sig, pid)
         return
-    local = int(groups["local"]) if groups.get("local") else None
+    local = _number(groups, "local")
     facts.deaths.append(Death(ev, source, pid, local, code, sig))
 
 
@@ -363,14 +423,14 @@ def _summary(facts: Facts, rule: Rule, groups: dict[str, str | None], ev: Eviden
         facts.summary_section[source] = rule.hint or ""
         return
     if groups.get("rank") is not None:
-        facts.pending_record[source] = (int(groups["rank"] or 0), int(groups["local"]) if groups.get("local") else None)
+        facts.pending_record[source] = (int(groups["rank"] or 0), _number(groups, "local"))
     if groups.get("code") is None or source not in facts.pending_record:
         return
     rank, _ = facts.pending_record.pop(source)
     code = int(groups["code"] or 0)
     section = facts.summary_section.get(source, "")
     signal = signal_of(code)
-    pid = int(groups["pid"]) if groups.get("pid") else None
+    pid = _number(groups, "pid")
     # Among the other failures a stop signal is the teardown's, but a SIGKILL only if the agent was
     # already stopping that process: else something killed the rank itself (OOM killer, operator),
     # and torch, timing a signal death by when it noticed it, may list it after its own victims.
@@ -388,8 +448,13 @@ def resolve_deaths(facts: Facts) -> None:
         if rank is None and death.local is not None:
             if death.source == NO_SOURCE:
                 rank = death.local
-                facts.assumed.setdefault(rank, ("medium", f"local_rank {rank} read as the global rank (one node "
-                                                          f"assumed; the log does not show the node)"))
+                facts.assumed.setdefault(
+                    rank,
+                    (
+                        "medium",
+                        f"local_rank {rank} read as the global rank (one node assumed; the log does not show the node)",
+                    ),
+                )
             elif death.source.label is not None and per_node:
                 rank = death.source.label * per_node + death.local
         stopped = death.pid in facts.closed_pids and (death.signal or signal_of(death.exitcode)) in STOP_SIGNALS
