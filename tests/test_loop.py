@@ -83,6 +83,22 @@ def test_first_run_scores_every_cell(loop):
     assert len(tracking) == 3
 
 
+def report_tables(report: str) -> list[list[str]]:
+    """Every table row of a markdown report (the numbers a person reads)."""
+    return [line.split(" | ") for line in report.splitlines() if line.startswith("| ")]
+
+
+def test_rejudging_a_stored_session_gives_the_same_report(loop):
+    """Scoring and reporting again, from the stored runs alone, reproduce every table."""
+    session = loop / SESSION
+    before = report_tables((session / "experiments_report.md").read_text())
+    ids = job_ids(loop)
+    snakemake(loop, "--profile", "profiles/local", "--config", *CONFIG, "--forcerun", "judge_score")
+    assert job_ids(loop) == ids
+    after = report_tables((session / "experiments_report.md").read_text())
+    assert after == before and len(before) > 20
+
+
 def test_until_score_never_plans_a_training_job(loop):
     (loop / "tiny_plus.tsv").write_text(POOL + "GPU_SLEEP\t0\t5\t1\n")
     config = ("pool_file=tiny_plus.tsv", *CONFIG[1:])

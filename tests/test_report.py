@@ -548,3 +548,23 @@ def test_html_report_in_a_real_browser(compared: tuple[Path, Path], tmp_path: Pa
     colours = shot.getcolors(maxcolors=1 << 20) or []
     assert any(r > 150 and g < 80 and b < 80 for _, (r, g, b) in colours), "red heatmap cells are rendered"
     assert any(g > 100 and r < 80 for _, (r, g, b) in colours), "green heatmap cells are rendered"
+
+
+def test_the_report_reads_only_the_score_records(compared: tuple[Path, Path], tmp_path: Path) -> None:
+    """aggregate_report declares scores.jsonl (and upstream's verdicts in an adopted session): the
+    same report comes out of a folder holding nothing but that file, no cell folder at all."""
+    s, records = compared
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(records, bare / layout.SCORE_RECORDS)
+    outputs = {}
+    for session in (s, bare):
+        args = ["--records", str(session / layout.SCORE_RECORDS), "--session-dir", str(session), "--no-history"]
+        assert report.main(args) == 0
+        outputs[session] = [(session / name).read_text() for name in (layout.REPORT_MD, layout.JUNIT_XML)]
+        outputs[session].append(
+            re.sub(r'src="data:image/png;base64,[^"]*"', "", (session / layout.REPORT_HTML).read_text())
+        )
+    assert outputs[s] == outputs[bare]
+    assert 'class="lines missed"' in outputs[bare][2]  # the evidence came along with the records
+    assert [p.name for p in bare.iterdir() if p.is_dir()] == []  # and no cell folder was needed
