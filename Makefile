@@ -48,7 +48,7 @@ system-deps:
 	  apt-get install -y -qq --no-install-recommends chromium)
 
 test: setup system-deps lint
-	$(BIN)/python -m pytest -ra $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -ra --durations=30 $(PYTEST_ARGS)
 
 # The checks a change must pass: the workflow's (Snakemake's linter, snakefmt) and the Python's
 # (ruff's lint and format, mypy on the package). `make fmt` fixes what can be fixed by itself.

@@ -82,7 +82,7 @@ def test_user_analyzer_scored_beside_builtin_and_baselines(work: Path) -> None:
     builtin = {r["CELL"]: r for r in table if r["ANALYZER"] == "builtin"}
     assert all(r["restart_correct"] == "true" and r["rank_primary"] == "true" for r in builtin.values())
     root_cause = {r["CELL"]: r for r in table if r["ANALYZER"] == "torchrun_root_cause"}
-    assert root_cause["n1_SIGKILL_r1_i3"]["primary_ranks"] == "[1]"  # torchrun is right on a crash
+    assert root_cause["n1_SIGKILL_r1_i3"]["primary_ranks"] == "1"  # torchrun is right on a crash
     report = (work / SESSION / "experiments_report.md").read_text()
     side = report.split("## Analyzers side by side")[1].split("\n## ")[0]
     for name in ANALYZERS:

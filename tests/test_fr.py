@@ -131,9 +131,20 @@ def test_parallel_and_serial_reading_agree(tmp_path: Path) -> None:
     serial = fr.analyze_dir(str(tmp_path), workers=1)
     parallel = fr.analyze_dir(str(tmp_path), workers=2)
     assert serial.to_json() == parallel.to_json()
-    assert serial.suspect_ranks == [37, 90]
+    # a rank one collective behind, beside a rank that left no dump, was on its way to the
+    # collective the dumpless rank never joined: the absent rank is the suspect
+    assert serial.suspect_ranks == [90] and serial.secondary_ranks == [37]
     assert serial.ranks_without_dump == [90] and serial.ranks_behind == {37: 1}
-    assert serial.scope == "job"
+    assert serial.scope == "rank"
+
+
+def test_a_rank_behind_with_every_dump_present_is_the_suspect(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from fr_synth import generate
+
+    generate(str(tmp_path), 96, 50, hung={37}, missing=set())
+    result = fr.analyze_dir(str(tmp_path), workers=1)
+    assert (result.suspect_ranks, result.scope, result.ranks_behind) == ([37], "rank", {37: 1})
 
 
 def test_op_mismatch_names_the_odd_rank(tmp_path: Path) -> None:

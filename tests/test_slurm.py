@@ -185,8 +185,8 @@ def test_helpers_work_in_a_stripped_job_step(slurm_cluster, tmp_path):
     assert sorted(marks.read_text().split()) == sorted(allocated)
 
 
-POOL = "SIGKILL:1:3:2 GPU_ERROR:2:3:2 WORKLOAD_EXC:3:3:2 SEGFAULT:1:3:1"
-CELLS = ["n2_SIGKILL_r1_i3", "n2_GPU_ERROR_r2_i3", "n2_WORKLOAD_EXC_r3_i3", "n1_SEGFAULT_r1_i3"]
+POOL = "SIGKILL:1:3:2 WORKLOAD_EXC:3:3:2 SEGFAULT:1:3:1"
+CELLS = ["n2_SIGKILL_r1_i3", "n2_WORKLOAD_EXC_r3_i3", "n1_SEGFAULT_r1_i3"]
 
 
 @pytest.mark.slow

@@ -41,7 +41,7 @@ TIMING = [
     "200",
 ]
 HANGS = [name for name in FAULT_NAMES if FAULTS[name].hangs]
-SRUN_FAULTS = ["SIGKILL", "GPU_SLEEP", "WORKLOAD_EXC", "SEGFAULT"]
+SRUN_FAULTS = ["SIGKILL", "GPU_SLEEP", "WORKLOAD_EXC"]
 SIGNAL_NAMES = {"SIGKILL", "SIGTERM", "SIGINT", "SIGSTOP"}  # also legitimately seen in exit reports
 # torch's elastic agent logs in glog format from its own modules
 TORCH_LINE = re.compile(r"^\d+: [IWE]\d{4} [\d:.]+ \d+ \S*torch/distributed/elastic/")
@@ -165,9 +165,11 @@ def test_fault_fires_and_job_fails(cells: dict[str, Cell], key: str) -> None:
 @pytest.mark.parametrize("fault", FAULT_NAMES)
 def test_the_log_holds_torchs_own_launcher_lines(cells: dict[str, Cell], fault: str) -> None:
     """torchrun layout: every launcher line is torch's; the lines are labelled by node, as
-    `srun --label` labels one task per node; torch's worker events are kept out of the log."""
+    `srun --label` labels one task per node (srun's own report lines, as srun prints them, carry
+    no label); torch's worker events are kept out of the log."""
     lines = cells[fault].lines
-    assert all(re.match(r"^[01]: ", line) for line in lines)
+    assert all(re.match(r"^([01]: |srun: )", line) for line in lines)
+    assert any(re.match(r"^srun: error: node[01]: task [01]: ", line) for line in lines)
     assert any(TORCH_LINE.match(line) for line in lines)
     assert any(line.endswith("torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ") for line in lines)
     assert any(re.match(r"^\d: Root Cause \(first observed failure\):$", line) for line in lines)

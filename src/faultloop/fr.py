@@ -663,7 +663,10 @@ def _suspects(found: _Findings, read: set[int], without_dump: set[int]) -> tuple
     # most or all ranks left none, absence says nothing about who failed first.
     absent = without_dump if read and len(without_dump) < len(read) else set()
     lagging_all = set(found.lag_groups) - (without_dump - absent)
-    primary = (lagging_all - found.waiting) | set(mismatch_ranks) | absent
+    # Beside a rank that died without a dump, a rank one collective behind was still on its way
+    # to the collective the dead rank never joined when the launcher stopped the job.
+    in_transit = {r for r in lagging_all if found.behind.get(r) == 1} if absent else set()
+    primary = (lagging_all - found.waiting - in_transit) | set(mismatch_ranks) | absent
     if not primary and lagging_all:  # every laggard waits on another (a cycle): keep the worst
         worst = max(found.behind.get(r, 0) for r in lagging_all)
         primary = {r for r in lagging_all if found.behind.get(r, 0) == worst}
@@ -673,7 +676,7 @@ def _suspects(found: _Findings, read: set[int], without_dump: set[int]) -> tuple
     def strength(rank: int) -> tuple[int, int, int, int]:
         return (-mismatch_ranks.get(rank, 0), -found.lag_groups.get(rank, 0), -found.behind.get(rank, 0), rank)
 
-    return sorted(primary, key=strength), sorted((lagging_all & found.waiting) - primary)
+    return sorted(primary, key=strength), sorted(((lagging_all & found.waiting) | in_transit) - primary)
 
 
 def _first_divergence(found: _Findings, merger: _Merger) -> dict[str, Any] | None:

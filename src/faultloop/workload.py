@@ -37,6 +37,7 @@ from faultloop.faults import FAULTS
 # Signals the launcher (or an operator) uses to stop a rank. Blocked in every thread and taken by a
 # sigwait thread: a Python handler cannot run while the main thread waits inside a C++ collective.
 SHUTDOWN_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+FAILING_GRACE_S = 5.0  # how long a failing rank may finish its report after a shutdown signal
 
 # The text torch prints for an illegal memory access (the CPU stand-in for GPU_ERROR).
 CUDA_ILLEGAL_ACCESS = (
@@ -201,6 +202,7 @@ class Trainer:
         self.last_progress = time.monotonic()
         self.done_iter = 0
         self.finished = False
+        self.failing = threading.Event()  # an exception is on its way out of the rank
         self._fire_at: float | None = None
         self._fired = False
         self._sample_offset = 0
@@ -244,6 +246,7 @@ class Trainer:
         try:
             self._train()
         except BaseException:
+            self.failing.set()
             faulthandler.cancel_dump_traceback_later()
             self.fr.dump("exception")
             raise
@@ -293,6 +296,10 @@ class Trainer:
         """Take SIGTERM/SIGINT/SIGHUP, write the FR dump, then end the way the signal dictates."""
         sig = signal.Signals(signal.sigwait(SHUTDOWN_SIGNALS))
         log(f"received {sig.name}, shutting down")
+        if self.failing.wait(0.0):
+            # The rank is already failing: let it finish its own report (traceback, torchrun's
+            # error file) rather than cut that file half-written, which crashes torch's agent.
+            time.sleep(FAILING_GRACE_S)
         self.fr.dump(sig.name)
         if sig == signal.SIGINT:
             _thread.interrupt_main(signal.SIGINT)  # KeyboardInterrupt in the training loop
