@@ -296,7 +296,7 @@ class Trainer:
         """Take SIGTERM/SIGINT/SIGHUP, write the FR dump, then end the way the signal dictates."""
         sig = signal.Signals(signal.sigwait(SHUTDOWN_SIGNALS))
         log(f"received {sig.name}, shutting down")
-        if self.failing.wait(0.0):
+        if self.failing.is_set():
             # The rank is already failing: let it finish its own report (traceback, torchrun's
             # error file) rather than cut that file half-written, which crashes torch's agent.
             time.sleep(FAILING_GRACE_S)
