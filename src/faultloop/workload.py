@@ -38,6 +38,8 @@ from faultloop.faults import FAULTS
 # sigwait thread: a Python handler cannot run while the main thread waits inside a C++ collective.
 SHUTDOWN_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 FAILING_GRACE_S = 5.0  # how long a failing rank may finish its report after a shutdown signal
+# Set once a failing rank's report is out (torchrun's error file written, traceback printed).
+REPORTED = threading.Event()
 
 # The text torch prints for an illegal memory access (the CPU stand-in for GPU_ERROR).
 CUDA_ILLEGAL_ACCESS = (
@@ -299,7 +301,7 @@ class Trainer:
         if self.failing.is_set():
             # The rank is already failing: let it finish its own report (traceback, torchrun's
             # error file) rather than cut that file half-written, which crashes torch's agent.
-            time.sleep(FAILING_GRACE_S)
+            REPORTED.wait(FAILING_GRACE_S)
         self.fr.dump(sig.name)
         if sig == signal.SIGINT:
             _thread.interrupt_main(signal.SIGINT)  # KeyboardInterrupt in the training loop
@@ -543,6 +545,13 @@ def main(argv: list[str] | None = None) -> int:
         # keeps blocked for its sigwait thread: print it the usual way, then die by the signal.
         sys.excepthook(*sys.exc_info())
         _die_by(signal.SIGINT)
+    except Exception:
+        # What Python does with an uncaught exception (torch's excepthook prints it, exit code 1),
+        # done here so that a shutdown signal waits for the report and no longer.
+        sys.excepthook(*sys.exc_info())
+        sys.stderr.flush()
+        REPORTED.set()
+        return 1
     return 0
 
 
