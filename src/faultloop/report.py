@@ -133,6 +133,12 @@ def _v(r: ScoreRecord, d: str) -> str:
     return r.values.get(d, NA)
 
 
+def _restart_missed(r: ScoreRecord, expected: str) -> bool:
+    """The analyzer got the restart decision wrong on a fault whose policy is `expected`."""
+    fault = FAULTS.get(r.cell.fault_type)
+    return _v(r, "restart_correct") == "false" and fault is not None and fault.restart == expected
+
+
 def _category(r: ScoreRecord) -> str:
     fault = FAULTS.get(r.cell.fault_type)
     return fault.category if fault else ""
@@ -191,22 +197,13 @@ PATTERNS = (
         "restart_correct=false, expected STOP",
         "analyzer restarts after a crash or code bug",
         "logsage restart policy: crash / exception verdicts map to STOP",
-        lambda r: (
-            r.cell.fault_type != "GPU_ERROR"
-            and _v(r, "restart_correct") == "false"
-            and FAULTS.get(r.cell.fault_type) is not None
-            and FAULTS[r.cell.fault_type].restart == STOP
-        ),
+        lambda r: r.cell.fault_type != "GPU_ERROR" and _restart_missed(r, STOP),
     ),
     Pattern(
         "restart_correct=false, expected RESTART",
         "analyzer stops on a transient hang or external signal",
         "logsage fast path: strengthen NCCL timeout / external signal -> RESTART IMMEDIATE",
-        lambda r: (
-            _v(r, "restart_correct") == "false"
-            and FAULTS.get(r.cell.fault_type) is not None
-            and FAULTS[r.cell.fault_type].restart == RESTART
-        ),
+        lambda r: _restart_missed(r, RESTART),
     ),
     Pattern(
         "fr_rank_correct=no_dumps",
