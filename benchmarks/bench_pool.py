@@ -2,16 +2,21 @@
 the machine's memory in use sampled twice a second (the peak above the idle baseline is what the
 pool costs, every training job, launcher and analyzer included).
 
-Run by hand on an otherwise idle machine (the default pool takes about 20 minutes on 2 cores):
+Run by hand on an otherwise idle machine (the default pool takes about 35 minutes on 2 cores):
     .venv/bin/python benchmarks/bench_pool.py [--pool-file config/pool.tsv] [-- --config run_job=...]
 It runs in a fresh session folder under a temporary directory and prints one table row per
 pool, then the accuracy of the session's report (restart, sole primary, fault type, FR exact).
+The CPU columns sum every process the pool started (Snakemake, launchers, ranks, analyzers):
+divided by the machine's cores, that is the shortest the pool could take on them with every
+core busy all the time, whatever the scheduling.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -69,8 +74,11 @@ def main() -> int:
         sampler = MemorySampler()
         sampler.start()
         start = time.monotonic()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         wall = time.monotonic() - start
+        cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
         sampler.halt.set()
         sampler.join()
         if proc.returncode != 0:
@@ -81,13 +89,15 @@ def main() -> int:
     first = rows[0].get("ANALYZER")
     rows = [r for r in rows if r.get("ANALYZER", first) == first]  # the first analyzer's rows
     peak_gib = (sampler.peak - sampler.baseline) / 2**30
+    cores = os.cpu_count() or 1
     print(
-        "| pool | cells | wall (min) | memory peak above idle (GiB) | valid | restart | sole primary | "
-        "fault type | FR exact rank |"
+        f"| pool | cells | wall (min) | CPU, all processes (min) | CPU / {cores} cores (min) | cores busy | "
+        "memory peak above idle (GiB) | valid | restart | sole primary | fault type | FR exact rank |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     print(
-        f"| {args.pool_file} | {len(rows)} | {wall / 60:.1f} | {peak_gib:.1f} | {rate(rows, 'run_valid')} | "
+        f"| {args.pool_file} | {len(rows)} | {wall / 60:.1f} | {cpu / 60:.1f} | {cpu / cores / 60:.1f} | "
+        f"{cpu / cores / wall:.0%} | {peak_gib:.1f} | {rate(rows, 'run_valid')} | "
         f"{rate(rows, 'restart_correct')} | {rate(rows, 'rank_primary')} | {rate(rows, 'fault_type_correct')} | "
         f"{rate(rows, 'fr_rank_correct', 'rank')} |"
     )

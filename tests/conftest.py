@@ -7,8 +7,13 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from faultloop.manifest import Manifest
+    from faultloop.pool import Cell
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -60,6 +65,32 @@ def snakemake(workdir: Path, *args: str, timeout: float = 600, check: bool = Tru
 @pytest.fixture
 def workflow_copy(tmp_path: Path) -> Path:
     return copy_workflow(tmp_path / "wf")
+
+
+def cell_manifest(cell: Cell, job_id: str = "local-1", *, valid: bool = True, **fields: Any) -> Manifest:
+    """A finished cpu_gloo job's job.json for a pool cell (4 ranks per node, FAILED); an invalid
+    run's fault never fired unless `fields` says otherwise."""
+    from faultloop.manifest import Manifest
+
+    return Manifest(
+        **{
+            "job_id": job_id,
+            "workload": "cpu_gloo",
+            "fault_type": cell.fault_type,
+            "fault_rank": cell.rank,
+            "fault_iter": cell.iter,
+            "nodes": cell.nodes,
+            "gpus_per_node": 4,
+            "world_size": 4 * cell.nodes,
+            "state": "FAILED",
+            "main_log": None,
+            "launch_out": None,
+            "fault_fired": valid,
+            "run_valid": valid,
+            "invalid_reason": None if valid else "fault never fired: job finished at iteration 3",
+            **fields,
+        }
+    )
 
 
 def put_analysis(

@@ -11,11 +11,10 @@ from typing import Any
 
 import pytest
 
-from conftest import put_analysis
+from conftest import cell_manifest, put_analysis
 from faultloop import layout, report, score
 from faultloop.faults import FAULTS, RESTART, STOP
 from faultloop.llm import LLMSettings
-from faultloop.manifest import Manifest
 from faultloop.pool import Cell, load_pool
 from openai_server import OpenAIServer, Reply, openai_server
 
@@ -70,7 +69,7 @@ def put_cell(
     others: more log analyzers (name -> verdict or failure); torch: a second FR analyzer's suspects."""
     d = session / cell.name
     (d / "analysis").mkdir(parents=True, exist_ok=True)
-    job = manifest(
+    job = cell_manifest(
         cell,
         f"job-{cell.name}",
         valid=valid,
@@ -89,25 +88,6 @@ def put_cell(
         d, truth, job, judge_mode=judge[1] if judge else "code", llm=judge[0] if judge else None
     )
     score.write_scores(scores, cell.name, d / layout.SCORE_JSON)
-
-
-def manifest(cell: Cell, job_id: str, *, valid: bool = True, **kw: Any) -> Manifest:
-    return Manifest(
-        job_id=job_id,
-        workload="cpu_gloo",
-        fault_type=cell.fault_type,
-        fault_rank=cell.rank,
-        fault_iter=cell.iter,
-        nodes=cell.nodes,
-        gpus_per_node=4,
-        world_size=4 * cell.nodes,
-        state="FAILED",
-        main_log=None,
-        launch_out=None,
-        fault_fired=valid,
-        run_valid=valid,
-        **{"invalid_reason": None, **kw},
-    )
 
 
 def gather(session: Path, cells: list[Cell]) -> Path:
@@ -158,7 +138,7 @@ def session(tmp_path: Path) -> tuple[Path, Path]:
         log=GPU_ERROR_LOG,
     )
     (s / D.name).mkdir()
-    manifest(D, "99", valid=False, invalid_reason="srun: container start failed").write(
+    cell_manifest(D, "99", valid=False, invalid_reason="srun: container start failed").write(
         s / D.name / layout.INFRA_FAILURE
     )
     put_cell(s, F, good(F, "v1"), [0], valid=False)
@@ -397,7 +377,7 @@ def compared(tmp_path: Path) -> tuple[Path, Path]:
         others={"torchrun_root_cause": good(C, "t1"), "mine": dict(good(C, "m1"), restart=RESTART)},
     )
     (s / D.name).mkdir()
-    manifest(D, "99", valid=False, invalid_reason="no node").write(s / D.name / layout.INFRA_FAILURE)
+    cell_manifest(D, "99", valid=False, invalid_reason="no node").write(s / D.name / layout.INFRA_FAILURE)
     records = s / layout.SCORE_RECORDS
     names = ["builtin", "torchrun_root_cause", "mine", "fr:builtin", "fr:torchfrtrace"]
     score.write_tables(score.gather(s, [A, B, C, D], names), s / layout.SCORES_TSV, records)

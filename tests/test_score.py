@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from conftest import put_analysis
+from conftest import cell_manifest, put_analysis
 from faultloop import layout
 from faultloop.faults import RESTART, STOP
 from faultloop.manifest import Manifest
@@ -41,24 +41,7 @@ DEFAULT_CELL = Cell("SIGKILL", 1, 5, 2)
 
 
 def job(valid: bool = True, cell: Cell = DEFAULT_CELL, **kw: Any) -> Manifest:
-    data: dict[str, Any] = dict(
-        job_id="local-1",
-        workload="cpu_gloo",
-        fault_type=cell.fault_type,
-        fault_rank=cell.rank,
-        fault_iter=cell.iter,
-        nodes=cell.nodes,
-        gpus_per_node=4,
-        world_size=4 * cell.nodes,
-        state="FAILED",
-        main_log=None,
-        launch_out=None,
-        fault_fired=valid,
-        run_valid=valid,
-        invalid_reason=None if valid else "fault never fired: job finished at iteration 3",
-    )
-    data.update(kw)
-    return Manifest(**data)
+    return cell_manifest(cell, valid=valid, **kw)
 
 
 def logsage(
