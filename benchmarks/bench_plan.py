@@ -41,7 +41,7 @@ def synthetic_pool(size: int) -> list[Cell]:
 ONE_ANALYZER = ("analyzers=builtin", "fr_analyzers=builtin")
 
 # The floor peer: faultloop's DAG (four jobs per cell, the same declared files and the two gather
-# rules) with trivial shell bodies; the cells are the first column of pool.tsv.
+# rules) with trivial shell bodies; its cells are pool.tsv's rows, named as faultloop names them.
 FLOOR_SNAKEFILE = f"""
 import csv
 from pathlib import Path
