@@ -7,13 +7,14 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
-if TYPE_CHECKING:
-    from faultloop.manifest import Manifest
-    from faultloop.pool import Cell
+from faultloop import analyzers, layout
+from faultloop.analyzers import Outcome
+from faultloop.manifest import Manifest
+from faultloop.pool import Cell
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -70,8 +71,6 @@ def workflow_copy(tmp_path: Path) -> Path:
 def cell_manifest(cell: Cell, job_id: str = "local-1", *, valid: bool = True, **fields: Any) -> Manifest:
     """A finished cpu_gloo job's job.json for a pool cell (4 ranks per node, FAILED); an invalid
     run's fault never fired unless `fields` says otherwise."""
-    from faultloop.manifest import Manifest
-
     return Manifest(
         **{
             "job_id": job_id,
@@ -103,8 +102,6 @@ def put_analysis(
 ) -> None:
     """Store analyzer results in a cell as the logsage and fr_analysis rules do (their own writer):
     name -> verdict (a dict), failure (a message) or nothing (None: the analyzer is not listed)."""
-    from faultloop import analyzers, layout
-    from faultloop.analyzers import Outcome
 
     def store(results: dict, folder: str, files: tuple[str, str], index: str) -> None:
         records = []
