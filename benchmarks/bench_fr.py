@@ -20,7 +20,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))  # fr_synth
 from fr_synth import generate
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -126,7 +126,9 @@ def bench(
     floors, ourss = [], []
     for _ in range(repeat):
         floors.append(measure([py, "-c", FLOOR, out], timeout=3600))
-        ourss.append(measure([py, "-m", "faultloop.cli", "fr", "--fr-path", out, "--format", "json"], timeout=3600))
+        ourss.append(
+            measure([py, "-m", "faultloop.cli.main", "fr", "--fr-path", out, "--format", "json"], timeout=3600)
+        )
     floor = min(floors, key=lambda r: r.seconds)
     ours = min(ourss, key=lambda r: r.seconds)
     suspects = json.loads(ours.stdout)["suspect_ranks"] if ours.ok else None

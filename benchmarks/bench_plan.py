@@ -26,9 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from faultloop import layout
 from faultloop.faults import FAULT_NAMES
-from faultloop.pool import Cell, write_pool_file
+from faultloop.plan import layout
+from faultloop.plan.pool import Cell, write_pool_file
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -40,7 +40,7 @@ def run_cell(
     cmd = [
         sys.executable,
         "-m",
-        "faultloop.cli",
+        "faultloop.cli.main",
         "run-job",
         "--cell-dir",
         str(cell),

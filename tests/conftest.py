@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -11,12 +12,14 @@ from typing import Any
 
 import pytest
 
-from faultloop import analyzers, layout
-from faultloop.analyzers import Outcome
-from faultloop.manifest import Manifest
-from faultloop.pool import Cell
+from faultloop.analyze import registry as analyzers
+from faultloop.analyze.registry import Outcome
+from faultloop.contracts import Manifest
+from faultloop.plan import layout
+from faultloop.plan.pool import Cell
 
-REPO = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
 BIN = Path(sys.executable).parent
 # Third-party data (NVRx's NCCL dumps, logs pasted into public issue threads) is read from
 # ../shared beside the checkout, never copied in; tests that need it skip where it is absent.
@@ -134,3 +137,20 @@ def put_analysis(
 
     store(log, "analysis", (layout.LOGSAGE_JSON, layout.LOGSAGE_TEXT), layout.LOGSAGE_INDEX)
     store(fr, "analysis/fr", (layout.FR_JSON, layout.FR_TEXT), layout.FR_INDEX)
+
+
+def planned(output: str) -> dict[str, int]:
+    """Job counts from snakemake's dry-run 'Job stats' table."""
+    stats = output.split("Job stats:", 1)[1]
+    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", stats, re.M)}
+
+
+def planned_outputs(output: str, rule: str) -> list[str]:
+    """Output paths of the jobs of one rule in a dry run's listing."""
+    outputs, current = [], None
+    for line in output.splitlines():
+        if line.startswith("rule ") or line.startswith("localrule "):
+            current = line.split()[1].rstrip(":")
+        elif current == rule and line.strip().startswith("output:"):
+            outputs.extend(path.strip() for path in line.split(":", 1)[1].split(","))
+    return outputs

@@ -13,19 +13,19 @@ min_version("9.0")
 # The workflow runs the package from this checkout, the code users patch between iterations.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-import faultloop.adopt as fl_adopt
-import faultloop.analyzers as fl_analyzers
-import faultloop.config as fl_config
-import faultloop.evidence as fl_evidence
+import faultloop.adopt.session as fl_adopt
+import faultloop.analyze.registry as fl_analyzers
+import faultloop.plan.config as fl_config
+import faultloop.score.evidence as fl_evidence
 import faultloop.faults as fl_faults
 import faultloop.fingerprint as fl_fingerprint
-import faultloop.frpeers as fl_frpeers
-import faultloop.history as fl_history
-import faultloop.layout as layout
-import faultloop.pool as fl_pool
-import faultloop.report as fl_report
-import faultloop.score as fl_score
-from faultloop.glue import (
+import faultloop.analyze.fr.peers as fl_frpeers
+import faultloop.report.history as fl_history
+import faultloop.plan.layout as layout
+import faultloop.plan.pool as fl_pool
+import faultloop.report.model as fl_report
+import faultloop.score.cells as fl_score
+from faultloop.plan.invocation import (
     cell_targets,
     forced,
     infra_failures,

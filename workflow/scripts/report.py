@@ -1,7 +1,7 @@
 """aggregate_report rule: the session report, heatmap, HTML page, JUnit file and failing pool."""
 
-from faultloop import report
-from faultloop.glue import logged, run_cli
+from faultloop.plan.invocation import logged, run_cli
+from faultloop.report import model as report
 
 with logged(snakemake.log[0]):
     run_cli(

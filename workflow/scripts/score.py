@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from faultloop import score
-from faultloop.glue import logged
-from faultloop.pool import Cell
+from faultloop.plan.invocation import logged
+from faultloop.plan.pool import Cell
+from faultloop.score import cells as score
 
 with logged(snakemake.log[0]):
     session = Path(snakemake.params.session)

@@ -1,0 +1,31 @@
+"""logsage: attribute a failed distributed job from its log (which rank, what fault, restart?).
+
+Deterministic and offline by default. The package, by concern:
+  rules.py      evidence kinds, RULES, POLICY and the small tables: THE FILE TO PATCH between loop
+                iterations (a missed line -> RULES; a wrong decision for a cause -> POLICY)
+  prefilter.py  finds the lines worth a look (ripgrep, GNU grep or Python)
+  scan.py       reads each line's prefixes and rank and classifies it into bounded facts
+  records.py    multi-line records: tracebacks (whole, cut off, a launcher's), stack dumps
+  attribute.py  symptom vs origin, culprits, the cause and the confidence
+  engine.py     analyze_log and the Verdict (the logsage.json contract)
+  modes.py      LLM and upstream modes, and the command line
+"""
+
+from faultloop.analyze.logsage.engine import Settings, Verdict, analyze_log, analyzer_fingerprint
+from faultloop.analyze.logsage.facts import Evidence
+from faultloop.analyze.logsage.modes import analyze_with_llm, main, run_upstream
+from faultloop.analyze.logsage.rules import POLICY, RULES, Rule
+
+__all__ = [
+    "POLICY",
+    "RULES",
+    "Evidence",
+    "Rule",
+    "Settings",
+    "Verdict",
+    "analyze_log",
+    "analyze_with_llm",
+    "analyzer_fingerprint",
+    "main",
+    "run_upstream",
+]

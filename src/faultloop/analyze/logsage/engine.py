@@ -1,0 +1,204 @@
+"""The deterministic analyzer: a log in, a Verdict out (the logsage.json contract).
+
+The log is streamed: the prefilter picks the few lines worth a look, the scan classifies them,
+multi-line records are read afterwards at their byte offsets, and attribution decides. State is
+bounded (per-rank first evidence, capped lists), so memory stays flat whatever the log size.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from faultloop.analyze.logsage import records, scan
+from faultloop.analyze.logsage.attribute import LOW, attribute
+from faultloop.analyze.logsage.facts import MAX_EVIDENCE, Evidence, Facts
+from faultloop.analyze.logsage.rules import CHECKPOINT, POLICY, WHAT_HAPPENED
+from faultloop.faults import ERRORS_NOT_FOUND, FAULTS, NO_LOGS, NONE, RESTART
+from faultloop.fingerprint import source_fingerprint
+
+PACKAGE = __name__.rpartition(".")[0]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How to analyze: the mode, the LLM endpoint for llm mode, and which prefilter reads the log."""
+
+    mode: str = "deterministic"
+    prefilter: str = "auto"  # auto (rg, else grep, else Python) | rg | grep | python
+    jobs: int = 0  # parallel grep ranges for big logs; 0: one per CPU, at most 4
+    llm: Any = None  # faultloop.analyze.llm.LLMSettings in llm mode
+
+
+@dataclass
+class Verdict:
+    """The analyzer's answer, in the logsage.json contract (docs/architecture.md)."""
+
+    restart: str
+    primary_ranks: list[int]
+    secondary_ranks: list[int]
+    fault_category: str
+    fault_type: str | None
+    explanation: str
+    detail: str
+    evidence: list[Evidence]
+    checkpoint_saved: bool
+    confidence: str = LOW  # high | medium | low: how firmly the log supports the primary ranks (else the cause)
+    confidence_reason: str = ""
+    mode: str = "deterministic"
+    analyzer_version: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out = {
+            "restart": self.restart,
+            "primary_ranks": self.primary_ranks,
+            "secondary_ranks": self.secondary_ranks,
+            "fault_category": self.fault_category,
+            "fault_type": self.fault_type,
+            "confidence": self.confidence,
+            "confidence_reason": self.confidence_reason,
+            "explanation": self.explanation,
+            "detail": self.detail,
+            "evidence": [e.to_json() for e in self.evidence],
+            "checkpoint_saved": self.checkpoint_saved,
+            "mode": self.mode,
+            "analyzer_version": self.analyzer_version,
+        }
+        out.update(self.extra)
+        return out
+
+    def to_text(self) -> str:
+        """Upstream's five-part text form."""
+        return (
+            "\n".join(
+                [
+                    self.restart,
+                    self.explanation,
+                    f"Attribution: Primary issues: {self.primary_ranks}, Secondary issues: {self.secondary_ranks}",
+                    self.detail,
+                    f"checkpoint_saved: {str(self.checkpoint_saved).lower()}",
+                ]
+            )
+            + "\n"
+        )
+
+
+def analyzer_fingerprint(settings: Any = None) -> str:
+    """A short hash of the whole logsage package's source and the settings: changes whenever the
+    rules (or any other part of the analyzer) do."""
+    return source_fingerprint(sys.modules[PACKAGE], settings=settings)
+
+
+def fingerprint_settings(settings: Settings) -> tuple[Any, ...]:
+    endpoint = settings.llm
+    return (settings.mode, getattr(endpoint, "model", None), getattr(endpoint, "base_url", None))
+
+
+def analyze_log(path_or_lines: str | os.PathLike[str] | Iterable[str], settings: Settings | None = None) -> Verdict:
+    """Attribute a job from its log: a path (streamed) or lines (spooled to a temporary file)."""
+    settings = settings or Settings()
+    if isinstance(path_or_lines, (str, os.PathLike)):
+        verdict = _analyze_path(Path(path_or_lines), settings)
+    else:
+        with tempfile.NamedTemporaryFile("w", suffix=".log", encoding="utf-8", delete=False) as tmp:
+            for line in path_or_lines:
+                tmp.write(line if line.endswith("\n") else line + "\n")
+        try:
+            verdict = _analyze_path(Path(tmp.name), settings)
+        finally:
+            os.unlink(tmp.name)
+    verdict.analyzer_version = analyzer_fingerprint(fingerprint_settings(settings))
+    return verdict
+
+
+def _analyze_path(path: Path, settings: Settings) -> Verdict:
+    if not path.is_file() or not _has_text(path):
+        return Verdict(
+            NO_LOGS,
+            [],
+            [],
+            NONE,
+            None,
+            f"no log to analyze at {path}" if not path.is_file() else "the log is empty",
+            "",
+            [],
+            False,
+            "high",
+            "there is no log text",
+        )
+    facts = Facts()
+    scan.census(path, facts)
+    scan.scan(path, facts, settings.prefilter, settings.jobs)
+    scan.resolve_deaths(facts)
+    records.read_blocks(path, facts)
+    scan.single_process(facts)
+    found = attribute(facts)
+    checkpoint = any(k == CHECKPOINT for k, _ in facts.first)
+    if not found.cause:
+        return Verdict(
+            ERRORS_NOT_FOUND,
+            [],
+            [],
+            NONE,
+            None,
+            "No errors found in the log.",
+            found.reasoning,
+            facts.evidence[:10],
+            checkpoint,
+            found.confidence,
+            found.confidence_reason,
+        )
+    cause, primary, secondary, keys = found.cause, found.primary, found.secondary, found.keys
+    policy = POLICY[cause]
+    fault_type = cause if cause in FAULTS else None
+    who = (
+        (f"Ranks {', '.join(map(str, primary))} each" if len(primary) > 1 else f"Rank {primary[0]}")
+        if primary
+        else "The job"
+    )
+    victims = (
+        f" {len(secondary)} other rank{'s only show' if len(secondary) != 1 else ' only shows'} symptoms."
+        if secondary
+        else ""
+    )
+    explanation = (
+        f"{who} {WHAT_HAPPENED.get(cause, cause.lower())} ({fault_type or cause}, {policy.category})."
+        f"{victims} {'Restart' if policy.restart == RESTART else 'Do not restart'}: {policy.why}."
+    )
+    detail = found.reasoning + (f"; first evidence line {keys[0].line}: {keys[0].text[:200]}" if keys else "")
+    if checkpoint:
+        detail += "; a checkpoint was saved (reported, decision kept)"
+    return Verdict(
+        policy.restart,
+        primary,
+        secondary,
+        policy.category,
+        fault_type,
+        explanation,
+        detail,
+        _ordered_evidence(keys, facts.evidence),
+        checkpoint,
+        found.confidence,
+        found.confidence_reason,
+    )
+
+
+def _has_text(path: Path) -> bool:
+    """Whether the file has anything but whitespace (an empty log is NO LOGS, like upstream's)."""
+    with open(path, "rb") as f:
+        while block := f.read(1 << 16):
+            if block.strip():
+                return True
+    return False
+
+
+def _ordered_evidence(keys: list[Evidence], rest: list[Evidence]) -> list[Evidence]:
+    """The lines behind the decision first, then the rest in log order (capped)."""
+    seen = {id(e) for e in keys}
+    return keys + sorted((e for e in rest if id(e) not in seen), key=lambda e: e.line)[: MAX_EVIDENCE - len(keys)]

@@ -1,0 +1,202 @@
+"""The prefilter: find the few lines worth a look in a log of any size, with their byte offsets.
+
+Every rule's literal anchors are searched by ripgrep (SIMD multi-literal search) or GNU grep when
+present, over several line-aligned byte ranges at once, else by bytes.find in Python over 8 MB
+blocks. Hits come out in file order with their line numbers; nothing else is kept in memory.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import itertools
+import os
+import re
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from faultloop.analyze.logsage.rules import RULES
+
+ANCHORS: tuple[str, ...] = tuple(sorted({a for rule in RULES for a in rule.anchors}))
+CHUNK = 8 << 20
+MIN_RANGE_BYTES = 64 << 20  # below this one grep does the whole file
+_SENTINEL = b"\x01faultloop-logsage-range-end\x01"
+
+
+@dataclass
+class Hit:
+    """A prefiltered line: where it is and what it says."""
+
+    line: int
+    offset: int
+    text: str
+
+
+def hits(path: Path, prefilter: str = "auto", jobs: int = 0) -> Iterator[Hit]:
+    """The lines of `path` holding an anchor, in file order, read by the chosen prefilter."""
+    tool = find_tool(prefilter)
+    return scan_tool(path, tool, jobs) if tool else scan_python(path)
+
+
+def _ere_escape(literal: str) -> str:
+    return re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\1", literal)
+
+
+def _tool_command(tool: str) -> list[str]:
+    """A prefilter reading stdin and printing `line:byte offset:text` for lines with an anchor."""
+    literals = (*ANCHORS, _SENTINEL.decode())
+    if Path(tool).name == "rg":  # ripgrep: SIMD multi-literal search (Teddy), several times grep's
+        return [
+            tool,
+            "-a",
+            "-n",
+            "-b",
+            "--no-heading",
+            "--no-filename",
+            "--no-config",
+            "-F",
+            *(f"--regexp={a}" for a in literals),
+            "-",
+        ]
+    return [tool, "-a", "-n", "-b", "-E", "|".join(_ere_escape(a) for a in literals)]
+
+
+def find_tool(prefilter: str) -> str | None:
+    """The prefilter to run: ripgrep, else GNU grep (auto), or the named one; None: Python."""
+    names = {"auto": ("rg", "grep"), "rg": ("rg",), "grep": ("grep",), "python": ()}[prefilter]
+    for name in names:
+        found = shutil.which(name)
+        if found:
+            return found
+    if prefilter in ("rg", "grep"):
+        raise RuntimeError(f"prefilter {prefilter} is not installed")
+    return None
+
+
+def scan_tool(path: Path, tool: str, jobs: int = 0) -> Iterator[Hit]:
+    """An external prefilter (rg or grep) over `jobs` line-aligned byte ranges at once.
+
+    Each range is fed to its own process through a pipe (sendfile: no copy in Python) and ends
+    with a sentinel line whose number says how many lines the range had; outputs are read in
+    range order, so hits come out in file order and nothing is buffered here."""
+    size = path.stat().st_size
+    jobs = jobs or min(4, os.cpu_count() or 1)
+    bounds = _line_bounds(path, size, max(1, min(jobs, size // MIN_RANGE_BYTES)))
+    env = {**os.environ, "LC_ALL": "C"}
+    ranges = []
+    try:
+        for start, end in itertools.pairwise(bounds):
+            proc = subprocess.Popen(_tool_command(tool), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+            assert proc.stdin is not None and proc.stdout is not None
+            _grow_pipe(proc.stdout)
+            feeder = threading.Thread(target=_feed, args=(path, start, end, proc.stdin), daemon=True)
+            feeder.start()
+            ranges.append((start, proc, feeder))
+        line_base = 0
+        for start, proc, feeder in ranges:
+            assert proc.stdout is not None
+            lines_in_range = 0
+            for raw in proc.stdout:
+                line_no, offset, text = raw.split(b":", 2)
+                text = text.rstrip(b"\r\n")
+                if text == _SENTINEL:
+                    lines_in_range = int(line_no) - 1
+                    continue
+                yield Hit(line_base + int(line_no), start + int(offset), text.decode("utf-8", "replace"))
+            rc = proc.wait()
+            feeder.join()
+            if rc not in (0, 1):
+                raise OSError(f"{tool} failed on {path} (exit {rc})")
+            line_base += lines_in_range
+    finally:
+        for _, proc, _ in ranges:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            if proc.stdout:
+                proc.stdout.close()
+
+
+def _line_bounds(path: Path, size: int, parts: int) -> list[int]:
+    """Byte offsets that cut the file into `parts` ranges, each starting at a line start."""
+    bounds = [0]
+    with open(path, "rb") as f:
+        for i in range(1, parts):
+            f.seek(size * i // parts)
+            f.readline()
+            pos = f.tell()
+            if bounds[-1] < pos < size:
+                bounds.append(pos)
+    return [*bounds, size]
+
+
+def _feed(path: Path, start: int, end: int, pipe: IO[bytes]) -> None:
+    """Copy bytes [start, end) of the file into grep's stdin in the kernel, then the sentinel."""
+    try:
+        with open(path, "rb") as f:
+            fd, out, offset = f.fileno(), pipe.fileno(), start
+            while offset < end:
+                sent = os.sendfile(out, fd, offset, min(end - offset, 1 << 30))
+                if sent == 0:
+                    break
+                offset += sent
+            f.seek(end - 1 if end else 0)
+            newline = b"" if end == 0 or f.read(1) == b"\n" else b"\n"
+        pipe.write(newline + _SENTINEL + b"\n")
+    except BrokenPipeError:  # the reader stopped early
+        pass
+    finally:
+        try:
+            pipe.close()
+        except BrokenPipeError:
+            pass
+
+
+def _grow_pipe(stream: IO[bytes]) -> None:
+    """A bigger pipe lets later ranges' greps run ahead while earlier output is read (Linux)."""
+    try:
+        fcntl.fcntl(stream.fileno(), 1031, 1 << 20)  # F_SETPIPE_SZ
+    except OSError:
+        pass
+
+
+def scan_python(path: Path) -> Iterator[Hit]:
+    """Pure-Python prefilter: per 8 MB block, bytes.find for each anchor (C speed, about twice a
+    combined regex), then the hit lines in order, newlines counted only between hits."""
+    anchors = [a.encode() for a in ANCHORS]
+    line_no, base = 1, 0  # line number at offset `base`
+    carry = b""
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(CHUNK)
+            data = carry + block
+            if not data:
+                return
+            end = data.rfind(b"\n") + 1 if block else len(data)
+            if end == 0:
+                carry = data
+                continue
+            starts: set[int] = set()
+            for anchor in anchors:
+                i = data.find(anchor, 0, end)
+                while i != -1:
+                    line_start = data.rfind(b"\n", 0, i) + 1
+                    starts.add(line_start)
+                    stop = data.find(b"\n", i, end)
+                    i = data.find(anchor, end if stop == -1 else stop + 1, end)
+            counted = 0
+            for start in sorted(starts):
+                stop = data.find(b"\n", start, end)
+                stop = end if stop == -1 else stop
+                line_no += data.count(b"\n", counted, start)
+                counted = start
+                yield Hit(line_no, base + start, data[start:stop].rstrip(b"\r").decode("utf-8", "replace"))
+            line_no += data.count(b"\n", counted, end)
+            base += end
+            carry = data[end:]
+            if not block:
+                return

@@ -1,0 +1,204 @@
+"""Multi-line records, read after the scan by seeking to their byte offsets: Python tracebacks
+(whole, cut off, or a launcher's own) and faulthandler stack dumps.
+
+A line belongs to a record when it comes from the same source (same prefixes) as the record's
+first line, so interleaved output of many ranks is untangled. Pasted excerpts lose heads and
+tails: a traceback whose exception line is missing still says that its rank raised, and where.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from faultloop.analyze.logsage.facts import Block, Evidence, Facts, Source
+from faultloop.analyze.logsage.rules import (
+    COLLECTIVE_FRAMES,
+    DATA_FRAMES,
+    EXCEPTION_CAUSES,
+    EXCEPTION_KIND,
+    GPU,
+    GPU_HARDWARE,
+    LAUNCHER_EXCEPTIONS,
+    LAUNCHER_FRAMES,
+    NETWORK_KIND,
+    OOM_KIND,
+    PEER_LOST,
+    STACK_DUMP,
+    TIMEOUT,
+    TRACEBACK_CUT,
+)
+from faultloop.analyze.logsage.scan import add, classify, resolve_rank, split_prefix
+
+BLOCK_LINES = 400
+INNERMOST_FRAMES = 3  # how deep into a traceback "where it failed" looks
+# the exception line's classification is kept when it names one of these; else it is the program's
+_EXCEPTION_LINE_KINDS = (TIMEOUT, PEER_LOST, GPU, GPU_HARDWARE, OOM_KIND, NETWORK_KIND)
+_FRAME_RE = re.compile(r'^\s+File "([^"]*)", line (\d+),? in (\S+)')
+_EXC_RE = re.compile(r"^([A-Za-z_][\w.]*)(?::\s?(.*))?$")
+_SIGNAL_NAME_RE = re.compile(r"\bSIG(?:USR[12]|HUP|TERM|INT|QUIT|ALRM)\b|\bsignal \d+\b", re.I)
+
+
+@dataclass
+class Frame:
+    """One traceback frame: file, function and the source line shown under it."""
+
+    file: str
+    func: str
+    source: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.file} {self.func} {self.source}"
+
+
+@dataclass
+class Traceback:
+    """A rank's Python traceback, reduced to what attribution needs."""
+
+    line: int  # the exception line, or the traceback's first line when that is cut off
+    frames: list[Frame]
+    exc_text: str = ""  # empty: the excerpt lost the exception line
+    exc_class: str = ""
+    message: str = ""
+
+    @property
+    def launcher(self) -> bool:
+        """A launcher's own traceback: it reports that a worker failed, not why."""
+        return self.exc_class.rsplit(".", 1)[-1] in LAUNCHER_EXCEPTIONS or any(
+            LAUNCHER_FRAMES.search(fr.file) for fr in self.frames
+        )
+
+    @property
+    def innermost(self) -> str:
+        return " ".join(str(fr) for fr in self.frames[-INNERMOST_FRAMES:])
+
+
+def _read_block(f: IO[bytes], offset: int) -> Iterator[str]:
+    f.seek(offset)
+    for _ in range(BLOCK_LINES):
+        raw = f.readline()
+        if not raw:
+            return
+        yield raw.rstrip(b"\r\n").decode("utf-8", "replace")
+
+
+def _same_source(f: IO[bytes], block: Block) -> Iterator[tuple[int, str]]:
+    """(line number, text without prefixes) of the block's lines that come from its source."""
+    for i, raw in enumerate(_read_block(f, block.offset)):
+        source, text = split_prefix(raw)
+        if (i or block.headless) and source == block.source:
+            yield block.line + i, text
+
+
+def parse_traceback(f: IO[bytes], block: Block) -> Traceback | None:
+    """The frames and exception line of the traceback opened at the block (same source); a
+    traceback that ends before its exception line is returned cut off (no exc_text)."""
+    frames: list[Frame] = []
+    for line, text in _same_source(f, block):
+        fm = _FRAME_RE.match(text)
+        if fm:
+            frames.append(Frame(fm.group(1), fm.group(3)))
+            continue
+        if text.startswith((" ", "\t")) or not text.strip():
+            if frames and not frames[-1].source and text.strip():
+                frames[-1].source = text.strip()
+            continue
+        em = _EXC_RE.match(text.strip())
+        if em and frames:
+            return Traceback(line, frames, text.strip(), em.group(1), (em.group(2) or "").strip())
+        break
+    return Traceback(block.line, frames) if frames else None
+
+
+def main_stack(f: IO[bytes], block: Block) -> list[str]:
+    """The main thread's frames ("file function", innermost first) in a faulthandler stack dump:
+    the thread run from <module>, else the last one listed."""
+    threads: list[list[str]] = []
+    for _, text in _same_source(f, block):
+        if text.startswith(("Thread 0x", "Current thread 0x")):
+            threads.append([])
+            continue
+        frame = _FRAME_RE.match(text)
+        if frame and threads:
+            threads[-1].append(f"{frame.group(1)} {frame.group(3)}")
+        elif text.strip():
+            break
+    return next((t for t in threads if any(fr.endswith(" <module>") for fr in t)), threads[-1] if threads else [])
+
+
+def in_collective(frames: list[str]) -> bool:
+    """A stack waiting in a collective belongs to a victim; the stalled rank is elsewhere."""
+    return any(COLLECTIVE_FRAMES.search(fr) for fr in frames)
+
+
+def exception_hint(tb: Traceback) -> str:
+    """Which cause a whole traceback reads like.
+
+    A class that says more (KeyboardInterrupt -> SIGINT, a missing module -> CONFIG_ERROR);
+    raised by a signal handler (a signal in the message or the innermost function) ->
+    SIGNAL_EXC; no message and the innermost line is not a `raise` (an exception injected from
+    outside, e.g. PyThreadState_SetAsyncExc) -> ASYNC_EXC; raised while reading data ->
+    DATA_ERROR; anything else is the program's own exception -> WORKLOAD_EXC.
+    """
+    cls = tb.exc_class.rsplit(".", 1)[-1]
+    if cls in EXCEPTION_CAUSES:
+        return EXCEPTION_CAUSES[cls]
+    innermost = tb.frames[-1] if tb.frames else Frame("", "")
+    if _SIGNAL_NAME_RE.search(tb.message) or re.search(r"(?i)sig|signal", innermost.func):
+        return "SIGNAL_EXC"
+    if not tb.message and not innermost.source.startswith("raise"):
+        return "ASYNC_EXC"
+    if DATA_FRAMES.search(tb.innermost) or DATA_FRAMES.search(tb.message):
+        return "DATA_ERROR"
+    return "WORKLOAD_EXC"
+
+
+def _traceback_evidence(facts: Facts, tb: Traceback, source: Source) -> Evidence | None:
+    """What a traceback says about its rank: the exception line's own kind when a rule names it
+    (a timeout, a lost peer, a GPU error...), else the program's exception; a cut-off traceback
+    that was waiting in a collective is a victim's, any other cut-off one a weak origin."""
+    if tb.launcher:
+        return None
+    rank = resolve_rank(facts, source, tb.exc_text)
+    if not tb.exc_text:
+        if in_collective([str(fr) for fr in tb.frames[-INNERMOST_FRAMES:]]):
+            return Evidence(
+                tb.line,
+                f"traceback cut off inside a collective: {tb.innermost}",
+                TIMEOUT,
+                rank,
+                "traceback_in_collective",
+            )
+        hint = "DATA_ERROR" if DATA_FRAMES.search(tb.innermost) else "WORKLOAD_EXC"
+        return Evidence(
+            tb.line,
+            f"traceback cut off before its exception line: {tb.innermost}",
+            TRACEBACK_CUT,
+            rank,
+            "traceback_cut",
+            hint,
+        )
+    found = classify(tb.exc_text)
+    if found and found[0].kind in _EXCEPTION_LINE_KINDS:
+        return Evidence(tb.line, tb.exc_text, found[0].kind, rank, found[0].name, found[0].hint)
+    return Evidence(tb.line, tb.exc_text, EXCEPTION_KIND, rank, "python_exception", exception_hint(tb))
+
+
+def read_blocks(path: Path, facts: Facts) -> None:
+    """Parse the tracebacks and stack dumps found by the scan; turn them into evidence."""
+    with open(path, "rb") as f:
+        for block in facts.blocks:
+            if block.kind == STACK_DUMP:
+                rank = resolve_rank(facts, block.source, "")
+                if rank is None:
+                    facts.loose_stacks.append(main_stack(f, block))
+                elif rank not in facts.main_stacks:
+                    facts.main_stacks[rank] = main_stack(f, block)
+                continue
+            tb = parse_traceback(f, block)
+            ev = _traceback_evidence(facts, tb, block.source) if tb else None
+            if ev:
+                add(facts, ev)

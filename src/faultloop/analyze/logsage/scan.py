@@ -1,0 +1,478 @@
+"""The line scan: read each prefiltered line's prefixes and rank, match it against RULES and keep
+what it says in bounded Facts (first evidence per kind and rank, launcher records, collectives).
+
+Real logs carry prefixes in layers: srun's `3: `, pdsh's `10.0.0.1: `, timestamps or stream
+tags, then torch's `[rank3]:` (its excepthook and C++ logger) or torchrun's `[default3]:`; a
+progress bar without a newline glues the next line onto its own. Each is peeled off here, so a
+rule only ever sees the message.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from faultloop.analyze.logsage import prefilter
+from faultloop.analyze.logsage.facts import (
+    MAX_EVIDENCE,
+    MAX_LABEL_PAIRS,
+    NO_SOURCE,
+    Block,
+    Death,
+    Evidence,
+    Exit,
+    Facts,
+    Source,
+)
+from faultloop.analyze.logsage.rules import (
+    BUSY,
+    CLOSED,
+    COLLECTIVE,
+    DEATH,
+    EXITED,
+    JOB_SIGNAL,
+    KILLED,
+    OOM_KIND,
+    PROGRESS,
+    RECORD,
+    RULES,
+    SIGNAL_FAULT,
+    SIGNAL_NUMBERS,
+    SLURM,
+    SRUN_WORDS,
+    STACK_DUMP,
+    STOP_SIGNALS,
+    STOPPING,
+    SUMMARY,
+    SYMPTOMS,
+    TERMINATE,
+    TIMEOUT,
+    TRACEBACK,
+    WORK_RE,
+    Rule,
+)
+
+CENSUS_BYTES = 2 << 20
+MAX_BLOCKS_PER_SOURCE = {TRACEBACK: 2, STACK_DUMP: 16}  # a node label's source holds every rank's dump
+FRAME_RUN_LINES = 6  # frame lines this close together belong to one traceback
+LEAD_MAX = 120  # how far into a line a torch rank prefix may sit behind timestamps or host tags
+
+_COMPILED = tuple((rule, re.compile(rule.pattern)) for rule in RULES)
+
+
+def _rules_by_anchor() -> dict[str, list[int]]:
+    """anchor -> the rules (table positions) that name it: a line is tried only against those."""
+    index: dict[str, list[int]] = {}
+    for position, rule in enumerate(RULES):
+        for anchor in rule.anchors:
+            index.setdefault(anchor, []).append(position)
+    return index
+
+
+_RULES_BY_ANCHOR = _rules_by_anchor()
+_LABEL_RE = re.compile(r"^\s*(\d+): ")  # srun --label
+_HOST_RE = re.compile(r"^\s*(\d{1,3}(?:\.\d{1,3}){3}): ")  # pdsh (DeepSpeed's multi-node runner)
+_INNER_AT_START_RE = re.compile(r"^\s*\[([a-z]+)(\d+)\]: ?")  # torch [rank3]: / torchrun [default3]:
+_INNER_IN_LEAD_RE = re.compile(r"\[(rank|default)(\d+)\]: ?")  # the same behind a timestamp or host tag
+_GLUE_RE = re.compile(r"(?:/s|/it)[^\]\n]{0,60}\](?=\S)")  # a progress bar's end with the next line glued on
+_LINE_PREFIX_RE = re.compile(r"^[ \t]*(?:(\d+): )?(?:\[([a-z]+)(\d+)\]:)?", re.M)  # both, per line
+_TEXT_RANK_RE = re.compile(r"\[(?:PG(?: ID)? 0 (?:PG GUID \S+ )?)?Rank (\d+)\]")  # default group only
+# world size statements; each starts with a literal, so the regex engine's fast prefix search applies
+_WORLD_RES = tuple(
+    re.compile(p)
+    for p in (
+        r"world_size\W{0,3}(\d+)",
+        r"WORLD_SIZE\W{0,3}(\d+)",
+        r"world size\W{0,3}(\d+)",
+        r"rank \d+/(\d+)\b",
+        r"nranks (\d+)",
+        r"dist_world_size=(\d+)",
+    )
+)
+# signs that several processes wrote the log, even where its lines carry no rank prefix
+_SEVERAL_PROCESSES_RE = re.compile(r"\[Rank [1-9]|local_rank: [1-9]|closing signal|:\d+:\d+ \[[1-9]\d*\] NCCL")
+
+
+def split_prefix(text: str) -> tuple[Source, str]:
+    """Where the line came from (its prefixes) and its text without them."""
+    label = inner = None
+    host = role = None
+    m = _LABEL_RE.match(text)
+    if m:
+        label, text = int(m.group(1)), text[m.end() :]
+    m = _HOST_RE.match(text)
+    if m:
+        host, text = m.group(1), text[m.end() :]
+    m = _INNER_AT_START_RE.match(text) or _INNER_IN_LEAD_RE.search(text, 0, LEAD_MAX)
+    if m:
+        role, inner, text = m.group(1), int(m.group(2)), text[m.end() :]
+    return Source(label, host, role, inner), text
+
+
+def unglue(text: str) -> list[str]:
+    """A line split where a progress bar ended without a newline and the next output followed."""
+    if "/s" not in text and "/it" not in text:
+        return [text]
+    parts, start = [], 0
+    for m in _GLUE_RE.finditer(text):
+        parts.append(text[start : m.end()])
+        start = m.end()
+    return [*parts, text[start:]]
+
+
+def census(path: Path, facts: Facts) -> None:
+    """Ranks and world size from the head and tail of the log, where every rank says hello/bye."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        parts = [f.read(CENSUS_BYTES)]
+        if size > 2 * CENSUS_BYTES:
+            f.seek(size - CENSUS_BYTES)
+            parts.append(f.read())
+        elif size > CENSUS_BYTES:
+            parts.append(f.read())
+    for part in parts:  # whole-block regexes: a Python loop per line would cost more than the scan
+        text = part.decode("utf-8", "replace")
+        for m in _LINE_PREFIX_RE.finditer(text):
+            if m.group(1) or m.group(3):
+                note_rank(
+                    facts,
+                    Source(
+                        int(m.group(1)) if m.group(1) else None,
+                        None,
+                        m.group(2),
+                        int(m.group(3)) if m.group(3) else None,
+                    ),
+                )
+        for rx in _WORLD_RES:
+            for m in rx.finditer(text):
+                facts.world_size = max(facts.world_size, int(m.group(1)))
+        facts.several_processes |= bool(_SEVERAL_PROCESSES_RE.search(text))
+    facts.several_processes |= facts.world_size > 1
+
+
+def note_rank(facts: Facts, source: Source) -> None:
+    if source.label is None and source.inner is None:
+        return
+    facts.labelled = True
+    if len(facts.label_pairs) < MAX_LABEL_PAIRS:
+        facts.label_pairs.add((source.label, source.role, source.inner))
+
+
+def seen_ranks(facts: Facts) -> set[int]:
+    ranks = {resolve_rank(facts, Source(label, None, role, inner), "") for label, role, inner in facts.label_pairs}
+    return {r for r in ranks if r is not None}
+
+
+def _layout(facts: Facts) -> tuple[int, bool, bool]:
+    """How prefixes map to ranks, cached per label-pair count: (ranks per node, whether srun
+    labels are node indices, whether [rankN] prefixes are local ranks).
+
+    torch's own [rankN] is the global rank, torchrun's [defaultN] the local one; a [rankN] seen
+    under several labels is a torchrun role prefix (local) too. Labels are nodes (one torchrun
+    per srun task) when one label carries several ranks: a line with the label alone then comes
+    from some rank of that node, not from rank <label>."""
+    if facts.layout[0] != len(facts.label_pairs):
+        labels_of: dict[int, set[int]] = {}
+        inners: dict[int, set[int]] = {}
+        for lab, role, inn in facts.label_pairs:
+            if lab is not None and inn is not None:
+                inners.setdefault(lab, set()).add(inn)
+                if role == "rank":
+                    labels_of.setdefault(inn, set()).add(lab)
+        rank_is_local = any(len(v) > 1 for v in labels_of.values())
+        local: dict[int, set[int]] = {}
+        for lab, role, inn in facts.label_pairs:
+            if lab is not None and inn is not None and (role != "rank" or rank_is_local):
+                local.setdefault(lab, set()).add(inn)
+        labels_are_nodes = any(len(v) > 1 for v in inners.values())
+        per_node = 1 + max(max(v) for v in local.values()) if any(len(v) > 1 for v in local.values()) else 0
+        facts.layout = (len(facts.label_pairs), per_node, labels_are_nodes, rank_is_local)
+    return facts.layout[1], facts.layout[2], facts.layout[3]
+
+
+def node_local_size(facts: Facts) -> int:
+    """Ranks per node when srun labels are node indices and lines carry local ranks, else 0."""
+    return _layout(facts)[0]
+
+
+def labels_are_nodes(facts: Facts) -> bool:
+    return _layout(facts)[1]
+
+
+def resolve_rank(facts: Facts, source: Source, text: str) -> int | None:
+    """Global rank: torch's [rankN] prefix; else the srun label, unless labels are node indices
+    (then global = label * ranks per node + a local [defaultN], and a line with the label alone
+    names no rank); else the inner prefix; else a `[Rank N]` of the default process group in
+    the text."""
+    label, _, role, inner = source
+    per_node, node_labels, rank_is_local = _layout(facts)
+    if inner is not None and role == "rank" and not rank_is_local:
+        return inner
+    if label is not None and node_labels:
+        return label * per_node + inner if inner is not None and per_node else _text_rank(text)
+    if label is not None:
+        return label
+    if inner is not None:
+        return inner
+    return _text_rank(text)
+
+
+def _text_rank(text: str) -> int | None:
+    m = _TEXT_RANK_RE.search(text)
+    return int(m.group(1)) if m else None
+
+
+def classify(text: str) -> tuple[Rule, re.Match[str]] | None:
+    """The first rule (in table order) whose anchor is in the text and whose regex matches it."""
+    candidates = sorted({i for anchor, rules in _RULES_BY_ANCHOR.items() if anchor in text for i in rules})
+    for i in candidates:
+        rule, rx = _COMPILED[i]
+        m = rx.search(text)
+        if m:
+            return rule, m
+    return None
+
+
+def add(facts: Facts, ev: Evidence) -> None:
+    """Keep the earliest evidence of each kind per rank (state bounded by kinds x ranks); records
+    read after the scan may come before lines the scan kept."""
+    key = (ev.kind, ev.rank)
+    kept = facts.first.get(key)
+    if kept is not None and kept.line <= ev.line:
+        return
+    facts.first[key] = ev
+    if kept is not None and kept in facts.evidence:
+        facts.evidence[facts.evidence.index(kept)] = ev
+    elif len(facts.evidence) < MAX_EVIDENCE:
+        facts.evidence.append(ev)
+
+
+def drop(facts: Facts, ev: Evidence) -> None:
+    """Forget evidence that a later line showed to mean something else."""
+    if facts.first.get((ev.kind, ev.rank)) is ev:
+        del facts.first[(ev.kind, ev.rank)]
+    if ev in facts.evidence:
+        facts.evidence.remove(ev)
+
+
+def signal_of(code: int | None) -> str | None:
+    """The signal an exit status names: negative (Python's Popen) or 128+n (shells)."""
+    if code is None:
+        return None
+    if code < 0:
+        return SIGNAL_NUMBERS.get(-code, f"signal {-code}")
+    if code > 128 and code - 128 in SIGNAL_NUMBERS:
+        return SIGNAL_NUMBERS[code - 128]
+    return None
+
+
+def record_exit(
+    facts: Facts,
+    rank: int | None,
+    ev: Evidence,
+    exitcode: int | None,
+    signal: str | None,
+    pid: int | None = None,
+    stopped: bool = False,
+) -> None:
+    """A rank's end as a launcher reported it: the exit record, and evidence of a signal death
+    (or, weaker, of a non-zero exit status)."""
+    signal = signal or signal_of(exitcode)
+    if rank is not None:
+        ex = facts.exits.setdefault(rank, Exit())
+        ex.exitcode = exitcode if ex.exitcode is None else ex.exitcode
+        ex.signal = ex.signal or signal
+        ex.pid = ex.pid if ex.pid is not None else pid
+        ex.line = min(ex.line, ev.line)
+        ex.stopped |= stopped
+        if pid is not None:
+            facts.pid_rank[pid] = rank
+    if signal or exitcode:
+        kind = DEATH if signal else EXITED
+        add(facts, Evidence(ev.line, ev.text, kind, rank, ev.rule, SIGNAL_FAULT.get(signal or "")))
+
+
+def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
+    """Classify every prefiltered line and keep its facts."""
+    block_count: dict[tuple[str, Source], int] = {}
+    last_traceback_line: dict[Source, int] = {}  # per source: the latest traceback header or frame
+    previous: tuple[int, int | None] = (0, None)  # (line, rank) of the last classified line
+    terminate: Evidence | None = None  # a C++ terminate line waiting for its what() line
+    for hit in prefilter.hits(path, prefilter_name, jobs):
+        for part in unglue(hit.text):
+            source, text = split_prefix(part)
+            note_rank(facts, source)
+            facts.several_processes |= source.host is not None  # pdsh host prefixes: a multi-node launcher
+            found = classify(text)
+            if not found:
+                continue
+            rule, m = found
+            named = m.groupdict().get("rank")
+            rank = int(named) if named is not None else resolve_rank(facts, source, text)
+            if rank is None and rule.kind == COLLECTIVE and source == NO_SOURCE and previous[0] == hit.line - 1:
+                rank = previous[1]  # the rest of a wrapped line
+            previous = (hit.line, rank)
+            ev = Evidence(hit.line, text.strip(), rule.kind, rank, rule.name, rule.hint)
+            if rule.kind in (TRACEBACK, STACK_DUMP):
+                headless = rule.name == "traceback_frame"
+                run_goes_on = hit.line - last_traceback_line.get(source, -FRAME_RUN_LINES) < FRAME_RUN_LINES
+                if rule.kind == TRACEBACK:
+                    last_traceback_line[source] = hit.line
+                key = (rule.kind, source)
+                if not (headless and run_goes_on) and block_count.get(key, 0) < MAX_BLOCKS_PER_SOURCE[rule.kind]:
+                    block_count[key] = block_count.get(key, 0) + 1
+                    facts.blocks.append(Block(rule.kind, hit.line, hit.offset, source, headless))
+                if rule.kind == TRACEBACK:
+                    continue
+            if terminate and ev.line - terminate.line <= 2:
+                drop(facts, terminate)  # its what() line says why, and is kept instead
+            terminate = ev if rule.kind == TERMINATE else None
+            _keep(facts, rule, m, ev, source)
+
+
+def _keep(facts: Facts, rule: Rule, m: re.Match[str], ev: Evidence, source: Source) -> None:
+    """What a classified line adds to the facts beyond its evidence."""
+    groups = m.groupdict()
+    if rule.kind == DEATH:
+        _death(facts, rule, groups, ev, source)
+        return
+    if rule.kind in (SUMMARY, RECORD):
+        _summary(facts, rule, groups, ev, source)
+        return
+    if rule.kind in (STOPPING, JOB_SIGNAL) or (rule.kind == SLURM and rule.hint == "CANCELLED"):
+        facts.stop_line = min(facts.stop_line, ev.line)
+    if rule.kind == CLOSED:
+        facts.closed_pids.setdefault(int(groups["pid"]), ev.line)
+        facts.stop_line = min(facts.stop_line, ev.line)
+        facts.several_processes = True
+    elif rule.kind == KILLED:
+        facts.killed_pids.add(int(groups["pid"]))
+    elif rule.kind == PROGRESS and ev.rank is not None:
+        facts.enqueued.setdefault(ev.rank, int(groups["seq"]))
+    elif groups.get("missing"):
+        facts.barrier_missing.update(int(r) for r in re.findall(r"\d+", groups["missing"]))
+    if rule.kind in (TIMEOUT, COLLECTIVE):
+        _collective(facts, ev)
+    if rule.kind in SYMPTOMS:
+        facts.several_processes = True  # a collective needs peers
+    if rule.kind == BUSY:
+        if not any(k == TIMEOUT for k, _ in facts.first):
+            facts.last_busy = ev  # the latest one-rank work before anyone timed out
+        return
+    add(facts, ev)
+
+
+def _collective(facts: Facts, ev: Evidence) -> None:
+    """Which collective a rank timed out on: ranks that disagree at one SeqNum desynchronized."""
+    work = WORK_RE.search(ev.text)
+    if work:
+        seq = int(work.group(1))
+        if len(facts.collectives) < MAX_EVIDENCE:
+            facts.collectives.setdefault(seq, set()).add((work.group(2), work.group(3)))
+        facts.first_seq = seq if facts.first_seq is None else min(facts.first_seq, seq)
+
+
+def _number(groups: dict[str, str | None], name: str) -> int | None:
+    """A regex group's number, None where the line did not have it."""
+    value = groups.get(name)
+    return int(value) if value else None
+
+
+def _death(facts: Facts, rule: Rule, groups: dict[str, str | None], ev: Evidence, source: Source) -> None:
+    """A launcher's or srun's word that a worker died: by global rank now, else kept until the
+    launcher's summary has mapped pids to ranks."""
+    facts.several_processes = True
+    if groups.get("tasks") is not None:
+        _srun_tasks(facts, groups["tasks"] or "", (groups.get("what") or "").strip(), ev)
+        return
+    code = _number(groups, "code")
+    sig = groups.get("sig")
+    if sig and sig.isdigit():
+        sig = SIGNAL_NUMBERS.get(int(sig), f"signal {sig}")
+    pid = _number(groups, "pid")
+    if groups.get("rank") is not None:
+        record_exit(facts, int(groups["rank"] or 0), ev, code, sig, pid)
+        return
+    local = _number(groups, "local")
+    facts.deaths.append(Death(ev, source, pid, local, code, sig))
+
+
+def _srun_tasks(facts: Facts, tasks: str, what: str, ev: Evidence) -> None:
+    """`srun: error: node: task 3: Killed` -> rank 3 died by SIGKILL (srun task = rank, unless the
+    labels show one task per node); `Out Of Memory` -> it was OOM-killed. A task terminated after
+    the step's teardown began was stopped, not at fault."""
+    sig = next((s for word, s in SRUN_WORDS.items() if what.startswith(word)), None)
+    code = re.search(r"exit code (\d+)", what)
+    tasks_are_nodes = labels_are_nodes(facts)
+    for part in tasks.split(","):
+        lo, _, hi = part.partition("-")
+        for task in range(int(lo), int(hi or lo) + 1):
+            rank = None if tasks_are_nodes else task
+            if what.startswith("Out Of Memory"):
+                add(facts, Evidence(ev.line, ev.text, OOM_KIND, rank, ev.rule, "OOM"))
+                continue
+            stopped = sig in STOP_SIGNALS and ev.line > facts.stop_line
+            record_exit(facts, rank, ev, int(code.group(1)) if code else None, sig, stopped=stopped)
+
+
+def _summary(facts: Facts, rule: Rule, groups: dict[str, str | None], ev: Evidence, source: Source) -> None:
+    """torchrun's ChildFailedError report, read line by line so that a cut or flattened one
+    still counts: section headers, `rank : 3 (local_rank: 1)`, then `exitcode : -9 (pid: 123)`."""
+    facts.several_processes = True
+    if rule.kind == SUMMARY:
+        facts.summary_section[source] = rule.hint or ""
+        return
+    if groups.get("rank") is not None:
+        facts.pending_record[source] = (int(groups["rank"] or 0), _number(groups, "local"))
+    if groups.get("code") is None or source not in facts.pending_record:
+        return
+    rank, _ = facts.pending_record.pop(source)
+    code = int(groups["code"] or 0)
+    section = facts.summary_section.get(source, "")
+    signal = signal_of(code)
+    pid = _number(groups, "pid")
+    # Among the other failures a stop signal is the teardown's, but a SIGKILL only if the agent was
+    # already stopping that process: else something killed the rank itself (OOM killer, operator),
+    # and torch, timing a signal death by when it noticed it, may list it after its own victims.
+    teardown = signal in STOP_SIGNALS and (signal != "SIGKILL" or pid in facts.closed_pids)
+    record_exit(facts, rank, ev, code, None, pid, stopped=section == "others" and teardown)
+
+
+def resolve_deaths(facts: Facts) -> None:
+    """Launcher death lines that named a pid or a local rank: the summary's pid map first; an
+    unlabelled agent's local rank is the global rank if it ran alone (one node, assumed); with
+    node-indexed srun labels, global = node * ranks per node + local."""
+    per_node = node_local_size(facts)
+    for death in facts.deaths:
+        rank = facts.pid_rank.get(death.pid) if death.pid is not None else None
+        if rank is None and death.local is not None:
+            if death.source == NO_SOURCE:
+                rank = death.local
+                facts.assumed.setdefault(
+                    rank,
+                    (
+                        "medium",
+                        f"local_rank {rank} read as the global rank (one node assumed; the log does not show the node)",
+                    ),
+                )
+            elif death.source.label is not None and per_node:
+                rank = death.source.label * per_node + death.local
+        stopped = death.pid in facts.closed_pids and (death.signal or signal_of(death.exitcode)) in STOP_SIGNALS
+        record_exit(facts, rank, death.evidence, death.exitcode, death.signal, death.pid, stopped=stopped)
+
+
+def single_process(facts: Facts) -> None:
+    """Unlabelled logs from one process: give rank-less evidence to rank 0 (an assumption, so the
+    verdict's confidence stays low). Not when the log shows several processes or a collective
+    failure (which needs peers): rank-less lines are then nobody's in particular."""
+    if facts.labelled or facts.several_processes or any(k in SYMPTOMS for k, _ in facts.first):
+        return
+    moved: dict[tuple[str, int | None], Evidence] = {}
+    for (kind, rank), ev in facts.first.items():
+        if rank is None and kind not in (SLURM, JOB_SIGNAL, CLOSED, KILLED, SUMMARY, STOPPING):
+            ev.rank = 0
+            moved.setdefault((kind, 0), ev)
+            facts.assumed.setdefault(0, ("low", "the log has no rank prefixes; it was read as one process (rank 0)"))
+        else:
+            moved.setdefault((kind, rank), ev)
+    facts.first = moved

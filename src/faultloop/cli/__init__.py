@@ -1,0 +1,1 @@
+"""The `faultloop` command line: the only layer that parses arguments."""

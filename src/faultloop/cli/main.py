@@ -1,0 +1,67 @@
+"""The `faultloop` command: one subcommand per module, each module owning its own arguments."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from faultloop.plan import config, layout
+
+# subcommand -> (module, one-line help). Each module exposes main(argv: list[str]) -> int; the
+# module itself (faultloop.cli.main) runs the commands that belong to no other module: `where`.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "pool": ("faultloop.plan.pool", "validate a pool and print its cells"),
+    "where": ("faultloop.cli.main", "print the session folder and report path for key=value overrides"),
+    "cell": ("faultloop.plan.invocation", "the per-cell workflow steps: run (run_job) and strip-log"),
+    "run-job": ("faultloop.run.launch", "run one pool cell's training job and write its manifest"),
+    "logsage": ("faultloop.analyze.logsage", "attribute a failed job from its log"),
+    "eval-logs": ("faultloop.score.corpus", "score logsage on a folder of labelled real failure logs"),
+    "analyzers": ("faultloop.analyze.registry", "the configured log analyzers: list, try one on a log, run a cell's"),
+    "fr": ("faultloop.analyze.fr.analysis", "attribute a failed job from its flight-recorder dumps"),
+    "fr-analyzers": ("faultloop.analyze.fr.peers", "every configured FR analyzer on a cell's dumps (rule fr_analysis)"),
+    "score": ("faultloop.score.cells", "score one cell's attribution against the injected truth"),
+    "report": ("faultloop.report.model", "aggregate scores into the session report"),
+    "adopt": (
+        "faultloop.adopt.session",
+        "take in a session NVRx's bash loop ran, to re-judge it without running anything",
+    ),
+    "screenshot": ("faultloop.report.browser", "picture the HTML report as headless chromium renders it"),
+}
+
+
+def where(argv: list[str]) -> int:
+    """`faultloop where [key=value ...]`: the session folder and report of a configuration."""
+    try:
+        resolved = config.load(config.parse_overrides(argv))
+    except config.ConfigError as exc:
+        print(f"faultloop where: {exc}", file=sys.stderr)
+        return 2
+    session = layout.session_dir(resolved)
+    print(f"session: {session.resolve()}")
+    print(f"report: {(session / layout.REPORT_MD).resolve()}")
+    return 0
+
+
+def usage() -> str:
+    lines = ["usage: faultloop <command> [options]", "", "commands:"]
+    lines += [f"  {name:<12} {help_}" for name, (_, help_) in SUBCOMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in {"-h", "--help"}:
+        print(usage())
+        return 0
+    command, rest = argv[0], argv[1:]
+    if command not in SUBCOMMANDS:
+        print(f"faultloop: unknown command {command!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    if command == "where":
+        return where(rest)
+    module = importlib.import_module(SUBCOMMANDS[command][0])
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

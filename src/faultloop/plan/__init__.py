@@ -1,0 +1,1 @@
+"""Planning: configuration, the pool, the artifact layout and what one invocation carries."""

@@ -1,0 +1,189 @@
+"""Configuration: tracked defaults, the untracked site file, command-line overrides, the pool.
+
+Precedence (lowest first): config/config.yaml, the site file (config/site.yaml), ``--config``.
+The site file keeps cluster and credential settings out of git, like upstream's user.env.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from faultloop.plan.pool import Cell, PoolError, load_pool
+
+
+class ConfigError(ValueError):
+    """A configuration problem, naming the file or key."""
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge nested mappings; values in override win."""
+    merged = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def load_site_file(path: str | Path) -> dict[str, Any]:
+    """Read the untracked site file; a missing file is an empty site."""
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: not valid YAML: {error}") from error
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: must be a mapping of config keys, got {type(data).__name__}")
+    return data
+
+
+# Keys holding named entries that `--config key=a,b` selects from instead of replacing.
+SELECTABLE = ("analyzers", "fr_analyzers")
+
+
+def resolve(
+    config: Mapping[str, Any],
+    overrides: Mapping[str, Any],
+    config_files: Iterable[str | Path] = (),
+    schema: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Apply the site file under the command-line overrides.
+
+    With a schema, a key it does not know (a typo such as `gpus_per_nod`) fails here, named with
+    where it came from. `--config analyzers=mine,builtin` (a name or a list) limits an invocation
+    to those entries of `analyzers` (likewise `fr_analyzers`), in that order, as config_files and
+    the site file define them; a name without an entry stands for the kind of that name.
+    """
+    site_file = overrides.get("site_file", config.get("site_file", "config/site.yaml"))
+    site = load_site_file(site_file)
+    if schema is not None:
+        # The base config already holds the --config values (Snakemake merged them): each
+        # unknown key is named once, with the most specific place it was given.
+        seen: dict[str, str] = {}
+        for where, layer in (("--config", overrides), (str(site_file), site), ("config/config.yaml", config)):
+            for problem in unknown_keys(layer, schema):
+                seen.setdefault(problem, where)
+        problems = [f"{where}: {problem}" for problem, where in seen.items()]
+        if problems:
+            raise ConfigError("unknown configuration key(s):\n" + "\n".join(f"  - {p}" for p in problems))
+    merged = deep_merge(deep_merge(config, site), overrides)
+    for key in SELECTABLE:
+        choice = overrides.get(key)
+        if not isinstance(choice, (str, list)):
+            continue
+        defined = dict(config[key]) if isinstance(config.get(key), Mapping) else {}
+        for path in config_files:
+            defined = deep_merge(defined, (yaml.safe_load(Path(path).read_text()) or {}).get(key) or {})
+        defined = deep_merge(defined, site.get(key) or {})
+        names = choice.replace(",", " ").split() if isinstance(choice, str) else [str(n) for n in choice]
+        merged[key] = {name: defined.get(name) or {"kind": name} for name in names}
+    return merged
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """Snakemake-style ``key=value`` overrides (YAML values), as given to ``--config``."""
+    overrides: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise ConfigError(f"expected key=value, got {pair!r}")
+        overrides[key] = yaml.safe_load(value) if value else ""
+    return overrides
+
+
+def load(overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """The configuration as the workflow resolves it, for commands run from the repository root."""
+    base = yaml.safe_load(Path("config/config.yaml").read_text())
+    return resolve(base, overrides)
+
+
+def unknown_keys(
+    config: Mapping[str, Any], schema: Mapping[str, Any], prefix: str = "", root: Mapping[str, Any] | None = None
+) -> list[str]:
+    """Keys the JSON schema does not declare, each with the nearest declared key (if any is close)."""
+    root = root or schema
+    schema = _resolve_ref(schema, root)
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return []
+    extra = schema.get("additionalProperties")
+    problems = []
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if key in properties or isinstance(extra, Mapping):
+            if isinstance(value, Mapping):
+                problems += unknown_keys(value, properties.get(key, extra), f"{name}.", root)
+        else:
+            near = difflib.get_close_matches(str(key), list(properties), n=1, cutoff=0.6)
+            hint = f"; did you mean '{prefix}{near[0]}'?" if near else f" (known: {', '.join(properties)})"
+            problems.append(f"'{name}' is not a configuration key{hint}")
+    return problems
+
+
+def _resolve_ref(node: Any, root: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Follow a local `$ref` (#/definitions/x) so nested sections are checked too."""
+    if isinstance(node, Mapping) and isinstance(node.get("$ref"), str) and node["$ref"].startswith("#/"):
+        target: Any = root
+        for part in node["$ref"][2:].split("/"):
+            target = target[part]
+        return target
+    return node if isinstance(node, Mapping) else {}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A registered workload: what run_job launches and the smallest job it supports."""
+
+    name: str
+    script: str
+    min_nodes: int
+    description: str
+    pool_file: str
+
+
+def workload(config: Mapping[str, Any]) -> Workload:
+    name = config["workload"]
+    registry = config.get("workloads", {})
+    if name not in registry:
+        raise ConfigError(f"config key 'workload': unknown workload {name!r} (registered: {', '.join(registry)})")
+    entry = registry[name]
+    return Workload(
+        name, entry["script"], int(entry.get("min_nodes", 1)), entry.get("description", ""), entry.get("pool_file", "")
+    )
+
+
+def pool_cells(config: Mapping[str, Any]) -> list[Cell]:
+    """The validated pool, in priority order (raises PoolError naming every bad row)."""
+    spec = workload(config)
+    pool_file = config.get("pool_file") or spec.pool_file
+    return load_pool(
+        pool_file=pool_file,
+        pool_spec=config.get("pool") or None,
+        gpus_per_node=int(config["gpus_per_node"]),
+        min_nodes=spec.min_nodes,
+        workload=spec.name,
+    )
+
+
+__all__ = [
+    "ConfigError",
+    "PoolError",
+    "Workload",
+    "deep_merge",
+    "load",
+    "load_site_file",
+    "parse_overrides",
+    "pool_cells",
+    "resolve",
+    "workload",
+]

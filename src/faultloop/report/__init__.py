@@ -1,0 +1,1 @@
+"""The session report: its model, rendering (markdown, HTML, heatmap, JUnit) and history."""

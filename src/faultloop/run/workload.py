@@ -1,0 +1,559 @@
+"""The built-in `cpu_gloo` workload: one rank of a small data-parallel training job on gloo.
+
+Started once per rank by `faultloop.run.launch` with torchrun's env (RANK, LOCAL_RANK, WORLD_SIZE,
+MASTER_ADDR, MASTER_PORT). It behaves like a real job so its logs are worth analysing:
+faulthandler on, a stall watchdog that prints stacks, flight-recorder dumps written by the job
+itself (gloo never dumps on its own), Megatron-style iteration lines on the last rank.
+
+The fault in FAULT_TYPE/FAULT_RANK/FAULT_AT_ITER/FAULT_DELAY (upstream's env contract) is injected
+with the real mechanism. Only the two `FAULT INJECTION` lines say so; every other name, message
+and traceback line reads like an ordinary job, so an analyzer cannot read the answer off the log.
+"""
+
+from __future__ import annotations
+
+import _thread
+import argparse
+import ctypes
+import datetime as dt
+import faulthandler
+import math
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.distributed.elastic.multiprocessing.errors import record
+
+from faultloop.faults import FAULTS
+
+# Signals the launcher (or an operator) uses to stop a rank. Blocked in every thread and taken by a
+# sigwait thread: a Python handler cannot run while the main thread waits inside a C++ collective.
+SHUTDOWN_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+FAILING_GRACE_S = 5.0  # how long a failing rank may finish its report after a shutdown signal
+# Set once a failing rank's report is out (torchrun's error file written, traceback printed).
+REPORTED = threading.Event()
+
+# The text torch prints for an illegal memory access (the CPU stand-in for GPU_ERROR).
+CUDA_ILLEGAL_ACCESS = (
+    "CUDA error: an illegal memory access was encountered\n"
+    "CUDA kernel errors might be asynchronously reported at some other API call, so the "
+    "stacktrace below might be incorrect.\n"
+    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"
+)
+
+FEATURES = 128
+HIDDEN = 512
+BATCH = 32
+SHARD_ROWS = 4096
+
+
+def stamp(t: float | None = None) -> str:
+    """Wall-clock time in the marker format `YYYY-mm-dd HH:MM:SS.ffffff` (local time)."""
+    when = dt.datetime.now() if t is None else dt.datetime.fromtimestamp(t)
+    return when.strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def log(message: str) -> None:
+    """One write per line: ranks of a node share the launcher's pipe, so a line written in two
+    pieces (print's text, then its newline) can be split by another rank's line."""
+    sys.stdout.write(f"[{stamp()}] {message}\n")
+    sys.stdout.flush()
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """The injected fault as upstream's env contract states it; only the target rank acts."""
+
+    name: str
+    rank: int
+    at_iter: int
+    delay_s: float
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> FaultPlan | None:
+        name = env.get("FAULT_TYPE", "").strip()
+        if not name or name == "NONE":
+            return None
+        if name not in FAULTS:
+            raise ValueError(f"unknown FAULT_TYPE {name!r}")
+        return cls(
+            name,
+            int(env.get("FAULT_RANK", "0")),
+            int(env.get("FAULT_AT_ITER", "1")),
+            float(env.get("FAULT_DELAY", "0") or 0),
+        )
+
+
+@dataclass(frozen=True)
+class Settings:
+    """One rank's identity and the job's timing knobs."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+    master_addr: str
+    master_port: int
+    node_name: str
+    iterations: int
+    iter_time_s: float
+    pg_timeout_s: float
+    init_timeout_s: float
+    stall_timeout_s: float
+    dump_prefix: str
+    agent_store: bool  # under torchrun: the elastic agent hosts the store, every rank is a client
+
+
+def _dump_fr_trace() -> bytes:
+    """torch's flight-recorder dump (collectives and stack traces, all entries) in its pickle
+    format: the private call torch's own dump-on-timeout makes, which gloo never triggers itself."""
+    return torch._C._distributed_c10d._dump_fr_trace(True, True, False)  # type: ignore[attr-defined]
+
+
+class FlightRecorder:
+    """Writes this rank's FR dump atomically in torch's pickle format.
+
+    A stall dump is provisional (a later dump holds strictly more history and replaces it); the
+    first exit-path dump (exception or signal) is final, so a second exit path cannot clobber it.
+    """
+
+    def __init__(self, prefix: str, rank: int) -> None:
+        self.path = Path(f"{prefix}{rank}") if prefix else None
+        self._lock = threading.Lock()
+        self._final = False
+
+    def warm_up(self) -> None:
+        """The first dump with stack traces starts a symbolizer (1-3 s); pay that while healthy."""
+        _dump_fr_trace()
+
+    def dump(self, reason: str, final: bool = True) -> None:
+        if self.path is None:
+            return
+        with self._lock:
+            if self._final:
+                return
+            try:
+                data = _dump_fr_trace()
+                tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+                tmp.write_bytes(data)
+                os.replace(tmp, self.path)
+            except Exception as exc:  # a failed dump must not mask the job's own failure
+                log(f"flight recorder dump failed: {exc!r}")
+                return
+            self._final = final
+        # the file name only: the cell's path names the fault
+        log(f"flight recorder: dumped {len(data)} bytes to {self.path.name} ({reason})")
+
+
+class Device:
+    """Where kernels run: CUDA when present, else the CPU with a stream-like completion flag.
+
+    Work is "launched" asynchronously and `synchronize` waits for it, as with a CUDA stream, so a
+    stuck kernel or a sticky device error surfaces at the next sync point like on a GPU.
+    """
+
+    def __init__(self, local_rank: int) -> None:
+        self.cuda = torch.cuda.is_available()
+        self.name = f"cuda:{local_rank % torch.cuda.device_count()}" if self.cuda else "cpu"
+        self._idle = threading.Event()
+        self._idle.set()
+        self._sticky_error: str | None = None
+
+    def launch_spin(self) -> None:
+        if self.cuda:
+            with torch.cuda.device(self.name):
+                torch.cuda._sleep(1 << 62)
+        else:
+            self._idle.clear()
+
+    def launch_bad_access(self) -> None:
+        if self.cuda:
+            # A kernel on freed storage: the device faults on address ~0 (illegal memory access).
+            data = torch.ones(1 << 20, device=self.name)
+            view = torch.empty(0, device=self.name).set_(data.untyped_storage(), 0, (1 << 20,), (1,))
+            data.untyped_storage().resize_(0)
+            view.mul_(2)
+        else:
+            self._sticky_error = CUDA_ILLEGAL_ACCESS
+
+    def synchronize(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize(self.name)
+            return
+        self._idle.wait()
+        if self._sticky_error:
+            raise torch.AcceleratorError(self._sticky_error)
+
+
+class Trainer:
+    """A 2-layer MLP trained with manual SGD; gradients averaged by one gloo all_reduce per step."""
+
+    def __init__(self, settings: Settings, plan: FaultPlan | None) -> None:
+        self.s = settings
+        self.plan = plan if plan and plan.rank == settings.rank else None
+        self.fr = FlightRecorder(settings.dump_prefix, settings.rank)
+        self.device = Device(settings.local_rank)
+        self.last_progress = time.monotonic()
+        self.done_iter = 0
+        self.finished = False
+        self.failing = threading.Event()  # an exception is on its way out of the rank
+        self._fire_at: float | None = None
+        self._fired = False
+        self._sample_offset = 0
+        gen = torch.Generator().manual_seed(1234)  # identical initial weights on every rank
+        self.params = [
+            (torch.randn(FEATURES, HIDDEN, generator=gen) / math.sqrt(FEATURES)).requires_grad_(),
+            torch.zeros(HIDDEN, requires_grad=True),
+            (torch.randn(HIDDEN, FEATURES, generator=gen) / math.sqrt(HIDDEN)).requires_grad_(),
+            torch.zeros(FEATURES, requires_grad=True),
+        ]
+        self.teacher = torch.randn(FEATURES, FEATURES, generator=gen) / math.sqrt(FEATURES)
+        shard = torch.randn(SHARD_ROWS, FEATURES, generator=torch.Generator().manual_seed(settings.rank))
+        self._shard = (ctypes.c_float * shard.numel())()
+        ctypes.memmove(self._shard, shard.numpy().ctypes.data, shard.numel() * 4)
+        self._shard_addr = ctypes.addressof(self._shard)
+        self._actions: dict[str, Callable[[], None]] = {
+            "GPU_ERROR": self.device.launch_bad_access,
+            "GPU_SLEEP": self.device.launch_spin,
+            "WORKLOAD_EXC": self._skip_to_shard_end,
+            "ASYNC_EXC": _start_metrics_writer,
+            "SIGNAL_EXC": lambda: _spawn_worker(signal.SIGUSR1),
+            "OS_ABORT": _release_buffers,
+            "LOCK_GIL": _compact_buffers,
+            "SEGFAULT": self._remap_shard,
+            "SIGINT": lambda: _spawn_worker(signal.SIGINT),
+            "SIGKILL": lambda: _spawn_worker(signal.SIGKILL),
+            "SIGTERM": lambda: _spawn_worker(signal.SIGTERM),
+            "SIGSTOP": lambda: _spawn_worker(signal.SIGSTOP),
+        }
+
+    # -- process setup -------------------------------------------------------------------------
+
+    def run(self) -> None:
+        _die_with_parent()
+        faulthandler.enable(all_threads=True)
+        signal.pthread_sigmask(signal.SIG_BLOCK, SHUTDOWN_SIGNALS)  # before any thread starts
+        signal.signal(signal.SIGUSR1, _on_user_signal)
+        threading.Thread(target=self._shutdown_listener, name="signal-listener", daemon=True).start()
+        self._init_distributed()
+        threading.Thread(target=self._progress_watchdog, name="progress-watchdog", daemon=True).start()
+        try:
+            self._train()
+        except BaseException:
+            self.failing.set()
+            faulthandler.cancel_dump_traceback_later()
+            self.fr.dump("exception")
+            raise
+        self.finished = True
+        faulthandler.cancel_dump_traceback_later()
+        dist.destroy_process_group()
+
+    def _init_distributed(self) -> None:
+        """Join a store-based barrier first: 32 ranks importing torch on 2 cores arrive seconds
+        apart, longer than the collective timeout, so the join gets its own timeout. Under
+        torchrun the store is the elastic agent's (every rank a client), as env:// would do."""
+        s = self.s
+        store = dist.TCPStore(
+            s.master_addr,
+            s.master_port,
+            s.world_size,
+            is_master=s.rank == 0 and not s.agent_store,
+            timeout=dt.timedelta(seconds=s.init_timeout_s),
+            wait_for_workers=False,
+        )
+        store.add("rendezvous/arrived", 1)
+        deadline = time.monotonic() + s.init_timeout_s
+        while (joined := store.add("rendezvous/arrived", 0)) < s.world_size:
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"rendezvous timed out after {s.init_timeout_s:.0f} s: {joined}/{s.world_size} ranks joined"
+                )
+            time.sleep(0.2)
+        dist.init_process_group(
+            "gloo",
+            store=dist.PrefixStore("default_pg", store),
+            rank=s.rank,
+            world_size=s.world_size,
+            timeout=dt.timedelta(seconds=s.pg_timeout_s),
+        )
+        self._store = store  # rank 0 may serve it; keep it alive for the whole job
+        log(
+            f"> rank {s.rank}/{s.world_size} (local rank {s.local_rank}) on {s.node_name}: "
+            f"process group ready (gloo, timeout {s.pg_timeout_s:.0f} s)"
+        )
+        if s.rank == 0:
+            n = sum(p.numel() for p in self.params)
+            log(f"> building MLP model ... number of parameters: {n}")
+            log(f"> training for {s.iterations} iterations, global batch size {BATCH * s.world_size}")
+
+    def _shutdown_listener(self) -> None:
+        """Take SIGTERM/SIGINT/SIGHUP, write the FR dump, then end the way the signal dictates."""
+        sig = signal.Signals(signal.sigwait(SHUTDOWN_SIGNALS))
+        log(f"received {sig.name}, shutting down")
+        if self.failing.is_set():
+            # The rank is already failing: let it finish its own report (traceback, torchrun's
+            # error file) rather than cut that file half-written, which crashes torch's agent.
+            REPORTED.wait(FAILING_GRACE_S)
+        self.fr.dump(sig.name)
+        if sig == signal.SIGINT:
+            _thread.interrupt_main(signal.SIGINT)  # KeyboardInterrupt in the training loop
+            time.sleep(10.0)  # main thread stuck in C++: end it here
+            os._exit(128 + sig)
+        _die_by(sig)
+
+    def _progress_watchdog(self) -> None:
+        """Report a stall once per stalled iteration and dump FR; stacks come from faulthandler's
+        own timer (armed per iteration), which prints even while something holds the GIL."""
+        reported = 0
+        while not self.finished:
+            time.sleep(0.5)
+            idle = time.monotonic() - self.last_progress
+            if self.done_iter >= 2 and idle >= self.s.stall_timeout_s and reported != self.done_iter:
+                reported = self.done_iter
+                log(
+                    f"WARNING: no training progress for {idle:.1f} s (last completed iteration "
+                    f"{self.done_iter}); dumping flight recorder"
+                )
+                self.fr.dump("stall", final=False)
+
+    # -- training --------------------------------------------------------------------------------
+
+    def _train(self) -> None:
+        s = self.s
+        for it in range(1, s.iterations + 1):
+            start = time.monotonic()
+            self._housekeeping(it)
+            x, y = self._next_batch(it)
+            loss = self._forward_backward(x, y)
+            self.device.synchronize()
+            loss_avg, grad_norm = self._all_reduce_grads(loss)
+            self._sgd_step(lr=1e-3)
+            if it == 1:
+                self.fr.warm_up()
+            self.done_iter, self.last_progress = it, time.monotonic()
+            if it >= 2:  # iteration 2 waits out every rank's slow warm-up dump: not a stall
+                faulthandler.dump_traceback_later(s.stall_timeout_s, exit=False)
+            if s.rank == s.world_size - 1:
+                elapsed_ms = (time.monotonic() - start) * 1000
+                log(
+                    f"iteration {it:8d}/{s.iterations:8d} | consumed samples: "
+                    f"{it * BATCH * s.world_size:12d} | elapsed time per iteration (ms): "
+                    f"{elapsed_ms:.1f} | learning rate: 1.000000E-03 | global batch size: "
+                    f"{BATCH * s.world_size:5d} | lm loss: {loss_avg:.6E} | loss scale: 1.0 | "
+                    f"grad norm: {grad_norm:.3f} | number of skipped iterations:   0 | "
+                    f"number of nan iterations:   0 |"
+                )
+            time.sleep(max(0.0, s.iter_time_s - (time.monotonic() - start)))
+        if s.rank == s.world_size - 1:
+            log(f"[after training is done] finished {s.iterations} iterations")
+
+    def _next_batch(self, it: int) -> tuple[torch.Tensor, torch.Tensor]:
+        start = (it * self.s.world_size + self.s.rank) * BATCH % SHARD_ROWS + self._sample_offset
+        if start + BATCH > SHARD_ROWS:
+            raise IndexError(f"index {start + BATCH - 1} is out of bounds for dimension 0 with size {SHARD_ROWS}")
+        x = self._read_shard(start, BATCH)
+        return x, torch.tanh(x @ self.teacher)
+
+    def _read_shard(self, row: int, rows: int) -> torch.Tensor:
+        nbytes = rows * FEATURES * 4
+        raw = ctypes.string_at(self._shard_addr + row * FEATURES * 4, nbytes)
+        return torch.frombuffer(bytearray(raw), dtype=torch.float32).view(rows, FEATURES)
+
+    def _forward_backward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        w1, b1, w2, b2 = self.params
+        out = torch.tanh(x @ w1 + b1) @ w2 + b2
+        loss = torch.nn.functional.mse_loss(out, y)
+        loss.backward()
+        return loss.detach()
+
+    def _all_reduce_grads(self, loss: torch.Tensor) -> tuple[float, float]:
+        """One collective per step: all gradients and the loss in one flat buffer."""
+        grads = [p.grad for p in self.params]
+        assert all(g is not None for g in grads), "backward ran first"
+        flat = torch.cat([g.reshape(-1) for g in grads if g is not None] + [loss.reshape(1)])
+        dist.all_reduce(flat)
+        flat /= self.s.world_size
+        offset = 0
+        for p, g in zip(self.params, grads, strict=True):
+            if g is not None:
+                g.copy_(flat[offset : offset + p.numel()].view_as(p))
+            offset += p.numel()
+        return float(flat[-1]), float(flat[:-1].norm())
+
+    def _sgd_step(self, lr: float) -> None:
+        with torch.no_grad():
+            for p in self.params:
+                if p.grad is not None:
+                    p -= lr * p.grad
+                p.grad = None
+
+    # -- periodic work (the injected fault fires here on its rank) ------------------------------
+
+    def _housekeeping(self, it: int) -> None:
+        plan = self.plan
+        if plan is None or self._fired:
+            return
+        if it == plan.at_iter and self._fire_at is None:
+            self._fire_at = time.time() + plan.delay_s
+            log(
+                f"FAULT INJECTION: Rank {self.s.rank} will inject fault {plan.name} at "
+                f"{stamp(self._fire_at)} (iteration {it}, delay {plan.delay_s:g} s)"
+            )
+        if self._fire_at is not None and time.time() >= self._fire_at:
+            self._fired = True
+            action = self._actions[plan.name]
+            log(
+                f"FAULT INJECTION: Rank {self.s.rank} firing fault {plan.name} at iteration {it}: "
+                f"{_describe(plan.name, self.device.name)}"
+            )
+            action()
+
+    def _skip_to_shard_end(self) -> None:
+        self._sample_offset = SHARD_ROWS
+
+    def _remap_shard(self) -> None:
+        self._shard_addr = 16
+
+
+def _describe(name: str, device: str) -> str:
+    """The fire-time detail, in upstream's injector wording (only ever on a marker line)."""
+    sig = {
+        "SIGNAL_EXC": signal.SIGUSR1,
+        "SIGINT": signal.SIGINT,
+        "SIGKILL": signal.SIGKILL,
+        "SIGTERM": signal.SIGTERM,
+        "SIGSTOP": signal.SIGSTOP,
+    }.get(name)
+    if sig is not None:
+        return f"sending signal={sig!r} to pid={os.getpid()}"
+    return {
+        "GPU_ERROR": f"raising GPU error on {device}",
+        "GPU_SLEEP": f"GPU sleep on device={device}",
+        "WORKLOAD_EXC": "raising workload exception",
+        "ASYNC_EXC": "asynchronously raising exception",
+        "OS_ABORT": "aborting",
+        "LOCK_GIL": "locking GIL",
+        "SEGFAULT": "raising segmentation fault",
+    }[name]
+
+
+def _die_with_parent() -> None:
+    """End with the launcher that started this rank (Linux PR_SET_PDEATHSIG): torchrun starts
+    ranks in sessions of their own, so nothing else stops them if the launcher is killed."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+
+
+def _on_user_signal(signum: int, frame: object) -> None:
+    raise RuntimeError(f"Received signal {signum} ({signal.Signals(signum).name})")
+
+
+def _release_buffers() -> None:
+    os.abort()
+
+
+def _compact_buffers() -> None:
+    """A C call made without releasing the GIL; libc sleep returns early on signals, so loop."""
+    libc = ctypes.PyDLL(None)
+    while True:
+        libc.sleep(3600)
+
+
+def _start_metrics_writer() -> None:
+    main_ident = threading.main_thread().ident
+    threading.Thread(target=_flush_metrics, args=(main_ident,), name="metrics-writer", daemon=True).start()
+
+
+def _flush_metrics(thread_id: int) -> None:
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(RuntimeError))
+
+
+def _spawn_worker(sig: signal.Signals) -> None:
+    """A forked child signals this process, as an external sender would (upstream's way). It
+    waits a moment so the signal lands in the training loop, not in the parent's at-fork hooks
+    (where a raising handler's exception would be ignored)."""
+    parent = os.getpid()
+    if os.fork() == 0:
+        try:
+            time.sleep(0.2)
+            os.kill(parent, sig)
+        finally:
+            os._exit(0)
+
+
+def _die_by(sig: signal.Signals) -> None:
+    """End the process by `sig` with its default action, so the launcher sees a signal death."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(sig, signal.SIG_DFL)
+    os.kill(os.getpid(), sig)
+    time.sleep(5.0)
+    os._exit(128 + sig)
+
+
+def settings_from(argv: list[str], env: Mapping[str, str]) -> Settings:
+    """Identity from torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE), else from srun's
+    (SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS), the way Megatron's sbatch scripts derive it."""
+    parser = argparse.ArgumentParser(prog="faultloop.run.workload", description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=30)
+    parser.add_argument("--iter-time-s", type=float, default=0.1)
+    parser.add_argument("--pg-timeout-s", type=float, default=15.0)
+    parser.add_argument("--init-timeout-s", type=float, default=180.0)
+    parser.add_argument("--stall-timeout-s", type=float, default=8.0)
+    args = parser.parse_args(argv)
+    return Settings(
+        rank=int(env.get("RANK") or env["SLURM_PROCID"]),
+        local_rank=int(env.get("LOCAL_RANK") or env.get("SLURM_LOCALID") or 0),
+        world_size=int(env.get("WORLD_SIZE") or env["SLURM_NTASKS"]),
+        master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
+        master_port=int(env["MASTER_PORT"]),
+        node_name=env.get("FAULTLOOP_NODE_NAME") or env.get("SLURMD_NODENAME") or socket.gethostname(),
+        iterations=args.iterations,
+        iter_time_s=args.iter_time_s,
+        pg_timeout_s=args.pg_timeout_s,
+        init_timeout_s=args.init_timeout_s,
+        stall_timeout_s=args.stall_timeout_s,
+        dump_prefix=env.get("TORCH_FR_DUMP_TEMP_FILE", ""),
+        agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE") == "True",
+    )
+
+
+@record
+def train(argv: list[str]) -> None:
+    """One rank's life. A failure is left uncaught, as in a real training script: torch's
+    excepthook prints it (every line prefixed `[rankN]:`), @record writes torchrun's error file,
+    and a signal ends the process the way the signal does."""
+    settings = settings_from(argv, os.environ)
+    torch.set_num_threads(1)
+    Trainer(settings, FaultPlan.from_env(os.environ)).run()
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        train(list(sys.argv[1:] if argv is None else argv))
+    except KeyboardInterrupt:
+        # Python ends on an uncaught KeyboardInterrupt by re-raising SIGINT, which this process
+        # keeps blocked for its sigwait thread: print it the usual way, then die by the signal.
+        sys.excepthook(*sys.exc_info())
+        _die_by(signal.SIGINT)
+    except Exception:
+        # What Python does with an uncaught exception (torch's excepthook prints it, exit code 1),
+        # done here so that a shutdown signal waits for the report and no longer.
+        sys.excepthook(*sys.exc_info())
+        sys.stderr.flush()
+        REPORTED.set()
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

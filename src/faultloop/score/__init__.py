@@ -1,0 +1,1 @@
+"""Scoring: each verdict graded against the injected truth, the session tables, the real-log corpus."""

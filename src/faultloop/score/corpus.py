@@ -1,0 +1,395 @@
+"""`faultloop eval-logs DIR`: how right a log analyzer is on labelled logs of real failures.
+
+DIR holds `<case>.log` files and `labels_*.tsv` beside them (columns: case, source,
+root_cause_rank, fault_class, expected_restart, justification; see ../shared/real_logs/README.md).
+The evaluation takes any analyzer, a callable from a log path to a verdict in the logsage.json
+shape (restart, primary_ranks, fault_category, confidence...), and reports, overall, by labelled
+category and by launcher style: the category right, the restart decision right (cases labelled
+RESTART or STOP), the culprit named as the sole primary rank (cases with a known culprit), and how
+often a rank is named with high confidence where the culprit is unknown (an overclaim).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from faultloop.analyze import registry as analyzers
+from faultloop.faults import RESTART, STOP
+from faultloop.plan import config
+
+# An analyzer: log path -> verdict in the logsage.json shape.
+Analyzer = Callable[[Path], Mapping[str, Any]]
+
+# label fault_class -> the analyzer's fault_category (the corpus README's mapping)
+CATEGORY_OF_CLASS: dict[str, str] = {
+    "hang": "hang",
+    "crash_signal": "crash",
+    "python_exception": "exception",
+    "gpu_error": "gpu_error",
+    "oom": "oom",
+    "nccl_network_error": "network",
+    "external_termination": "external_signal",
+    "other": "other",
+    "none": "none",
+}
+RESTART_OF_LABEL: dict[str, str] = {"RESTART": RESTART, "STOP": STOP}
+LABEL_COLUMNS = ("case", "source", "root_cause_rank", "fault_class", "expected_restart", "justification")
+HEAD_BYTES = 1 << 20  # enough of a log to tell its launcher style
+
+# Launcher styles, told from the log's prefixes and wording; the first that matches wins.
+LAUNCHER_STYLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(rx, re.M))
+    for name, rx in (
+        ("slurm", r"^\s*\d+: |\bsrun: |slurmstepd|\bsubmitit\b|\bsbatch\b"),
+        ("deepspeed", r"deepspeed[./]launcher|\[launch\.py:\d+:|exits with return code|^\s*\d{1,3}(?:\.\d{1,3}){3}: "),
+        ("accelerate", r"accelerate/commands|/bin/accelerate\b|\baccelerate launch\b"),
+        ("mpirun/horovod", r"\bmpirun\b|\bhorovodrun\b|horovod/runner|exit with status code"),
+        ("torch.distributed.launch", r"torch\.distributed\.launch\b|torch/distributed/launch\.py"),
+        (
+            "torchrun/elastic",
+            r"torch/distributed/elastic|\btorchrun\b|ChildFailedError|local_rank: \d|^\[default\d+\]:",
+        ),
+        ("torch [rankN] prefix", r"\[rank\d+\]:"),
+    )
+)
+PLAIN = "plain"
+
+
+class EvalError(ValueError):
+    """A problem with the labelled directory, naming the file, row or field."""
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The acceptance bar (issue 11): rates at least (category, restart, culprit) or at most
+    (high-confidence ranks where the culprit is unknown)."""
+
+    category: float = 0.85
+    restart: float = 0.85
+    culprit: float = 0.80
+    unknown_high: float = 0.10
+
+
+@dataclass(frozen=True)
+class Case:
+    """One labelled log."""
+
+    name: str
+    log: Path
+    source: str
+    culprit: int | None  # None: unknown
+    fault_class: str
+    expected_restart: str  # RESTART | STOP | unknown
+    justification: str
+
+    @property
+    def category(self) -> str:
+        return CATEGORY_OF_CLASS[self.fault_class]
+
+
+@dataclass
+class Outcome:
+    """How the analyzer did on one case; None where the label does not judge that dimension."""
+
+    case: Case
+    style: str
+    got: Mapping[str, Any]
+    category_ok: bool
+    restart_ok: bool | None
+    culprit_ok: bool | None
+    overclaim: bool | None  # a high-confidence primary rank where the culprit is unknown
+
+    def problems(self) -> list[str]:
+        got, out = self.got, []
+        if not self.category_ok:
+            out.append(f"category: expected {self.case.category}, got {got.get('fault_category')}")
+        if self.restart_ok is False:
+            out.append(f"restart: expected {self.case.expected_restart}, got {got.get('restart')}")
+        if self.culprit_ok is False:
+            out.append(
+                f"culprit: expected [{self.case.culprit}], got {got.get('primary_ranks')} "
+                f"({got.get('confidence', '?')} confidence)"
+            )
+        if self.overclaim:
+            out.append(f"culprit unknown, but named {got.get('primary_ranks')} with high confidence")
+        if got.get("error"):
+            out.append(f"analyzer error: {got['error']}")
+        return out
+
+
+@dataclass
+class Tally:
+    right: int = 0
+    total: int = 0
+
+    def add(self, ok: bool | None) -> None:
+        if ok is not None:
+            self.total += 1
+            self.right += ok
+
+    @property
+    def rate(self) -> float | None:
+        return self.right / self.total if self.total else None
+
+    def to_json(self, counted: str = "right") -> dict[str, Any]:
+        return {counted: self.right, "total": self.total, "rate": self.rate}
+
+    def __str__(self) -> str:
+        return f"{self.right}/{self.total} {self.rate:.0%}" if self.total else "-"
+
+
+@dataclass
+class Scores:
+    """The four measures over a group of cases."""
+
+    cases: int = 0
+    category: Tally = field(default_factory=Tally)
+    restart: Tally = field(default_factory=Tally)
+    culprit: Tally = field(default_factory=Tally)
+    unknown_high: Tally = field(default_factory=Tally)  # counts overclaims (lower is better)
+
+    def add(self, o: Outcome) -> None:
+        self.cases += 1
+        self.category.add(o.category_ok)
+        self.restart.add(o.restart_ok)
+        self.culprit.add(o.culprit_ok)
+        self.unknown_high.add(o.overclaim)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cases": self.cases,
+            "category": self.category.to_json(),
+            "restart": self.restart.to_json(),
+            "culprit": self.culprit.to_json(),
+            "unknown_culprit_high_confidence": self.unknown_high.to_json(counted="named_high"),
+        }
+
+
+@dataclass
+class Evaluation:
+    """Every case's outcome, and the scores they add up to."""
+
+    outcomes: list[Outcome]
+
+    def scores(self, key: Callable[[Outcome], str] | None = None) -> dict[str, Scores]:
+        groups: dict[str, Scores] = {}
+        for o in self.outcomes:
+            groups.setdefault(key(o) if key else "overall", Scores()).add(o)
+        return dict(sorted(groups.items())) if key else groups
+
+    @property
+    def overall(self) -> Scores:
+        return self.scores()["overall"]
+
+    def failures(self, bar: Thresholds) -> list[str]:
+        """Which thresholds the scores miss (empty: all met)."""
+        s, out = self.overall, []
+        for name, tally, floor in (
+            ("category", s.category, bar.category),
+            ("restart", s.restart, bar.restart),
+            ("culprit", s.culprit, bar.culprit),
+        ):
+            if tally.rate is not None and tally.rate < floor:
+                out.append(f"{name} right {tally} < {floor:.0%}")
+        if s.unknown_high.rate is not None and s.unknown_high.rate > bar.unknown_high:
+            out.append(f"high-confidence ranks on unknown culprits {s.unknown_high} > {bar.unknown_high:.0%}")
+        return out
+
+    def misses(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.problems()]
+
+    def to_json(self, bar: Thresholds) -> dict[str, Any]:
+        return {
+            "cases": len(self.outcomes),
+            "overall": self.overall.to_json(),
+            "thresholds": {
+                "category_min": bar.category,
+                "restart_min": bar.restart,
+                "culprit_min": bar.culprit,
+                "unknown_culprit_high_confidence_max": bar.unknown_high,
+            },
+            "below_thresholds": self.failures(bar),
+            "by_category": {k: v.to_json() for k, v in self.scores(lambda o: o.case.category).items()},
+            "by_launcher": {k: v.to_json() for k, v in self.scores(lambda o: o.style).items()},
+            "misses": [
+                {
+                    "case": o.case.name,
+                    "launcher": o.style,
+                    "problems": o.problems(),
+                    "expected": {
+                        "fault_category": o.case.category,
+                        "restart": o.case.expected_restart,
+                        "culprit": o.case.culprit,
+                    },
+                    "got": {
+                        k: o.got.get(k)
+                        for k in ("fault_category", "restart", "primary_ranks", "fault_type", "confidence")
+                    },
+                }
+                for o in self.misses()
+            ],
+        }
+
+    def to_text(self, bar: Thresholds, title: str) -> str:
+        header = f"{'':<26}{'cases':>6}  {'category':<13}{'restart':<13}{'culprit':<13}unknown culprit, high"
+        lines = [
+            title,
+            "",
+            header,
+            _row("overall", self.overall),
+            f"{'threshold':<26}{'':>6}  {'>= ' + format(bar.category, '.0%'):<13}"
+            f"{'>= ' + format(bar.restart, '.0%'):<13}{'>= ' + format(bar.culprit, '.0%'):<13}"
+            f"<= {bar.unknown_high:.0%}",
+        ]
+        for heading, key in (
+            ("by labelled category", lambda o: o.case.category),
+            ("by launcher style", lambda o: o.style),
+        ):
+            lines += ["", heading] + [_row(name, s) for name, s in self.scores(key).items()]
+        misses = self.misses()
+        lines += ["", f"misses ({len(misses)})"]
+        lines += [f"  {o.case.name:<8} [{o.style}] " + "; ".join(o.problems()) for o in misses]
+        below = self.failures(bar)
+        lines += ["", "below thresholds: " + "; ".join(below) if below else "all thresholds met"]
+        return "\n".join(lines) + "\n"
+
+
+def _row(name: str, s: Scores) -> str:
+    return f"{name:<26}{s.cases:>6}  {s.category!s:<13}{s.restart!s:<13}{s.culprit!s:<13}{s.unknown_high}"
+
+
+def load_cases(directory: Path) -> list[Case]:
+    """The labelled cases of a directory, checked: every row names an existing log, a known fault
+    class, a restart label and a rank or `unknown`."""
+    if not directory.is_dir():
+        raise EvalError(f"{directory}: not a directory")
+    label_files = sorted(directory.glob("labels_*.tsv"))
+    if not label_files:
+        raise EvalError(f"{directory}: no labels_*.tsv beside the logs")
+    cases: list[Case] = []
+    for path in label_files:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f, delimiter="\t")
+            missing = [c for c in LABEL_COLUMNS if c not in (reader.fieldnames or [])]
+            if missing:
+                raise EvalError(f"{path}: missing column(s) {', '.join(missing)}")
+            for row_no, row in enumerate(reader, start=2):
+                cases.append(_case(directory, path, row_no, row))
+    names = [c.name for c in cases]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise EvalError(f"{directory}: case(s) labelled twice: {', '.join(dupes)}")
+    return cases
+
+
+def _case(directory: Path, path: Path, row_no: int, row: dict[str, str]) -> Case:
+    where = f"{path}, row {row_no} ({row.get('case')})"
+    log = directory / f"{row['case']}.log"
+    if not log.is_file():
+        raise EvalError(f"{where}: no log file {log}")
+    if row["fault_class"] not in CATEGORY_OF_CLASS:
+        raise EvalError(
+            f"{where}: field fault_class: unknown {row['fault_class']!r} (known: {', '.join(CATEGORY_OF_CLASS)})"
+        )
+    if row["expected_restart"] not in (*RESTART_OF_LABEL, "unknown"):
+        raise EvalError(f"{where}: field expected_restart: {row['expected_restart']!r} is not RESTART, STOP or unknown")
+    rank = row["root_cause_rank"].strip()
+    if rank != "unknown" and not rank.isdigit():
+        raise EvalError(f"{where}: field root_cause_rank: {rank!r} is not a rank or unknown")
+    return Case(
+        row["case"],
+        log,
+        row["source"],
+        None if rank == "unknown" else int(rank),
+        row["fault_class"],
+        row["expected_restart"],
+        row["justification"],
+    )
+
+
+def launcher_style(log: Path) -> str:
+    """How the log was launched, from its prefixes and wording (for the per-style breakdown)."""
+    with open(log, "rb") as f:
+        text = f.read(HEAD_BYTES).decode("utf-8", "replace")
+    return next((name for name, rx in LAUNCHER_STYLES if rx.search(text)), PLAIN)
+
+
+def judge(case: Case, got: Mapping[str, Any]) -> Outcome:
+    """Compare one verdict with its labels."""
+    primary = list(got.get("primary_ranks") or [])
+    expected_restart = RESTART_OF_LABEL.get(case.expected_restart)
+    return Outcome(
+        case=case,
+        style=launcher_style(case.log),
+        got=got,
+        category_ok=got.get("fault_category") == case.category,
+        restart_ok=None if expected_restart is None else got.get("restart") == expected_restart,
+        culprit_ok=None if case.culprit is None else primary == [case.culprit],
+        overclaim=(bool(primary) and got.get("confidence") == "high") if case.culprit is None else None,
+    )
+
+
+def evaluate(cases: Iterable[Case], analyze: Analyzer) -> Evaluation:
+    """Run the analyzer on every case and judge it. An analyzer that fails on a log gets that
+    case wrong (and the error is listed), the others still run."""
+    outcomes = []
+    for case in cases:
+        try:
+            got = dict(analyze(case.log))
+        except Exception as exc:
+            got = {"error": f"{type(exc).__name__}: {exc}"}
+        outcomes.append(judge(case, got))
+    return Evaluation(outcomes)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="faultloop eval-logs", description="Score a log analyzer on labelled logs of real failures."
+    )
+    parser.add_argument("directory", type=Path, help="folder of <case>.log files with labels_*.tsv beside them")
+    parser.add_argument(
+        "--analyzer",
+        default="builtin",
+        help="a configured analyzer's name (config/config.yaml, the site file) or a kind: builtin, "
+        "torchrun_root_cause, first_error, ... (default: builtin, faultloop's logsage)",
+    )
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a score is below its threshold")
+    args = parser.parse_args(argv)
+    try:
+        cases = load_cases(args.directory)
+        settings = config.load({}) if Path("config/config.yaml").is_file() else {}
+        analyzer = analyzers.resolve(args.analyzer, settings)
+    except (EvalError, config.ConfigError) as exc:
+        print(f"faultloop eval-logs: {exc}", file=sys.stderr)
+        return 2
+    evaluation = evaluate(cases, analyzer.analyze)
+    bar = Thresholds()
+    if args.format == "json":
+        print(json.dumps(evaluation.to_json(bar), indent=1))
+    else:
+        print(evaluation.to_text(bar, f"{args.analyzer} on {len(cases)} labelled logs in {args.directory}"), end="")
+    return 1 if args.check and evaluation.failures(bar) else 0
+
+
+__all__ = [
+    "Analyzer",
+    "Case",
+    "EvalError",
+    "Evaluation",
+    "Outcome",
+    "Thresholds",
+    "evaluate",
+    "judge",
+    "launcher_style",
+    "load_cases",
+    "main",
+]

@@ -1,0 +1,657 @@
+"""logsage: hand-written NCCL/SLURM/plain logs, real cpu_gloo logs, the CLI, LLM mode over HTTP."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import TESTS
+from faultloop.analyze import logsage
+from faultloop.analyze.llm import LLMSettings
+from faultloop.analyze.logsage import modes, prefilter, rules
+from faultloop.faults import ERRORS_NOT_FOUND, FAULTS, NO_LOGS, RESTART, STOP
+from openai_server import OpenAIServer, Reply, openai_server
+
+DATA = TESTS / "data" / "logs"
+CORPUS = DATA / "cpu_gloo"
+TRUTH = DATA / "cpu_gloo_truth.tsv"
+TOOLS = [t for t in ("rg", "grep") if shutil.which(t)]
+
+
+def verdict(name: str, prefilter: str = "auto") -> logsage.Verdict:
+    return logsage.analyze_log(DATA / name, logsage.Settings(prefilter=prefilter))
+
+
+# -- GPU-cluster logs (NCCL wording, srun / torchrun prefixes) ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, restart, primary, category, fault_type",
+    [
+        # 15 ranks print the NCCL watchdog timeout; rank 11 says nothing and is killed by srun
+        ("nccl_hang_16r.log", RESTART, [11], "hang", "SIGSTOP"),
+        # every rank times out; only rank 3's stack dump waits on the device, not in a collective
+        ("nccl_gpu_hang_stacks_8r.log", RESTART, [3], "hang", "GPU_SLEEP"),
+        # every rank times out; monitoredBarrier names the missing one
+        ("nccl_barrier_4r.log", RESTART, [2], "hang", None),
+        # rank 9's own CUDA error; the others see ncclRemoteError and abort afterwards
+        ("nccl_cuda_error_16r.log", STOP, [9], "gpu_error", "GPU_ERROR"),
+        # torchrun [defaultN]: prefixes, faulthandler on rank 4, ChildFailedError summary
+        ("torchrun_segfault_8r.log", STOP, [4], "crash", "SEGFAULT"),
+        # rank 6 dies silently; only srun's task line says how
+        ("nccl_sigkill_8r.log", STOP, [6], "crash", "SIGKILL"),
+    ],
+)
+def test_gpu_cluster_logs(name: str, restart: str, primary: list[int], category: str, fault_type: str | None) -> None:
+    v = verdict(name)
+    assert (v.restart, v.primary_ranks, v.fault_category, v.fault_type) == (restart, primary, category, fault_type)
+    assert set(primary).isdisjoint(v.secondary_ranks)
+    assert v.secondary_ranks, "victims must be reported as secondary"
+    assert v.evidence and all(e.line > 0 for e in v.evidence)
+
+
+def test_hang_victims_are_secondary_and_root_cause_is_not_trusted() -> None:
+    v = verdict("nccl_hang_16r.log")
+    assert v.secondary_ranks == [r for r in range(16) if r != 11]
+    assert {e.kind for e in v.evidence} >= {"collective_timeout"}
+
+
+def test_evidence_line_numbers_point_at_the_text() -> None:
+    lines = (DATA / "nccl_cuda_error_16r.log").read_text().splitlines()
+    for ev in verdict("nccl_cuda_error_16r.log").evidence:
+        assert ev.text.split()[0] in lines[ev.line - 1], ev
+
+
+# -- plain failures, scheduler events, nothing wrong -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, restart, primary, category, fault_type",
+    [
+        ("single_traceback.log", STOP, [0], "exception", "WORKLOAD_EXC"),
+        ("single_cuda_oom.log", STOP, [0], "oom", None),
+        ("slurm_oom_kill.log", STOP, [0], "oom", None),
+        ("slurm_preempted.log", RESTART, [], "external_signal", None),
+        ("slurm_cancelled.log", RESTART, [], "external_signal", None),
+        ("slurm_time_limit.log", STOP, [], "other", None),
+        ("clean_completion.log", STOP, [], "none", None),  # upstream: application done -> STOP
+        ("no_errors.log", ERRORS_NOT_FOUND, [], "none", None),
+        ("empty.log", NO_LOGS, [], "none", None),
+    ],
+)
+def test_plain_logs(name: str, restart: str, primary: list[int], category: str, fault_type: str | None) -> None:
+    v = verdict(name)
+    assert (v.restart, v.primary_ranks, v.fault_category, v.fault_type) == (restart, primary, category, fault_type)
+
+
+def test_missing_file_is_no_logs(tmp_path: Path) -> None:
+    assert logsage.analyze_log(tmp_path / "absent.log").restart == NO_LOGS
+
+
+def test_lines_input_and_checkpoint_reported_but_decision_kept() -> None:
+    lines = (DATA / "nccl_sigkill_8r.log").read_text().splitlines()
+    lines.insert(9, "7:  [2026-11-30 12:00:30] successfully saved checkpoint from iteration 500 to /ckpt")
+    v = logsage.analyze_log(lines)
+    assert v.checkpoint_saved and v.restart == STOP and v.primary_ranks == [6]
+    assert v.to_text().rstrip().endswith("checkpoint_saved: true")
+
+
+def test_text_form_is_upstreams_five_parts() -> None:
+    text = verdict("nccl_cuda_error_16r.log").to_text().splitlines()
+    assert text[0] == STOP
+    assert text[2].startswith("Attribution: Primary issues: [9], Secondary issues: [0, 1, ")
+    assert text[4] == "checkpoint_saved: false" and len(text) == 5
+
+
+def test_policy_matches_the_fault_table_for_every_injected_fault() -> None:
+    for name, fault in FAULTS.items():
+        assert logsage.POLICY[name].restart == fault.restart
+        assert logsage.POLICY[name].category == fault.category
+    assert set(rules.WHAT_HAPPENED) == set(logsage.POLICY), "every cause needs its explanation wording"
+
+
+def test_every_rule_regex_needs_one_of_its_anchors() -> None:
+    for rule in logsage.RULES:
+        assert rule.anchors, rule.name
+        assert prefilter.ANCHORS and all(a in prefilter.ANCHORS for a in rule.anchors)
+
+
+def test_the_anchors_stay_within_ripgreps_literal_fast_path() -> None:
+    """ripgrep (13) searches a literal set of up to ~38 literals and 250 bytes with SIMD; a bigger
+    set falls back to an automaton two to four times slower on big logs (benchmarks/README.md).
+    A new rule reuses the table's short anchors ("rror", "ignal", "exit", ...)."""
+    assert len(prefilter.ANCHORS) <= 36, prefilter.ANCHORS
+    assert sum(map(len, prefilter.ANCHORS)) <= 240, prefilter.ANCHORS
+
+
+# -- streaming, prefilter equivalence, fingerprint ---------------------------------------------
+
+
+def _big_log(path: Path, n_lines: int) -> list[tuple[int, str]]:
+    """A log with rare evidence lines scattered through many ordinary ones (crosses 8 MB blocks)."""
+    rnd = random.Random(7)
+    planted = []
+    with open(path, "w") as f:
+        for i in range(1, n_lines + 1):
+            if rnd.random() < 0.0005:
+                text = f"{i % 8}: RuntimeError: [pair.cc:553] Connection closed by peer [10.0.0.{i % 7}]:2200{i % 9}"
+                planted.append((i, text))
+            else:
+                text = (
+                    f"{i % 8}: [2026-11-30 12:00:00.{i % 999999:06d}] iteration {i:8d}/ 9999999 | consumed "
+                    f"samples: {i * 64:12d} | lm loss: 2.5E+00 | grad norm: 0.8 |"
+                )
+            f.write(text + "\n")
+    return planted
+
+
+@pytest.fixture(scope="module")
+def big_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tuple[int, str]]]:
+    path = tmp_path_factory.mktemp("big") / "big.log"
+    return path, _big_log(path, 200_000)  # ~25 MB: several 8 MB blocks, and 3 tool ranges
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+@pytest.mark.parametrize("jobs", [1, 3])
+def test_tool_and_python_prefilters_agree_across_blocks(
+    big_log: tuple[Path, list[tuple[int, str]]], tool: str, monkeypatch: pytest.MonkeyPatch, jobs: int
+) -> None:
+    path, planted = big_log
+    monkeypatch.setattr(prefilter, "MIN_RANGE_BYTES", 1 << 20)
+    grep_hits = [(h.line, h.offset, h.text) for h in prefilter.scan_tool(path, shutil.which(tool) or tool, jobs)]
+    py_hits = [(h.line, h.offset, h.text) for h in prefilter.scan_python(path)]
+    assert grep_hits == py_hits
+    assert [(line, text) for line, _, text in py_hits] == planted
+    with open(path, "rb") as f:  # offsets point at the line starts
+        for _line, offset, text in py_hits[:50]:
+            f.seek(offset)
+            assert f.readline().decode().rstrip("\n") == text
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("*.log")))
+def test_prefilters_give_the_same_verdict(name: str) -> None:
+    reference = verdict(name, "python").to_json()
+    for tool in TOOLS:
+        assert verdict(name, tool).to_json() == reference, tool
+
+
+def test_fingerprint_follows_settings() -> None:
+    a = logsage.analyzer_fingerprint(("deterministic", None, None))
+    assert a == logsage.analyzer_fingerprint(("deterministic", None, None))
+    assert a != logsage.analyzer_fingerprint(("llm", "m", "http://x"))
+    assert verdict("empty.log").analyzer_version == a
+
+
+# -- CLI ---------------------------------------------------------------------------------------
+
+
+def test_cli_writes_both_forms(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_t, out_j = tmp_path / "a" / "logsage.txt", tmp_path / "a" / "logsage.json"
+    rc = logsage.main(
+        [
+            "--log-path",
+            str(DATA / "torchrun_segfault_8r.log"),
+            "--format",
+            "json",
+            "--output-text",
+            str(out_t),
+            "--output-json",
+            str(out_j),
+        ]
+    )
+    assert rc == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == json.loads(out_j.read_text())
+    assert printed["primary_ranks"] == [4] and printed["mode"] == "deterministic"
+    assert out_t.read_text().startswith(STOP + "\n")
+
+
+def test_cli_upstream_mode_without_package_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    if not modes.missing_module("logsage"):
+        pytest.skip("upstream logsage is installed here")
+    assert logsage.main(["--log-path", str(DATA / "empty.log"), "--mode", "upstream"]) == 2
+    assert "not installed" in capsys.readouterr().err
+
+
+# -- LLM mode over real HTTP -------------------------------------------------------------------
+
+
+def _llm(server: OpenAIServer, **kw: float) -> logsage.Settings:
+    settings = LLMSettings(server.base_url, "test-model", api_key_env="FAULTLOOP_TEST_NO_KEY", **kw)  # type: ignore[arg-type]
+    return logsage.Settings(mode="llm", llm=settings)
+
+
+def test_llm_good_answer_keeps_deterministic_beside(openai_server: OpenAIServer) -> None:
+    openai_server.script(
+        Reply.json(
+            {
+                "restart": STOP,
+                "primary_ranks": [9],
+                "secondary_ranks": [0, 1],
+                "fault_category": "gpu_error",
+                "fault_type": "GPU_ERROR",
+                "explanation": "rank 9 hit an illegal memory access",
+            }
+        )
+    )
+    v = logsage.analyze_with_llm(DATA / "nccl_cuda_error_16r.log", _llm(openai_server))
+    out = v.to_json()
+    assert out["mode"] == "llm" and out["llm_error"] is None
+    assert out["explanation"] == "rank 9 hit an illegal memory access" and out["secondary_ranks"] == [0, 1]
+    assert out["deterministic"]["primary_ranks"] == [9] and out["deterministic"]["mode"] == "deterministic"
+    (req,) = openai_server.requests
+    prompt = req.body["messages"][1]["content"]
+    assert "illegal memory access" in prompt and "deterministic_verdict" in prompt
+
+
+def test_llm_malformed_answer_falls_back(openai_server: OpenAIServer) -> None:
+    openai_server.script(*[Reply("{not json") for _ in range(3)])
+    v = logsage.analyze_with_llm(DATA / "nccl_hang_16r.log", _llm(openai_server, max_retries=1))
+    out = v.to_json()
+    assert out["mode"] == "deterministic" and out["requested_mode"] == "llm"
+    assert "malformed JSON" in out["llm_error"]
+    assert (out["restart"], out["primary_ranks"]) == (RESTART, [11])
+    assert len(openai_server.requests) == 2
+
+
+def test_llm_timeout_falls_back(openai_server: OpenAIServer) -> None:
+    late = Reply.json(
+        {
+            "restart": STOP,
+            "primary_ranks": [],
+            "secondary_ranks": [],
+            "fault_category": "other",
+            "fault_type": None,
+            "explanation": "late",
+        },
+        delay_s=2.0,
+    )
+    openai_server.script(late, late)
+    v = logsage.analyze_with_llm(DATA / "torchrun_segfault_8r.log", _llm(openai_server, timeout_s=0.3, max_retries=0))
+    out = v.to_json()
+    assert out["mode"] == "deterministic" and "timed out" in out["llm_error"]
+    assert out["primary_ranks"] == [4]
+
+
+def test_cli_llm_mode(openai_server: OpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    openai_server.script(
+        Reply.json(
+            {
+                "restart": RESTART,
+                "primary_ranks": [11],
+                "secondary_ranks": [],
+                "fault_category": "hang",
+                "fault_type": "GPU_SLEEP",
+                "explanation": "rank 11 stalled",
+            }
+        )
+    )
+    rc = logsage.main(
+        [
+            "--log-path",
+            str(DATA / "nccl_hang_16r.log"),
+            "--mode",
+            "llm",
+            "--format",
+            "json",
+            "--llm-base-url",
+            openai_server.base_url,
+            "--llm-model",
+            "m",
+            "--llm-timeout",
+            "5",
+            "--llm-api-key-env",
+            "FAULTLOOP_TEST_NO_KEY",
+        ]
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["mode"] == "llm" and out["fault_type"] == "GPU_SLEEP"
+    assert out["deterministic"]["fault_type"] == "SIGSTOP"
+
+
+# -- accuracy on real cpu_gloo logs ------------------------------------------------------------
+
+
+def _corpus() -> list[dict[str, str]]:
+    if not TRUTH.exists():
+        return []
+    with open(TRUTH) as f:
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
+def test_accuracy_on_real_cpu_gloo_logs(tmp_path: Path) -> None:
+    rows = _corpus()
+    assert len(rows) >= 96, "regenerate with tests/data/logs/make_cpu_gloo_corpus.py"
+    restart_ok = only_primary = type_ok = 0
+    misses = []
+    for row in rows:
+        log = tmp_path / "main_workload.log"  # the analyzer sees neither the truth nor a telling name
+        with gzip.open(CORPUS / row["file"], "rt") as src:
+            log.write_text(src.read())
+        v = logsage.analyze_log(log)
+        fault, rank = row["fault"], int(row["rank"])
+        restart_ok += v.restart == FAULTS[fault].restart
+        only_primary += v.primary_ranks == [rank]
+        type_ok += v.fault_type == fault
+        if v.restart != FAULTS[fault].restart or v.primary_ranks != [rank] or v.fault_type != fault:
+            misses.append(f"{row['file']} {fault} r{rank}: {v.restart} {v.primary_ranks} {v.fault_type}")
+    n = len(rows)
+    report = f"restart {restart_ok}/{n}, only-primary {only_primary}/{n}, type {type_ok}/{n}; " + "; ".join(misses)
+    assert (restart_ok, only_primary, type_ok) == (n, n, n), report  # every log is right today: keep it so
+
+
+def test_srun_labels_that_are_node_indices(tmp_path: Path) -> None:
+    """srun --label with one torchrun per node: label = node, [defaultN] = local rank."""
+    lines = [
+        f"{node}: [default{local}]:> initialized rank {node * 4 + local} world_size=8"
+        for node in range(2)
+        for local in range(4)
+    ]
+    lines += [
+        "1: [default2]:Traceback (most recent call last):",
+        '1: [default2]:  File "/w/train.py", line 90, in step',
+        "1: [default2]:    torch.cuda.synchronize()",
+        "1: [default2]:RuntimeError: CUDA error: an illegal memory access was encountered",
+    ]
+    lines += [
+        f"{node}: [default{local}]:RuntimeError: NCCL error: remote process exited or there was a network error"
+        for node in range(2)
+        for local in range(4)
+        if (node, local) != (1, 2)
+    ]
+    v = logsage.analyze_log(lines)
+    assert (v.primary_ranks, v.fault_type, v.restart) == ([6], "GPU_ERROR", STOP)
+    assert v.secondary_ranks == [0, 1, 2, 3, 4, 5, 7]
+
+
+def test_silent_death_without_any_exit_record() -> None:
+    """No srun/launcher lines at all: the one rank that lost no peer is the one that died, and
+    dying without printing anything (no traceback, no fatal-error dump) is SIGKILL's mark."""
+    lines = [ln for ln in (DATA / "nccl_sigkill_8r.log").read_text().splitlines() if not ln.startswith("srun")]
+    v = logsage.analyze_log(lines)
+    assert (v.restart, v.primary_ranks, v.fault_category, v.fault_type) == (STOP, [6], "crash", "SIGKILL")
+
+
+# -- torch 2.13's own launcher (real output, tests/data/logs/make_torchrun_logs.py) -----------------
+
+
+@pytest.mark.parametrize(
+    "name, restart, category, fault_type",
+    [
+        ("torch213_2nodes_sigkill.log", STOP, "crash", "SIGKILL"),
+        ("torch213_2nodes_exception.log", STOP, "exception", "WORKLOAD_EXC"),
+        ("torch213_2nodes_sigstop.log", RESTART, "hang", "SIGSTOP"),
+        ("torch213_2nodes_segfault.log", STOP, "crash", "SEGFAULT"),
+    ],
+)
+def test_real_torchrun_agents_per_node(name: str, restart: str, category: str, fault_type: str) -> None:
+    """Two torchrun agents labelled by node (srun-style): tracebacks carry torch's global [rankN]
+    prefix, the agents' death lines a local rank and pid that their summaries map to a rank."""
+    v = verdict(name)
+    assert (v.restart, v.primary_ranks, v.fault_category, v.fault_type) == (restart, [1], category, fault_type)
+    assert v.secondary_ranks == [0, 2, 3] and v.confidence == "high"
+
+
+# -- the shapes real clusters print (hand-written in each launcher's wording) ------------------
+
+
+def watchdog(rank: int, seq: int, op: str, numel: int | None = None, prefix: bool = False) -> str:
+    """A real NCCL watchdog timeout line (torch 2.x wording), with torch's [rankN]: prefix if asked."""
+    numel_part = f"NumelIn={numel}, NumelOut={numel}, " if numel is not None else ""
+    return (
+        f"{f'[rank{rank}]:' if prefix else ''}[E1201 10:00:00.0 ProcessGroupNCCL.cpp:607] [Rank {rank}] Watchdog "
+        f"caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, {numel_part}"
+        f"Timeout(ms)=600000) ran for 600095 milliseconds before timing out."
+    )
+
+
+SHAPES: dict[str, tuple[list[str], tuple[str, list[int], str, str | None]]] = {
+    # torch's excepthook prefix, torchrun agent without a summary: the raising rank, not the first to report
+    "excepthook_prefix": (
+        [
+            "[rank0]:[W1201 10:00:00.000 ProcessGroupGloo.cpp:12] Warning: something harmless",
+            "[rank2]: Traceback (most recent call last):",
+            '[rank2]:   File "/w/train.py", line 88, in <module>',
+            "[rank2]:     loss = step(batch)",
+            '[rank2]:   File "/w/train.py", line 40, in step',
+            '[rank2]:     raise ValueError("labels out of range")',
+            "[rank2]: ValueError: labels out of range",
+            "[rank0]: RuntimeError: [pair.cc:553] Connection closed by peer [10.0.0.2]:2201",
+            "[rank1]: RuntimeError: [pair.cc:553] Connection closed by peer [10.0.0.2]:2201",
+            "W1201 10:00:01.000 123 torch/distributed/elastic/multiprocessing/api.py:900] Sending process 111 closing signal SIGTERM",
+            "E1201 10:00:02.000 123 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 2 (pid: 222) of binary: /usr/bin/python",
+        ],
+        (STOP, [2], "exception", "WORKLOAD_EXC"),
+    ),
+    # srun label and torch prefix layered; the CUDA error comes from the NCCL watchdog
+    "layered_srun_and_torch": (
+        [
+            "3: [rank3]:[E1201 10:00:00.000 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 3] Process group watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered",
+            "3: [rank3]: CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
+            "3: [rank3]: For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+            "0: [rank0]:[E1201 10:00:01.000 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 0] Process group watchdog thread terminated with exception: NCCL error: remote process exited or there was a network error",
+            "1: [rank1]:[E1201 10:00:01.000 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 1] Process group watchdog thread terminated with exception: NCCL error: remote process exited or there was a network error",
+        ],
+        (STOP, [3], "gpu_error", "GPU_ERROR"),
+    ),
+    # a torchrun death line with no summary after it: one agent, so local rank = global rank
+    "death_line_without_summary": (
+        [
+            "  5%|▍         | 200/4443 [11:11:27<255:23:04, 216.68s/it]W0613 07:54:19.850000 88 site-packages/torch/distributed/elastic/multiprocessing/api.py:897] Sending process 860 closing signal SIGTERM",
+            "W0613 07:54:19.895000 88 site-packages/torch/distributed/elastic/multiprocessing/api.py:897] Sending process 404 closing signal SIGTERM",
+            "E0613 07:54:22.195000 88 site-packages/torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -11) local_rank: 2 (pid: 770) of binary: /env/bin/python3.11",
+            "Traceback (most recent call last):",
+            '  File "/env/bin/torchrun", line 8, in <module>',
+            "    sys.exit(main())",
+            "[...]",
+        ],
+        (STOP, [2], "crash", "SEGFAULT"),
+    ),
+    # a ChildFailedError record cut off above its header, flattened or not
+    "cut_summary_record": (
+        [
+            "[...]",
+            "  rank      : 5 (local_rank: 1)",
+            "  exitcode  : -6 (pid: 12345)",
+            "  error_file: <N/A>",
+            "  traceback : Signal 6 (SIGABRT) received by PID 12345",
+        ],
+        (STOP, [5], "crash", "OS_ABORT"),
+    ),
+    # several Failures entries (stopped by the agent) and the Root Cause
+    "failures_and_root_cause": (
+        [
+            "Failures:",
+            "[1]:",
+            "  rank      : 1 (local_rank: 1)",
+            "  exitcode  : -15 (pid: 11)",
+            "[2]:",
+            "  rank      : 2 (local_rank: 2)",
+            "  exitcode  : -15 (pid: 12)",
+            "------------------------------------------------------------",
+            "Root Cause (first observed failure):",
+            "[0]:",
+            "  time      : 2026-12-01_10:00:00",
+            "  rank      : 3 (local_rank: 3)",
+            "  exitcode  : -9 (pid: 13)  (SIGKILL)",
+        ],
+        (STOP, [3], "crash", "SIGKILL"),
+    ),
+    # torch.distributed.launch's CalledProcessError names the child's local rank and signal
+    "distributed_launch_died_with": (
+        [
+            "Traceback (most recent call last):",
+            '  File "/usr/lib/python3.8/runpy.py", line 194, in _run_module_as_main',
+            '  File "/usr/local/lib/python3.8/dist-packages/torch/distributed/launch.py", line 242, in main',
+            "    cmd=cmd)",
+            "subprocess.CalledProcessError: Command '['/usr/bin/python', '-u', 'train.py', '--local_rank=1']' died with <Signals.SIGSEGV: 11>.",
+        ],
+        (STOP, [1], "crash", "SEGFAULT"),
+    ),
+    # the DeepSpeed launcher's exit report
+    "deepspeed_return_code": (
+        [
+            "[2026-12-01 10:00:00,000] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 4321",
+            "[2026-12-01 10:00:00,000] [ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', '--local_rank=3', '--deepspeed'] exits with return code = -9",
+        ],
+        (STOP, [3], "crash", "SIGKILL"),
+    ),
+    # mpirun's notice names the global rank
+    "mpirun_notice": (
+        [
+            "--------------------------------------------------------------------------",
+            "mpirun noticed that process rank 6 with PID 4242 on node gpu-07 exited on signal 9 (Killed).",
+            "--------------------------------------------------------------------------",
+        ],
+        (STOP, [6], "crash", "SIGKILL"),
+    ),
+    # a C++ exception whose what() line was cut off: the process aborted
+    "terminate_without_what": (
+        [
+            "step 100 loss 0.5",
+            "terminate called after throwing an instance of 'std::runtime_error'",
+        ],
+        (STOP, [0], "crash", "OS_ABORT"),
+    ),
+    # the CUDA error line was cut off; torch's hint lines after it remain
+    "cuda_hints_without_error": (
+        [
+            "[...]",
+            "[rank1]: CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
+            "[rank1]: For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+            "[rank0]: RuntimeError: NCCL error: remote process exited or there was a network error",
+        ],
+        (STOP, [1], "gpu_error", "GPU_ERROR"),
+    ),
+    # an excerpt that lost the traceback's header; a progress bar glued in front of the prefix
+    "headless_glued_traceback": (
+        [
+            'steps:  4%|▍  | 374/9000 [1:58:35<20:12:59, 19.03s/it, avr_loss=0.08][rank5]:   File "/w/train.py", line 806, in train',
+            "[rank5]:     for step, batch in enumerate(loader):",
+            '[rank5]:   File "/w/data.py", line 61, in parse',
+            "[rank5]:     return json.loads(line)",
+            "[rank5]: json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)",
+        ],
+        (STOP, [5], "exception", "WORKLOAD_EXC"),
+    ),
+    # ranks waiting in different collectives at one SeqNum: no rank is the culprit
+    "desync": (
+        [watchdog(1, 4084, "ALLREDUCE", 4821568, prefix=True), watchdog(3, 4084, "BROADCAST", 56623104, prefix=True)],
+        (STOP, [], "hang", None),
+    ),
+    # the first collective never completed: a setup problem
+    "first_collective": (
+        [watchdog(3, 1, "BROADCAST", 1, prefix=True), watchdog(2, 1, "BROADCAST", 1, prefix=True)],
+        (STOP, [], "hang", None),
+    ),
+    # only one victim's timeout is in view (in a sub-group's wording): nobody is singled out
+    "one_victim_only": (
+        [
+            "[rank14]:[E ProcessGroupNCCL.cpp:1414] [PG 1 Rank 14] Process group watchdog thread terminated with exception: "
+            + watchdog(14, 15734, "ALLREDUCE", 220084533)
+        ],
+        (RESTART, [], "hang", None),
+    ),
+    # one rank evaluates while the others time out: the timeout is too short for that work
+    "slow_rank_evaluating": (
+        ["Evaluating the results..."] + [watchdog(r, 4178, "ALLREDUCE") for r in (3, 1, 2)],
+        (STOP, [0], "hang", None),
+    ),
+    # a GPU that fell off the bus explains the ranks' timeouts, wherever its report sits
+    "xid_after_timeouts": (
+        [watchdog(r, 866, "ALLREDUCE", prefix=True) for r in (1, 2, 3)]
+        + ["kernel: NVRM: Xid (PCI:0000:1c:00): 79, pid=4242, name=python3, GPU has fallen off the bus."],
+        (STOP, [0], "gpu_error", "GPU_ERROR"),
+    ),
+    # an uncorrectable ECC error in a rank's traceback
+    "ecc": (
+        [
+            "[rank4]: Traceback (most recent call last):",
+            '[rank4]:   File "/w/train.py", line 10, in <module>',
+            "[rank4]:     model.to(device)",
+            "[rank4]: RuntimeError: CUDA error: uncorrectable ECC error encountered",
+            "[rank0]: RuntimeError: [pair.cc:553] Connection closed by peer [10.0.0.2]:2201",
+        ],
+        (STOP, [4], "gpu_error", "GPU_ERROR"),
+    ),
+    # the scheduler: time limit after the application said it was done -> it hung on the way out
+    "time_limit_after_done": (
+        [
+            "[after training is done] datetime: 2026-12-01 14:45:03",
+            "slurmstepd: error: *** STEP 4226796.2 ON gpu-01 CANCELLED AT 2026-12-01T14:53:02 DUE TO TIME LIMIT ***",
+        ],
+        (STOP, [], "hang", None),
+    ),
+    # a file that is not there on every node: a configuration error, no rank at fault
+    "config_error": (
+        [
+            "10.0.0.4: /usr/bin/python3: can't open file 'train_mpu.py': [Errno 2] No such file or directory",
+            "10.0.0.1: /usr/bin/python3: can't open file 'train_mpu.py': [Errno 2] No such file or directory",
+        ],
+        (STOP, [], "other", None),
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_real_world_shapes(shape: str) -> None:
+    lines, (restart, primary, category, fault_type) = SHAPES[shape]
+    v = logsage.analyze_log(lines)
+    assert (v.restart, v.primary_ranks, v.fault_category, v.fault_type) == (restart, primary, category, fault_type), (
+        v.detail
+    )
+    assert v.confidence in ("high", "medium", "low") and v.confidence_reason
+
+
+def test_a_lone_view_of_one_rank_is_never_high_confidence() -> None:
+    """Only rank 3's output: another rank may have failed first, so the naming is not certain."""
+    v = logsage.analyze_log(["[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."])
+    assert (v.primary_ranks, v.fault_category, v.confidence) == ([3], "oom", "medium")
+
+
+def test_unprefixed_lines_of_several_processes_name_no_rank() -> None:
+    """NCCL's own prefix shows GPU 4 of a multi-GPU node: the error is not rank 0's."""
+    v = logsage.analyze_log(
+        [
+            "node00:2712:3905 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer 10.0.0.1<54862> "
+            "with status=12 opcode=0 len=0 vendor err 129 (Recv)",
+            "node00:2712:3905 [4] NCCL INFO transport/net.cc:1302 -> 6",
+        ]
+    )
+    assert (v.restart, v.primary_ranks, v.fault_category) == (RESTART, [], "network")
+
+
+def test_policy_names_every_real_world_cause() -> None:
+    causes = {
+        "DESYNC",
+        "SETUP_HANG",
+        "SHUTDOWN_HANG",
+        "SLOW_RANK",
+        "WATCHDOG_HANG",
+        "CONFIG_ERROR",
+        "DATA_ERROR",
+        "NCCL_SETUP",
+        "PREEMPTION",
+        "NODE_FAIL",
+        "OOM",
+        "TIME_LIMIT",
+        "CANCELLED",
+    }
+    assert causes <= set(logsage.POLICY)
+    assert all(logsage.POLICY[c].restart == STOP for c in ("DESYNC", "CONFIG_ERROR", "DATA_ERROR", "OOM", "NCCL_SETUP"))
+    assert all(logsage.POLICY[c].restart == RESTART for c in ("PREEMPTION", "NODE_FAIL", "CANCELLED"))
+
+
+def test_one_rank_work_of_a_rank_that_then_timed_out_explains_nothing() -> None:
+    """Rank 0 saved a checkpoint and then waited like everyone else: the stalled rank is still
+    the one that never timed out, and the hang stays a plain (restartable) one."""
+    lines = ["0: [2026-11-30 12:00:00] saving checkpoint at iteration 20000 to /ckpt/gpt"]
+    lines += [f"{r}: " + watchdog(r, 9843, "ALLREDUCE") for r in range(4) if r != 2]
+    v = logsage.analyze_log([*lines, "srun: error: node-001: task 2: Killed"])
+    assert (v.restart, v.primary_ranks, v.fault_category) == (RESTART, [2], "hang")

@@ -1,0 +1,210 @@
+"""The workflow plans what users expect, validates before running, and stays lint-clean."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, planned, snakemake
+from faultloop.plan.config import parse_overrides
+from faultloop.plan.invocation import (
+    cell_targets,
+    forced,
+    invoked_until,
+    tool_config,
+    update_tracking,
+)
+from faultloop.plan.pool import Cell
+
+
+def test_default_pool_dry_run_plans_34_cells(workflow_copy):
+    result = snakemake(workflow_copy, "-n", "--profile", "profiles/local")
+    counts = planned(result.stdout + result.stderr)
+    assert counts["run_job"] == 34
+    for rule in ("logsage", "fr_analysis", "judge_score"):
+        assert counts[rule] == 34, rule
+    assert counts["score"] == 1 and counts["aggregate_report"] == 1
+
+
+def test_bad_pool_fails_before_any_job_naming_every_row(workflow_copy):
+    pool = workflow_copy / "bad.tsv"
+    pool.write_text(
+        "FAULT_TYPE\tRANK\tITER\tNODES\nGPU_SLEEP\t1\t5\t2\nGPU_MELT\t1\t5\t2\nSIGKILL\t99\t5\t2\nGPU_SLEEP\t1\t5\t2\n"
+    )
+    result = snakemake(workflow_copy, "--profile", "profiles/local", "--config", "pool_file=bad.tsv", check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "bad.tsv line 3: unknown fault type 'GPU_MELT'" in output
+    assert "bad.tsv line 4: RANK 99 is out of range" in output
+    assert "bad.tsv line 5: duplicate cell GPU_SLEEP:1:5:2" in output
+    assert not (workflow_copy / "results").exists(), "nothing may run before the pool is valid"
+
+
+def test_bad_config_value_is_named(workflow_copy):
+    result = snakemake(workflow_copy, "-n", "--profile", "profiles/local", "--config", "gpus_per_node=0", check=False)
+    assert result.returncode != 0
+    assert "gpus_per_node" in result.stdout + result.stderr
+
+
+def test_one_line_pool_and_cells_selection(workflow_copy):
+    result = snakemake(
+        workflow_copy,
+        "-n",
+        "--profile",
+        "profiles/local",
+        "--config",
+        "pool=GPU_SLEEP:1:5:2 SIGKILL:0:5:2 SEGFAULT:0:5:1",
+        "cells=n2_SIGKILL_r0_i5",
+    )
+    counts = planned(result.stdout + result.stderr)
+    assert counts["run_job"] == 1 and counts["logsage"] == 1
+    unknown = snakemake(
+        workflow_copy,
+        "-n",
+        "--profile",
+        "profiles/local",
+        "--config",
+        "pool=GPU_SLEEP:1:5:2",
+        "cells=n9_NOPE_r0_i1",
+        check=False,
+    )
+    assert unknown.returncode != 0 and "not in the pool: n9_NOPE_r0_i1" in unknown.stdout + unknown.stderr
+
+
+def test_lint_and_snakefmt_are_clean():
+    lint = snakemake(REPO, "--lint", check=False)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    import subprocess
+    import sys
+
+    fmt = subprocess.run(
+        [str(Path(sys.executable).parent / "snakefmt"), "--check", "."], cwd=REPO, capture_output=True, text=True
+    )
+    assert fmt.returncode == 0, fmt.stdout + fmt.stderr
+
+
+def test_invoked_until_reads_the_command_line():
+    assert invoked_until(["snakemake", "--until", "score", "--profile", "p"]) == {"score"}
+    assert invoked_until(["snakemake", "-U", "logsage", "fr_analysis", "-n"]) == {"logsage", "fr_analysis"}
+    assert invoked_until(["snakemake", "--until=judge_score"]) == {"judge_score"}
+    assert invoked_until(["snakemake", "--profile", "profiles/local"]) == set()
+
+
+def test_forced_reads_forcerun_forceall_and_files():
+    index = "analysis/analyzers.json"
+    assert forced(["snakemake", "--forcerun", "logsage", "--config", "cells=failed"], "logsage", index)
+    assert forced(["snakemake", "-R", "fr_analysis", "logsage"], "logsage", index)
+    assert forced(["snakemake", "--forcerun=judge_score,logsage"], "logsage", index)
+    assert forced(["snakemake", "-R", f"results/fault_injection/s/n1_SIGKILL_r1_i3/{index}"], "logsage", index)
+    assert forced(["snakemake", "-F"], "logsage", index) and forced(["snakemake", "--forceall"], "judge_score")
+    assert not forced(["snakemake", "--forcerun", "judge_score"], "logsage", index)
+    assert not forced(["snakemake", "--profile", "profiles/local", "logsage"], "logsage", index)
+
+
+def test_cell_targets_in_rejudge_mode(tmp_path):
+    cells = [Cell("SIGKILL", 1, 5, 2), Cell("GPU_SLEEP", 0, 5, 2)]
+    (tmp_path / cells[0].name).mkdir()
+    (tmp_path / cells[0].name / "job.json").write_text("{}")
+    assert cell_targets(cells, tmp_path, rejudge=False) == (cells, [])
+    assert cell_targets(cells, tmp_path, rejudge=True) == ([cells[0]], [cells[1]])
+
+
+def test_tool_config_drops_credentials_and_overrides_parse():
+    assert tool_config({"mode": "llm", "llm": {"model": "m", "api_key_file": "/secret"}}) == {
+        "llm": {"model": "m"},
+        "mode": "llm",
+    }
+    assert parse_overrides(["gpus_per_node=2", "pool=A:1:2:3 B:1:2:3", "session="]) == {
+        "gpus_per_node": 2,
+        "pool": "A:1:2:3 B:1:2:3",
+        "session": "",
+    }
+
+
+def test_tracking_tsv_upserts_rows(tmp_path):
+    cell = Cell("SIGKILL", 1, 5, 2)
+    update_tracking(tmp_path, cell, "local-1", tmp_path / cell.name)
+    update_tracking(tmp_path, Cell("GPU_SLEEP", 0, 5, 2), "local-2", tmp_path / "n2_GPU_SLEEP_r0_i5")
+    update_tracking(tmp_path, cell, "local-3", tmp_path / cell.name)
+    lines = (tmp_path / "experiments.tsv").read_text().splitlines()
+    assert lines[0] == "JOB_ID\tFAULT_TYPE\tRANK\tITER\tNODES\tEXPERIMENT_DIR"
+    assert lines[1] == f"local-3\tSIGKILL\t1\t5\t2\t{(tmp_path / cell.name).resolve()}"
+    assert len(lines) == 3
+
+
+def test_strip_log_removes_markers_and_experiment_names(tmp_path):
+    from faultloop.contracts import Manifest
+    from faultloop.plan.invocation import strip_log
+
+    cell = tmp_path / "n2_SIGKILL_r1_i5"
+    (cell / "logs/slurm").mkdir(parents=True)
+    (cell / "logs/slurm/7.0.1.main_workload.log").write_text(
+        "0: iteration 4/ 30 | lm loss: 1.0\n"
+        "1: [2026-11-30 20:21:45.652328] FAULT INJECTION: Rank 1 will inject fault SIGKILL at 20:21:45\n"
+        "1: nvidia_resiliency_ext.shared_utils.inject_fault CRITICAL sending signal\n"
+        f"0: saving checkpoint to {cell}/checkpoints/iter_5\n"
+        "2: RuntimeError: Connection closed by peer\n"
+    )
+    Manifest(
+        job_id="7",
+        workload="cpu_gloo",
+        fault_type="SIGKILL",
+        fault_rank=1,
+        fault_iter=5,
+        nodes=2,
+        gpus_per_node=2,
+        world_size=4,
+        state="FAILED",
+        main_log="logs/slurm/7.0.1.main_workload.log",
+        launch_out=None,
+        fault_fired=True,
+        run_valid=True,
+        invalid_reason=None,
+    ).write(cell / "job.json")
+    assert strip_log(cell / "job.json", cell / "out.log") == 3
+    text = (cell / "out.log").read_text()
+    assert "FAULT INJECTION" not in text and "inject_fault" not in text
+    assert "SIGKILL" not in text and "r1_i5" not in text
+    assert f"{tmp_path}/experiment/checkpoints/iter_5" in text and "Connection closed by peer" in text
+
+
+def test_atomic_writes_are_readable_by_the_team(tmp_path):
+    import os
+
+    from faultloop.plan import layout
+
+    layout.write_json_atomic(tmp_path / "sub" / "x.json", {"a": 1})
+    assert (tmp_path / "sub" / "x.json").read_text() == '{\n  "a": 1\n}\n'
+    assert os.stat(tmp_path / "sub" / "x.json").st_mode & 0o044 == 0o044, "group and others may read results"
+    assert [p.name for p in (tmp_path / "sub").iterdir()] == ["x.json"], "no temp file left behind"
+
+
+def test_unknown_config_key_fails_naming_it_and_the_nearest(workflow_copy):
+    (workflow_copy / "config" / "site.yaml").write_text("run_job:\n  pg_timeout: 20\n")
+    result = snakemake(workflow_copy, "-n", "--profile", "profiles/local", "--config", "gpus_per_nod=4", check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "--config: 'gpus_per_nod' is not a configuration key; did you mean 'gpus_per_node'?" in output
+    assert (
+        "config/site.yaml: 'run_job.pg_timeout' is not a configuration key; did you mean 'run_job.pg_timeout_s'?"
+        in output
+    )
+    assert not (workflow_copy / "results").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["logsage", "--log-path", "/no/such/run.log"], "faultloop logsage: no such log file: /no/such/run.log"),
+        (["fr", "--fr-path", "/no/such/checkpoints"], "faultloop fr: no such dump folder: /no/such/checkpoints"),
+    ],
+)
+def test_analyzer_commands_on_a_missing_path_fail_clearly(argv, message):
+    proc = subprocess.run(
+        [sys.executable, "-m", "faultloop.cli.main", *argv], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 2 and proc.stderr.strip() == message and proc.stdout == ""

@@ -1,0 +1,424 @@
+"""The cluster path: profiles/slurm against a real SLURM controller started on this machine.
+
+The end-to-end test submits every run_job as a real multi-node sbatch allocation through
+snakemake-executor-plugin-slurm and checks, from SLURM's own records, that at most two were ever
+queued at once and that each 2-node job ran its ranks on two SLURM nodes. Everything runs under
+`timeout -s KILL`, so a hung controller or plugin fails the test instead of hanging the suite.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from faultloop.plan.pool import Cell
+
+pytestmark = pytest.mark.slurm
+
+REPO = Path(__file__).resolve().parents[2]
+CLUSTER = REPO / "scripts" / "slurm-cluster.sh"
+SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+SLURM_DIR = Path(os.environ.get("FAULTLOOP_SLURM_DIR", "/tmp/faultloop-slurm"))
+RUN_TIMEOUT_S = 900  # the whole snakemake run; a healthy run takes 2-4 minutes on 2 cores
+
+# Fast polling for the test only; the profile keeps production-friendly intervals.
+FAST_POLL = [
+    "--slurm-init-seconds-before-status-checks",
+    "2",
+    "--seconds-between-status-checks",
+    "2",
+    "--latency-wait",
+    "5",
+]
+
+
+def env_with_venv() -> dict[str, str]:
+    """The jobs run `python -m snakemake` and `faultloop` on the nodes: same venv as this test."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+    return env
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """Start the loopback cluster (unless one is already up) and stop it only if we started it."""
+    if not Path("/usr/sbin/slurmctld").exists():
+        pytest.skip("slurmctld is not installed: run `bash scripts/slurm-cluster.sh install` (make test does)")
+    if os.geteuid() != 0:
+        pytest.skip("the local SLURM cluster needs root (daemons run as SlurmUser=root)")
+    already_up = subprocess.run(["bash", str(CLUSTER), "status"], capture_output=True).returncode == 0
+    subprocess.run(["bash", str(CLUSTER), "start"], check=True, timeout=120)
+    yield SLURM_DIR
+    if not already_up:
+        subprocess.run(["bash", str(CLUSTER), "stop"], timeout=120)
+
+
+class QueueSampler(threading.Thread):
+    """Polls squeue and remembers the most run_job jobs of this session ever queued at once."""
+
+    def __init__(self, cells: list[str]):
+        super().__init__(daemon=True)
+        self.cells = set(cells)
+        self.halt = threading.Event()
+        self.max_run_jobs = 0
+        self.run_job_ids: dict[str, str] = {}  # SLURM job id -> cell
+        self.other_comments: set[str] = set()
+        self.samples = 0
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            out = subprocess.run(["squeue", "-h", "-o", "%i|%k|%T"], capture_output=True, text=True, timeout=30)
+            if out.returncode == 0:
+                self.samples += 1
+                queued = 0
+                for line in out.stdout.splitlines():
+                    # The plugin's comment: rule_<rule>_wildcards_<wildcard values>.
+                    job_id, comment, _state = line.split("|", 2)
+                    rule, _, cell = comment.removeprefix("rule_").partition("_wildcards_")
+                    if rule == "run_job" and cell in self.cells:
+                        queued += 1
+                        self.run_job_ids[job_id] = cell
+                    elif cell in self.cells:
+                        self.other_comments.add(comment)
+                self.max_run_jobs = max(self.max_run_jobs, queued)
+            self.halt.wait(0.25)
+
+
+def jobcomp_records(job_ids) -> dict[str, dict[str, str]]:
+    """SLURM's completion records (jobcomp/filetxt) for the given jobs, key=value per field."""
+    records = {}
+    for line in (SLURM_DIR / "log" / "jobcomp.txt").read_text().splitlines():
+        fields = dict(re.findall(r"(\w+)=(\S*)", line))
+        if fields.get("JobId") in job_ids:
+            records[fields["JobId"]] = fields
+    return records
+
+
+def hostnames(nodelist: str) -> set[str]:
+    out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, check=True)
+    return set(out.stdout.split())
+
+
+def max_overlap(intervals: list[tuple[float, float]]) -> int:
+    """Most intervals open at one instant; touching ends (one ends as the next starts) do not count."""
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals], key=lambda x: (x[0], x[1]))
+    open_, best = 0, 0
+    for _, delta in events:
+        open_ += delta
+        best = max(best, open_)
+    return best
+
+
+def write_config(tmp_path: Path, pool: str, **extra) -> Path:
+    config = {
+        "pool": pool,
+        "session": "slurm_e2e",
+        "base_experiments_dir": str(tmp_path / "results"),
+        # Never pick up a developer's config/site.yaml (a real partition would not exist here).
+        "site_file": str(tmp_path / "site.yaml"),
+        **extra,
+    }
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_cluster_start_is_idempotent(slurm_cluster):
+    """A second start reuses the running daemons and leaves exactly one /etc/hosts line."""
+    pids = {f.name: f.read_text() for f in (slurm_cluster / "run").glob("*.pid")}
+    assert {"munged.pid", "slurmctld.pid"} <= set(pids) and len([p for p in pids if p.startswith("slurmd.")]) >= 3
+    subprocess.run(["bash", str(CLUSTER), "start"], check=True, timeout=120, capture_output=True)
+    assert {f.name: f.read_text() for f in (slurm_cluster / "run").glob("*.pid")} == pids
+    assert Path("/etc/hosts").read_text().count("# faultloop-slurm") == 1
+    assert os.path.realpath("/etc/slurm/slurm.conf") == str(slurm_cluster / "slurm.conf")
+    out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], capture_output=True, text=True, check=True)
+    states = dict(line.split() for line in out.stdout.splitlines())
+    assert all(state in {"idle", "alloc", "mix"} for state in states.values()), states
+    for node in states:  # jobs rendezvous on a node's name, as on a real cluster
+        assert subprocess.run(["getent", "hosts", node], capture_output=True).returncode == 0
+
+
+def test_helpers_work_in_a_stripped_job_step(slurm_cluster, tmp_path):
+    """Inside the plugin's job step only SLURM_JOB_ID survives: faultloop.run.slurm still finds the
+    allocation's nodes and runs a command once on each (the per-node cleanup)."""
+    marks = tmp_path / "marks.txt"
+    script = tmp_path / "job.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        f"exec env -i PATH={Path(sys.executable).parent}:/usr/bin:/bin HOME=/root "
+        f"SLURM_JOB_ID=$SLURM_JOB_ID PYTHONPATH={REPO / 'src'} {sys.executable} -c '"
+        'from faultloop import slurm; print(" ".join(slurm.nodes())); '
+        f'slurm.run_per_node("echo $SLURMD_NODENAME >> {marks}")\'\n'
+    )
+    out = tmp_path / "out.txt"
+    subprocess.run(
+        [
+            "timeout",
+            "-s",
+            "KILL",
+            "120",
+            "sbatch",
+            "--wait",
+            "-o",
+            str(out),
+            "--nodes=3",
+            "--ntasks-per-node=2",
+            str(script),
+        ],
+        check=True,
+        timeout=150,
+        capture_output=True,
+    )
+    allocated = out.read_text().split()
+    assert len(set(allocated)) == 3, out.read_text()
+    assert sorted(marks.read_text().split()) == sorted(allocated)
+
+
+POOL = "SIGKILL:1:3:2 WORKLOAD_EXC:3:3:2 SEGFAULT:1:3:1"
+CELLS = ["n2_SIGKILL_r1_i3", "n2_WORKLOAD_EXC_r3_i3", "n1_SEGFAULT_r1_i3"]
+
+
+@pytest.mark.slow
+def test_pool_runs_end_to_end_on_slurm(slurm_cluster, tmp_path):
+    configfile = write_config(
+        tmp_path,
+        POOL,
+        gpus_per_node=2,
+        run_job={"runtime_minutes": 10, "mem_mb_per_node": 2000},
+    )
+    sampler = QueueSampler(CELLS)
+    sampler.start()
+    started = time.time()
+    try:
+        proc = subprocess.run(
+            [
+                "timeout",
+                "-s",
+                "KILL",
+                str(RUN_TIMEOUT_S),
+                SNAKEMAKE,
+                "--profile",
+                "profiles/slurm",
+                "--configfile",
+                str(configfile),
+                *FAST_POLL,
+            ],
+            cwd=REPO,
+            env=env_with_venv(),
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT_S + 60,
+        )
+    finally:
+        sampler.halt.set()
+        sampler.join(timeout=30)
+    elapsed = time.time() - started
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != -9 and proc.returncode != 137, f"killed after {elapsed:.0f} s (hung?)\n{log[-6000:]}"
+    assert proc.returncode == 0, log[-6000:]
+
+    # Every run_job was a SLURM job, analysis never was (localrules), never more than two at once.
+    assert sampler.samples > 10
+    assert sorted(sampler.run_job_ids.values()) == sorted(CELLS), sampler.run_job_ids
+    assert sampler.other_comments == set(), "analysis rules were submitted to SLURM"
+    assert 1 <= sampler.max_run_jobs <= 2, f"{sampler.max_run_jobs} run_job jobs queued at once"
+    records = jobcomp_records(set(sampler.run_job_ids))
+    assert set(records) == set(sampler.run_job_ids)
+    spans = [
+        (
+            time.mktime(time.strptime(r["StartTime"], "%Y-%m-%dT%H:%M:%S")),
+            time.mktime(time.strptime(r["EndTime"], "%Y-%m-%dT%H:%M:%S")),
+        )
+        for r in records.values()
+    ]
+    assert max_overlap(spans) <= 2, records
+
+    session = tmp_path / "results" / "fault_injection" / "slurm_e2e"
+    by_cell = {cell: job_id for job_id, cell in sampler.run_job_ids.items()}
+    for cell in CELLS:
+        manifest = json.loads((session / cell / "job.json").read_text())
+        job_id = by_cell[cell]
+        assert str(manifest["job_id"]) == job_id
+        nodes = int(cell.split("_")[0][1:])
+        allocated = hostnames(records[job_id]["NodeList"])
+        assert len(allocated) == nodes
+        # Ranks ran on the SLURM nodes of the allocation, one node launcher per node.
+        assert set(manifest["node_names"]) == allocated, (manifest["node_names"], allocated)
+        assert len(set(manifest["node_names"])) == nodes
+        assert manifest["world_size"] == nodes * 2
+        assert manifest["fault_fired"] is True, manifest
+        logs = list((session / cell / "logs" / "slurm").glob(f"{job_id}.*.1.main_workload.log"))
+        assert logs, f"no main log for SLURM job {job_id} in {cell}"
+        assert (session / cell / "analysis" / "score.json").is_file()
+        # One torchrun per node under the real srun, which labels each node's output...
+        launch_out = (session / cell / manifest["launch_out"]).read_text()
+        assert re.search(
+            r"srun --label --kill-on-bad-exit=1 .*--ntasks-per-node=1 \S+ -m torch\.distributed\.run "
+            r".*--rdzv-backend c10d",
+            launch_out,
+        ), launch_out
+        lines = logs[0].read_text(errors="replace").splitlines()
+        labels = {m.group(1) for line in lines if (m := re.match(r"^\s*(\d+): ", line))}
+        assert labels == {str(i) for i in range(nodes)}, labels
+        # ...torch's own launcher reports the failure, and job.json reads the injected rank's end from torch
+        assert any(
+            re.match(r"^\s*\d+: torch\.distributed\.elastic\.multiprocessing\.errors\.ChildFailedError", line)
+            for line in lines
+        ), logs[0]
+        truth = Cell.from_name(cell)
+        injected = manifest["rank_exits"][str(truth.rank)]
+        assert injected["state"] == "FAILED", manifest["rank_exits"]
+        assert injected["exitcode"] == {"SIGKILL": -9, "SEGFAULT": -11}.get(truth.fault_type, 1), injected
+
+    with open(session / "experiments.tsv") as handle:
+        rows = list(csv.DictReader(handle, delimiter="\t"))
+    assert {r["JOB_ID"] for r in rows} == set(sampler.run_job_ids)
+    with open(session / "scores.tsv") as handle:
+        scored = list(csv.DictReader(handle, delimiter="\t"))
+    assert len([r for r in scored if r["ANALYZER"] == "builtin"]) == len(CELLS)  # one row per cell and analyzer
+    assert (session / "experiments_report.md").is_file()
+
+
+def test_dry_run_shows_sbatch_resources_for_2_4_8_nodes(tmp_path):
+    """What each run_job would ask sbatch for, from the site file and config; no cluster needed."""
+    (tmp_path / "site.yaml").write_text(yaml.safe_dump({"slurm": {"partition": "batch", "account": "proj1"}}))
+    configfile = write_config(tmp_path, "SIGKILL:1:5:2 SIGKILL:1:5:4 SIGKILL:1:5:8", gpus_per_node=4)
+    proc = subprocess.run(
+        [
+            "timeout",
+            "-s",
+            "KILL",
+            "300",
+            SNAKEMAKE,
+            "-n",
+            "--profile",
+            "profiles/slurm",
+            "--configfile",
+            str(configfile),
+        ],
+        cwd=REPO,
+        env=env_with_venv(),
+        capture_output=True,
+        text=True,
+        timeout=360,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    blocks = re.findall(r"rule run_job:\n(.*?)(?:\n\n|\Z)", out, flags=re.S)
+    resources = {}
+    for block in blocks:
+        cell = re.search(r"wildcards: cell=(\S+)", block).group(1)
+        line = re.search(r"resources: (.*)", block).group(1)
+        resources[cell] = dict(item.split("=", 1) for item in line.split(", "))
+    assert set(resources) == {"n2_SIGKILL_r1_i5", "n4_SIGKILL_r1_i5", "n8_SIGKILL_r1_i5"}, out[-4000:]
+    for cell, res in resources.items():
+        assert res["nodes"] == cell.split("_")[0][1:]
+        assert res["tasks_per_node"] == "4"
+        assert res["mpi"] == "srun"
+        assert res["gpu_jobs"] == "1"
+        assert res["runtime"] == "30"
+        assert res["mem_mb"] == "16000"
+        assert res["slurm_partition"] == "batch"
+        assert res["slurm_account"] == "proj1"
+        print(cell, res)
+
+
+@pytest.mark.slow
+def test_site_workload_contract_on_slurm(slurm_cluster, tmp_path):
+    """A site script (tests/data/site_workload.sh) runs inside the run_job allocation with the
+    upstream env contract; its log, marker and nodes land where the analysis expects them, and
+    the cleanup command runs once on every node of the allocation."""
+    cleanup_marks = tmp_path / "cleanup.txt"
+    configfile = write_config(
+        tmp_path,
+        "SIGKILL:2:2:2",
+        gpus_per_node=2,
+        workload="site_stub",
+        workloads={
+            "site_stub": {
+                "script": str(REPO / "tests" / "data" / "site_workload.sh"),
+                "min_nodes": 2,
+                "description": "contract stand-in",
+                "pool_file": "",
+            }
+        },
+        run_job={
+            "runtime_minutes": 5,
+            "mem_mb_per_node": 1000,
+            "cleanup_cmd": f"echo $SLURMD_NODENAME >> {cleanup_marks}",
+        },
+    )
+    proc = subprocess.run(
+        [
+            "timeout",
+            "-s",
+            "KILL",
+            "600",
+            SNAKEMAKE,
+            "--profile",
+            "profiles/slurm",
+            "--configfile",
+            str(configfile),
+            *FAST_POLL,
+        ],
+        cwd=REPO,
+        env=env_with_venv(),
+        capture_output=True,
+        text=True,
+        timeout=660,
+    )
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-6000:]
+    cell = tmp_path / "results" / "fault_injection" / "slurm_e2e" / "n2_SIGKILL_r2_i2"
+    manifest = json.loads((cell / "job.json").read_text())
+    job_id = manifest["job_id"]
+    assert job_id.isdigit(), manifest  # a SLURM job, not a local run
+    assert manifest["run_valid"] is True and manifest["state"] == "FAILED", manifest
+    main_log = (cell / manifest["main_log"]).read_text()
+    assert manifest["main_log"] == f"logs/slurm/{job_id}.0.1.main_workload.log"
+    ran_on = set(re.findall(r"^\d+: rank \d+ of 4 on (\S+)$", main_log, flags=re.M))
+    assert len(ran_on) == 2 and set(manifest["node_names"]) == ran_on, (ran_on, manifest["node_names"])
+    assert "FAULT INJECTION" not in (cell / "analysis" / "main_workload.log").read_text()
+    assert sorted(cleanup_marks.read_text().split()) == sorted(ran_on)
+    assert (cell / "analysis" / "score.json").is_file()
+
+
+def test_partition_from_default_resources_without_site_file(tmp_path):
+    """Without a site file, `--default-resources slurm_partition=...` reaches run_job."""
+    configfile = write_config(tmp_path, "SIGKILL:1:5:2", gpus_per_node=4)
+    proc = subprocess.run(
+        [
+            "timeout",
+            "-s",
+            "KILL",
+            "300",
+            SNAKEMAKE,
+            "-n",
+            "--profile",
+            "profiles/slurm",
+            "--configfile",
+            str(configfile),
+            "--default-resources",
+            "slurm_partition=viaflag",
+        ],
+        cwd=REPO,
+        env=env_with_venv(),
+        capture_output=True,
+        text=True,
+        timeout=360,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    block = re.search(r"rule run_job:\n(.*?)(?:\n\n|\Z)", out, flags=re.S).group(1)
+    assert "slurm_partition=viaflag" in block and "slurm_account" not in block, block
