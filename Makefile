@@ -1,6 +1,7 @@
 # The two commands the README opens with. Both set everything up on a fresh machine.
 #   make run   - run the quick pool on this machine (built-in CPU workload) and print the report
 #   make test  - the whole test suite (what CI runs)
+#   make test-fast - lint and the tests that start no job, service or cluster (no apt; about a minute)
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -17,7 +18,7 @@ RUN_CONFIG ?= pool_file=config/pools/quick.tsv session=quick
 SNAKEMAKE_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: run test setup system-deps lint fmt clean-results docs-screenshot
+.PHONY: run test test-fast setup system-deps lint fmt clean-results docs-screenshot
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -49,6 +50,10 @@ system-deps:
 
 test: setup system-deps lint
 	$(BIN)/python -m pytest -ra --durations=30 $(PYTEST_ARGS)
+
+# The edit-test loop: no Debian packages, no real jobs, SLURM or browser (the slow and slurm marks).
+test-fast: setup lint
+	$(BIN)/python -m pytest -ra -m "not slow and not slurm" $(PYTEST_ARGS)
 
 # The checks a change must pass: the workflow's (Snakemake's linter, snakefmt) and the Python's
 # (ruff's lint and format, mypy on the package). `make fmt` fixes what can be fixed by itself.
