@@ -6,7 +6,6 @@ and adopted sessions alike.
 from __future__ import annotations
 
 import json
-import signal
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -33,16 +32,6 @@ RANK_STATES = ("SUCCEEDED", "FAILED", "TERMINATED", "UNKNOWN")
 
 class ManifestError(ValueError):
     """A job.json that cannot be used, naming the file and the field."""
-
-
-def signal_name(exitcode: int | None) -> str | None:
-    """SIGKILL for -9 (Popen and torch report a signal death as minus the signal)."""
-    if exitcode is None or exitcode >= 0:
-        return None
-    try:
-        return signal.Signals(-exitcode).name
-    except ValueError:
-        return f"SIG{-exitcode}"
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,7 @@ Names, enum values and expected restart decisions follow NVRx's ``Fault`` enum a
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Iterator
+import signal
 from dataclasses import dataclass
 
 RESTART = "RESTART IMMEDIATE"
@@ -31,7 +30,11 @@ CATEGORIES = (HANG, CRASH, EXCEPTION, GPU_ERROR_CATEGORY, OOM, NETWORK, EXTERNAL
 
 @dataclass(frozen=True)
 class Fault:
-    """One injectable fault: how it shows up (category) and what a restart policy should do."""
+    """One injectable fault: everything the rest of faultloop asks about it, in one row.
+
+    Adding a fault is adding a row: the pool, planning, the built-in workload (through
+    `injector`), adopt (through `fires_with`) and scoring's evidence read it here.
+    """
 
     name: str
     value: int
@@ -39,23 +42,174 @@ class Fault:
     restart: str
     rationale: str
     hangs: bool  # the injected rank stays alive without progress until someone kills it
+    # The built-in workload's mechanism (faultloop.run.workload.INJECTORS names each one).
+    injector: str
+    # The words of the injector's fire-time line that name this fault (upstream's injector wording;
+    # several faults share "sending signal=", told apart by the signal), then the rest of that line.
+    fires_with: str
+    detail: str = ""
+    signal: signal.Signals | None = None  # the signal it sends the injected rank, if any
+    # What the fault leaves in a log when it fires (never its marker lines, which are stripped):
+    # the lines scoring points at as the ones an analyzer should have read.
+    evidence: str = r"$^"
+
+    def fire_wording(self, *, device: str, pid: int) -> str:
+        """The fire-time detail of the marker line, in upstream's injector wording."""
+        return self.fires_with + self.detail.format(device=device, signal=self.signal, pid=pid)
+
+
+_SIGNAL_SENT = "sending signal="
+_SIGNAL_DETAIL = "{signal!r} to pid={pid}"
+_HANG_EVIDENCE = r"watchdog|timed? ?out|timeout|stall|heartbeat"
+_EXCEPTION_EVIDENCE = r"InjectedException|Traceback|Exception"
+
+
+def _signal_fault(
+    name: str, value: int, category: str, restart: str, rationale: str, sig: signal.Signals, evidence: str
+) -> Fault:
+    return Fault(
+        name,
+        value,
+        category,
+        restart,
+        rationale,
+        sig == signal.SIGSTOP,
+        "send_signal",
+        _SIGNAL_SENT,
+        _SIGNAL_DETAIL,
+        sig,
+        evidence,
+    )
 
 
 FAULTS: dict[str, Fault] = {
     f.name: f
     for f in (
-        Fault("GPU_ERROR", 1, GPU_ERROR_CATEGORY, STOP, "hardware GPU error", False),
-        Fault("GPU_SLEEP", 2, HANG, RESTART, "transient GPU hang", True),
-        Fault("WORKLOAD_EXC", 3, EXCEPTION, STOP, "code bug", False),
-        Fault("ASYNC_EXC", 4, EXCEPTION, STOP, "code bug", False),
-        Fault("SIGNAL_EXC", 5, EXCEPTION, RESTART, "signal-based exception, typically recoverable", False),
-        Fault("OS_ABORT", 6, CRASH, STOP, "severe fault", False),
-        Fault("LOCK_GIL", 7, HANG, RESTART, "transient GIL hang", True),
-        Fault("SEGFAULT", 8, CRASH, STOP, "code or memory corruption", False),
-        Fault("SIGINT", 9, EXTERNAL_SIGNAL, RESTART, "external signal", False),
-        Fault("SIGKILL", 10, CRASH, STOP, "hard kill, OOM or external pressure", False),
-        Fault("SIGTERM", 11, EXTERNAL_SIGNAL, RESTART, "external signal", False),
-        Fault("SIGSTOP", 12, HANG, RESTART, "external signal", True),
+        Fault(
+            "GPU_ERROR",
+            1,
+            GPU_ERROR_CATEGORY,
+            STOP,
+            "hardware GPU error",
+            hangs=False,
+            injector="gpu_error",
+            fires_with="raising GPU error",
+            detail=" on {device}",
+            evidence=r"illegal memory access|CUDA error|cudaError|device-side assert|GPU error",
+        ),
+        Fault(
+            "GPU_SLEEP",
+            2,
+            HANG,
+            RESTART,
+            "transient GPU hang",
+            hangs=True,
+            injector="gpu_sleep",
+            fires_with="GPU sleep on",
+            detail=" device={device}",
+            evidence=_HANG_EVIDENCE,
+        ),
+        Fault(
+            "WORKLOAD_EXC",
+            3,
+            EXCEPTION,
+            STOP,
+            "code bug",
+            hangs=False,
+            injector="shard_overrun",
+            fires_with="raising workload exception",
+            evidence=_EXCEPTION_EVIDENCE,
+        ),
+        Fault(
+            "ASYNC_EXC",
+            4,
+            EXCEPTION,
+            STOP,
+            "code bug",
+            hangs=False,
+            injector="async_raise",
+            fires_with="asynchronously raising",
+            detail=" exception",
+            evidence=_EXCEPTION_EVIDENCE,
+        ),
+        _signal_fault(
+            "SIGNAL_EXC",
+            5,
+            EXCEPTION,
+            RESTART,
+            "signal-based exception, typically recoverable",
+            signal.SIGUSR1,
+            r"SIGUSR1|InjectedException|Traceback",
+        ),
+        Fault(
+            "OS_ABORT",
+            6,
+            CRASH,
+            STOP,
+            "severe fault",
+            hangs=False,
+            injector="abort",
+            fires_with="aborting",
+            evidence=r"SIGABRT|abort|signal 6\b|exit ?code[:= ]*-6\b|core dumped",
+        ),
+        Fault(
+            "LOCK_GIL",
+            7,
+            HANG,
+            RESTART,
+            "transient GIL hang",
+            hangs=True,
+            injector="hold_gil",
+            fires_with="locking GIL",
+            evidence=_HANG_EVIDENCE + "|GIL",
+        ),
+        Fault(
+            "SEGFAULT",
+            8,
+            CRASH,
+            STOP,
+            "code or memory corruption",
+            hangs=False,
+            injector="bad_pointer",
+            fires_with="raising segmentation fault",
+            evidence=r"SIGSEGV|segmentation fault|segfault|signal 11\b|exit ?code[:= ]*-11\b",
+        ),
+        _signal_fault(
+            "SIGINT",
+            9,
+            EXTERNAL_SIGNAL,
+            RESTART,
+            "external signal",
+            signal.SIGINT,
+            r"SIGINT|KeyboardInterrupt|signal 2\b|exit ?code[:= ]*-2\b",
+        ),
+        _signal_fault(
+            "SIGKILL",
+            10,
+            CRASH,
+            STOP,
+            "hard kill, OOM or external pressure",
+            signal.SIGKILL,
+            r"SIGKILL|signal 9\b|killed|exit ?code[:= ]*-9\b",
+        ),
+        _signal_fault(
+            "SIGTERM",
+            11,
+            EXTERNAL_SIGNAL,
+            RESTART,
+            "external signal",
+            signal.SIGTERM,
+            r"SIGTERM|signal 15\b|terminated|exit ?code[:= ]*-15\b",
+        ),
+        _signal_fault(
+            "SIGSTOP",
+            12,
+            HANG,
+            RESTART,
+            "external signal",
+            signal.SIGSTOP,
+            r"SIGSTOP|stopped|watchdog|timed? ?out|timeout|stall",
+        ),
     )
 }
 FAULT_NAMES = tuple(FAULTS)
@@ -65,13 +219,3 @@ def expected_restart(fault_type: str) -> str:
     """Upstream's expected decision for a fault type; "unknown" for anything else."""
     fault = FAULTS.get(fault_type)
     return fault.restart if fault else "unknown"
-
-
-# Ground-truth lines: the scheduled marker and the fire-time line (both carry "FAULT INJECTION")
-# and upstream's injector logger. Upstream's own filter; removed before any analyzer reads a log.
-MARKER_RE = re.compile(r"FAULT INJECTION|nvidia_resiliency_ext\.shared_utils\.inject_fault")
-
-
-def strip_markers(lines: Iterable[str]) -> Iterator[str]:
-    """Yield the lines that do not reveal the injected fault."""
-    return (line for line in lines if not MARKER_RE.search(line))

@@ -16,9 +16,9 @@ from faultloop.plan.invocation import (
     forced,
     invoked_until,
     tool_config,
-    update_tracking,
 )
 from faultloop.plan.pool import Cell
+from faultloop.run.cell import update_tracking
 
 
 def test_default_pool_dry_run_plans_34_cells(workflow_copy):

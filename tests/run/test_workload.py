@@ -21,8 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from faultloop.faults import FAULT_NAMES, FAULTS, strip_markers
-from faultloop.run.launch import JobLog, LocalSrun, Task, read_srun_report, read_worker_events
+from faultloop.faults import FAULT_NAMES, FAULTS
+from faultloop.marker import strip_markers
+from faultloop.run.launch import read_srun_report, read_worker_events
+from faultloop.run.srun import JobLog, LocalSrun, Task
 
 NODES, PER_NODE, RANK, ITER = 2, 2, 1, 3
 # Short timeouts keep hang cells near 30 s; still long enough for 2 busy cores.

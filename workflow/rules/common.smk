@@ -3,10 +3,10 @@ import shlex
 import sys
 from pathlib import Path
 
-import pandas as pd
 import yaml
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
+from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 min_version("9.0")
 
@@ -14,10 +14,12 @@ min_version("9.0")
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 import faultloop.adopt.session as fl_adopt
+import faultloop.adopt.tracking as fl_tracking
 import faultloop.analyze.registry as fl_analyzers
 import faultloop.plan.config as fl_config
 import faultloop.score.evidence as fl_evidence
 import faultloop.faults as fl_faults
+import faultloop.marker as fl_marker
 import faultloop.fingerprint as fl_fingerprint
 import faultloop.analyze.fr.peers as fl_frpeers
 import faultloop.report.history as fl_history
@@ -25,6 +27,7 @@ import faultloop.plan.layout as layout
 import faultloop.plan.pool as fl_pool
 import faultloop.report.model as fl_report
 import faultloop.score.cells as fl_score
+from faultloop.run.spec import rule_flags
 from faultloop.plan.invocation import (
     cell_targets,
     forced,
@@ -34,22 +37,19 @@ from faultloop.plan.invocation import (
     tool_config,
 )
 
+# The configuration is checked once, against faultloop's config schema (unknown keys and refused
+# values, each named with the file or --config that gave it); the pool once, by faultloop.plan.pool.
 try:
     config.update(
         fl_config.resolve(
             config,
             workflow.config_settings.overwrite_config,
             workflow.configfiles,
-            schema=yaml.safe_load(
-                (
-                    Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
-                ).read_text()
-            ),
+            check=True,
         )
     )
 except fl_config.ConfigError as error:
     raise WorkflowError(str(error)) from None
-validate(config, "../schemas/config.schema.yaml")
 
 SESSION = layout.session_dir(config)
 UNTIL = invoked_until(sys.argv)
@@ -65,7 +65,7 @@ try:
     if ADOPT and (workflow.remote_exec or workflow.subprocess_exec):
         POOL = [
             run.cell
-            for run in fl_adopt.read_tracking(
+            for run in fl_tracking.read_tracking(
                 SESSION, gpus_per_node=config["gpus_per_node"]
             )
         ]
@@ -78,23 +78,8 @@ try:
     CELLS = selected_cells(config, POOL)
     ANALYZERS = fl_analyzers.selected(config)
     FR_ANALYZERS = fl_frpeers.selected(config)
-except (fl_config.PoolError, fl_config.ConfigError, fl_adopt.AdoptError) as error:
+except (fl_config.PoolError, fl_config.ConfigError, fl_tracking.AdoptError) as error:
     raise WorkflowError(str(error)) from None
-
-validate(
-    pd.DataFrame(
-        [
-            {
-                "FAULT_TYPE": c.fault_type,
-                "RANK": c.rank,
-                "ITER": c.iter,
-                "NODES": c.nodes,
-            }
-            for c in POOL
-        ]
-    ),
-    "../schemas/pool.schema.yaml",
-)
 
 WORKLOAD = fl_config.workload(config)
 # An adopted session keeps upstream's own report untouched: faultloop's report then has
@@ -125,7 +110,7 @@ SCORED_ANALYZERS = [a.name for a in ANALYZERS] + [
     fl_score.FR_PREFIX + spec.name for spec in FR_ANALYZERS
 ]
 SCORE_VERSION = fl_fingerprint.source_fingerprint(
-    fl_score, fl_evidence, fl_faults, settings=tool_config(config["judge"])
+    fl_score, fl_evidence, fl_faults, fl_marker, settings=tool_config(config["judge"])
 )
 # The report's code and its templates (package data, not modules).
 REPORT_VERSION = fl_fingerprint.source_fingerprint(
@@ -148,12 +133,15 @@ FRESH = {
 }
 
 
-# Per-cell rules run the faultloop CLI from this checkout with the workflow's own Python. They are
-# shell rules rather than script rules: Snakemake re-reads a script's source for every job while
-# planning, which dominated planning time on large pools.
+# Per-cell rules run the faultloop CLI from this checkout: with the workflow's own Python, or under
+# --use-conda with the Python of the rules' environment (workflow/envs/faultloop.yaml), so the
+# package runs on that environment's pinned software. They are shell rules rather than script
+# rules: Snakemake re-reads a script's source for every job while planning, which dominated
+# planning time on large pools.
+IN_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 FAULTLOOP = (
     f"PYTHONPATH={shlex.quote(str(Path(workflow.basedir) / 'src'))} "
-    f"{shlex.quote(sys.executable)} -m faultloop.cli"
+    f"{'python' if IN_CONDA else shlex.quote(sys.executable)} -m faultloop.cli"
 )
 
 
@@ -172,22 +160,18 @@ def llm_flags(settings):
 
 
 # The built-in workload's launcher options shared by every cell (the cell's own fault, rank,
-# iteration and node count come from its name). One string, not a function per job: input
-# functions dominate planning time on large pools.
-RUN = config["run_job"]
+# iteration and node count come from its name), derived from faultloop.run.spec.JobSettings. One
+# string, not a function per job: input functions dominate planning time on large pools.
 LAUNCH_FLAGS = shlex.join(
     [
         "--gpus-per-node", str(config["gpus_per_node"]), "--fault-delay", str(config["fault_delay"]),
-        "--launcher", RUN["launcher"], "--iterations", str(RUN["iterations"]),
-        "--pg-timeout-s", str(RUN["pg_timeout_s"]), "--stall-timeout-s", str(RUN["stall_timeout_s"]),
-        "--kill-grace-s", str(RUN["kill_grace_s"]), "--shutdown-timeout-s", str(RUN["shutdown_timeout_s"]),
-        "--job-timeout-s", str(RUN["job_timeout_s"]),
+        *rule_flags(config["run_job"]),
     ]
 )  # fmt: skip
 
 
 wildcard_constraints:
-    cell=fl_pool.CELL_NAME_PATTERN,
+    cell=fl_pool.cell_name_pattern(),
 
 
 def cell_path(name):

@@ -17,148 +17,22 @@ replaced, and upstream's report is only read.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
-import os
 import re
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from faultloop.adopt.tracking import AdoptError, TrackedRun, read_tracking
 from faultloop.contracts import ADOPTED_WORKLOAD, Manifest, ManifestError
-from faultloop.faults import MARKER_RE
+from faultloop.faults import FAULTS
+from faultloop.marker import is_marker, marker_times, read_injector_line, read_marker
 from faultloop.plan import layout
 from faultloop.plan.pool import COLUMNS as POOL_COLUMNS
 from faultloop.plan.pool import Cell, PoolError, RawRow, validate
-from faultloop.run.launch import parse_markers
 
 ADOPTED, NOT_RUN, KEPT = "adopted", "not run", "kept"
-# SLURM job ids (1234, 1234_7) and faultloop's local-<hex>: nothing a file pattern would expand.
-JOB_ID_RE = re.compile(r"^[\w.+-]+$")
-INJECTOR_LOGGER = "nvidia_resiliency_ext.shared_utils.inject_fault"
-
-
-class AdoptError(ValueError):
-    """A session that cannot be adopted; the message lists every problem with its file and row."""
-
-    def __init__(self, source: str, problems: list[str]):
-        self.problems = problems
-        super().__init__(f"cannot adopt {source}:\n" + "\n".join(f"  - {p}" for p in problems))
-
-
-# ---- the tracking file ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TrackedRun:
-    """One row of upstream's experiments.tsv: the injected truth and the folder of its run."""
-
-    cell: Cell
-    job_id: str
-    cell_dir: Path
-
-
-def experiment_dir(recorded: str, root: Path) -> Path | None:
-    """The row's folder inside the session (resolved), or None when it lies outside.
-
-    A session copied off its cluster keeps absolute paths of the old place; a path whose parent
-    folder has the session's own name is read as that folder here.
-    """
-    path = Path(recorded)
-    path = Path(os.path.normpath(path if path.is_absolute() else root / path))
-    real = path.resolve() if path.exists() else path
-    if real == root or root in real.parents:
-        return real
-    if path.parent.name == root.name:
-        return root / path.name
-    return None
-
-
-def _tracked_row(
-    fields: Mapping[str, str], where: str, root: Path, gpus_per_node: int, problems: list[str]
-) -> TrackedRun | None:
-    cell: Cell | None = None
-    try:
-        cell = validate(
-            [RawRow(where, tuple(fields[c] for c in POOL_COLUMNS))], source=where, gpus_per_node=gpus_per_node
-        )[0]
-    except PoolError as error:
-        problems.extend(error.problems)
-    job_id = fields["JOB_ID"]
-    if not JOB_ID_RE.match(job_id):
-        problems.append(f"{where}: JOB_ID must be a job id (letters, digits, '.', '_', '+', '-'), got {job_id!r}")
-    recorded = fields["EXPERIMENT_DIR"]
-    folder = experiment_dir(recorded, root) if recorded else None
-    if not recorded:
-        problems.append(f"{where}: EXPERIMENT_DIR is empty")
-    elif folder is None:
-        problems.append(
-            f"{where}: EXPERIMENT_DIR {recorded} is outside the session {root} "
-            f"(a session copied from elsewhere must keep its folder name)"
-        )
-    elif cell is not None and folder != root / cell.name:
-        problems.append(f"{where}: EXPERIMENT_DIR {recorded} is not this cell's folder {root / cell.name}")
-    if cell is None or folder is None or not JOB_ID_RE.match(job_id):
-        return None
-    return TrackedRun(cell, job_id, folder)
-
-
-def read_tracking(session: Path, *, gpus_per_node: int) -> list[TrackedRun]:
-    """Every run of upstream's experiments.tsv, in its order; every bad row is reported at once."""
-    root = session.resolve()
-    path = session / layout.TRACKING_TSV
-    if not path.is_file():
-        raise AdoptError(
-            str(session),
-            [
-                f"{path}: no such tracking file (upstream's {layout.TRACKING_TSV}, "
-                f"columns {' '.join(layout.TRACKING_COLUMNS)})"
-            ],
-        )
-    lines = path.read_text(errors="replace").splitlines()
-    header = [name.strip() for name in lines[0].split("\t")] if lines else []
-    missing = [c for c in layout.TRACKING_COLUMNS if c not in header]
-    if missing:
-        raise AdoptError(
-            str(session),
-            [
-                f"{path} line 1: missing column(s) {', '.join(missing)}; the header must "
-                f"name {' '.join(layout.TRACKING_COLUMNS)} (tab-separated), got "
-                f"{lines[0] if lines else ''!r}"
-            ],
-        )
-    problems: list[str] = []
-    runs: list[TrackedRun] = []
-    first_seen: dict[Cell, str] = {}
-    for number, line in enumerate(lines[1:], start=2):
-        if not line.strip():
-            continue
-        where = f"{path} line {number}"
-        values = line.split("\t")
-        if len(values) != len(header):
-            problems.append(f"{where}: expected {len(header)} tab-separated fields, got {len(values)}")
-            continue
-        run = _tracked_row(
-            {name: value.strip() for name, value in zip(header, values, strict=False)},
-            where,
-            root,
-            gpus_per_node,
-            problems,
-        )
-        if run is None:
-            continue
-        if run.cell in first_seen:
-            problems.append(f"{where}: duplicate cell {run.cell.name} (first at {first_seen[run.cell]})")
-            continue
-        first_seen[run.cell] = where
-        runs.append(run)
-    if not runs and not problems:
-        problems.append(f"{path}: no experiments (only the header)")
-    if problems:
-        raise AdoptError(str(session), problems)
-    return runs
 
 
 # ---- what a run's artifacts show ------------------------------------------------------------
@@ -204,21 +78,6 @@ SCAN_KEYS = (
     "host",
     "NCCL",
 )
-# Megatron's scheduling line and faultloop's fire-time line name the rank and the fault.
-MARKER_DETAIL_RE = re.compile(r"FAULT INJECTION: Rank (\d+) (will inject fault|firing fault) (\w+)")
-# NVRx's injector logs one CRITICAL line right before it fires; what it says names the fault.
-INJECTOR_FIRES = {
-    "raising GPU error": ("GPU_ERROR",),
-    "GPU sleep on": ("GPU_SLEEP",),
-    "raising workload exception": ("WORKLOAD_EXC",),
-    "asynchronously raising": ("ASYNC_EXC",),
-    "sending signal=": ("SIGNAL_EXC", "SIGINT", "SIGKILL", "SIGTERM", "SIGSTOP"),
-    "aborting": ("OS_ABORT",),
-    "locking GIL": ("LOCK_GIL",),
-    "raising segmentation fault": ("SEGFAULT",),
-}
-INJECTOR_SIGNAL_RE = re.compile(r"signal=<Signals\.(\w+)")
-INJECTOR_FAULT_RE = re.compile(r"fault=<Fault\.(\w+)")
 
 
 @dataclass
@@ -240,24 +99,23 @@ class Evidence:
 
 def _marker(line: str, cell: Cell) -> tuple[bool, str | None]:
     """(is a fire-time line, what in it contradicts the tracking file) for one marker line."""
-    detail = MARKER_DETAIL_RE.search(line)
-    if detail:
-        wrong = [f"rank {detail[1]}"] if int(detail[1]) != cell.rank else []
-        wrong += [f"fault {detail[3]}"] if detail[3] != cell.fault_type else []
-        return detail[2] == "firing fault", ", ".join(wrong) or None
-    if INJECTOR_LOGGER not in line:
+    marker = read_marker(line)
+    if marker is not None:
+        wrong = [f"rank {marker.rank}"] if marker.rank != cell.rank else []
+        wrong += [f"fault {marker.fault}"] if marker.fault != cell.fault_type else []
+        return marker.fired, ", ".join(wrong) or None
+    injector = read_injector_line(line)
+    if injector is None:
         return False, None  # another FAULT INJECTION line: upstream's own run-valid test, scheduling only
-    fires = next((faults for phrase, faults in INJECTOR_FIRES.items() if phrase in line), None)
-    named = INJECTOR_FAULT_RE.search(line)
-    sig = INJECTOR_SIGNAL_RE.search(line)
-    expected_signal = "SIGUSR1" if cell.fault_type == "SIGNAL_EXC" else cell.fault_type
-    if fires is not None and cell.fault_type not in fires:
-        return True, f"an injector line of {'/'.join(fires)}"
-    if sig and sig[1] != expected_signal:
-        return True, f"signal {sig[1]}"
-    if named and named[1] != cell.fault_type:
-        return fires is not None, f"fault {named[1]}"
-    return fires is not None, None
+    fault = FAULTS.get(cell.fault_type)
+    expected_signal = fault.signal.name if fault is not None and fault.signal is not None else None
+    if injector.fires is not None and cell.fault_type not in injector.fires:
+        return True, f"an injector line of {'/'.join(injector.fires)}"
+    if injector.signal and injector.signal != expected_signal:
+        return True, f"signal {injector.signal}"
+    if injector.fault and injector.fault != cell.fault_type:
+        return injector.fires is not None, f"fault {injector.fault}"
+    return injector.fires is not None, None
 
 
 def scan(files: Iterable[Path], cell: Cell, cell_dir: Path) -> Evidence:
@@ -268,7 +126,7 @@ def scan(files: Iterable[Path], cell: Cell, cell_dir: Path) -> Evidence:
             name = path.relative_to(cell_dir)
             for number, raw in enumerate(handle, start=1):
                 line = raw.rstrip("\n")
-                if MARKER_RE.search(line):
+                if is_marker(line):
                     where = f"{name}:{number}: {line.strip()[:200]}"
                     found.marker_lines.append(line)
                     fired, mismatch = _marker(line, cell)
@@ -332,7 +190,7 @@ def inspect_run(run: TrackedRun, *, gpus_per_node: int) -> CellAdoption:
     outputs = [folder / p for p in (paths.launch_out, paths.launch_err) if (folder / p).is_file()]
     found = scan([*logs[:1], *outputs], run.cell, folder)
     state, state_line = found.state
-    scheduled, fired_at = parse_markers(found.marker_lines, run.cell.rank)
+    scheduled, fired_at = marker_times(found.marker_lines, run.cell.rank)
     fired = found.fired is not None and found.mismatch is None
     notes = [f"{len(logs)} main logs, read {logs[0].name}"] if len(logs) > 1 else []
     reason = None
@@ -633,25 +491,3 @@ def summary(adoption: Adoption) -> str:
             f"kept in {layout.UPSTREAM_VERDICTS_TSV} (the report itself is left untouched)"
         )
     return "\n".join(lines)
-
-
-def main(argv: list[str]) -> int:
-    """`faultloop adopt SESSION_DIR`: write the job.json of every run of an NVRx session, to re-judge it."""
-    parser = argparse.ArgumentParser(prog="faultloop adopt", description=main.__doc__)
-    parser.add_argument("session_dir", type=Path, help="the session folder holding upstream's experiments.tsv")
-    parser.add_argument("--gpus-per-node", type=int, default=4, help="ranks per node of those jobs (GPUS_PER_NODE)")
-    parser.add_argument("-n", "--dry-run", action="store_true", help="show what adopting finds; write nothing")
-    args = parser.parse_args(argv)
-    if args.gpus_per_node < 1:
-        parser.error("--gpus-per-node must be at least 1")
-    try:
-        adoption = adopt(args.session_dir, gpus_per_node=args.gpus_per_node, write=not args.dry_run)
-    except AdoptError as error:
-        print(error, file=sys.stderr)
-        return 1
-    print(summary(adoption))
-    print(
-        f"\nre-judge: snakemake --profile profiles/local --until score "
-        f"--config adopt={args.session_dir.resolve()} gpus_per_node={args.gpus_per_node}"
-    )
-    return 0

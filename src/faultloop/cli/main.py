@@ -1,4 +1,5 @@
-"""The `faultloop` command: one subcommand per module, each module owning its own arguments."""
+"""The `faultloop` command: it picks the subcommand; the subcommand's module parses its arguments
+and calls the library with typed values (faultloop.cli.<verb>)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,13 @@ import sys
 
 from faultloop.plan import config, layout
 
-# subcommand -> (module, one-line help). Each module exposes main(argv: list[str]) -> int; the
-# module itself (faultloop.cli.main) runs the commands that belong to no other module: `where`.
+# subcommand -> (module, one-line help). Each module exposes main(argv: list[str]) -> int; this
+# module runs `where` itself.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "pool": ("faultloop.plan.pool", "validate a pool and print its cells"),
+    "pool": ("faultloop.cli.pool", "validate a pool and print its cells"),
     "where": ("faultloop.cli.main", "print the session folder and report path for key=value overrides"),
-    "cell": ("faultloop.plan.invocation", "the per-cell workflow steps: run (run_job) and strip-log"),
-    "run-job": ("faultloop.run.launch", "run one pool cell's training job and write its manifest"),
+    "cell": ("faultloop.cli.cell", "the per-cell workflow steps: run (run_job) and strip-log"),
+    "run-job": ("faultloop.cli.run_job", "run one pool cell's training job and write its manifest"),
     "logsage": ("faultloop.analyze.logsage", "attribute a failed job from its log"),
     "eval-logs": ("faultloop.score.corpus", "score logsage on a folder of labelled real failure logs"),
     "analyzers": ("faultloop.analyze.registry", "the configured log analyzers: list, try one on a log, run a cell's"),
@@ -22,10 +23,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "score": ("faultloop.score.cells", "score one cell's attribution against the injected truth"),
     "report": ("faultloop.report.model", "aggregate scores into the session report"),
     "adopt": (
-        "faultloop.adopt.session",
+        "faultloop.cli.adopt",
         "take in a session NVRx's bash loop ran, to re-judge it without running anything",
     ),
-    "screenshot": ("faultloop.report.browser", "picture the HTML report as headless chromium renders it"),
+    "screenshot": ("faultloop.cli.screenshot", "picture the HTML report as headless chromium renders it"),
 }
 
 

@@ -2,6 +2,8 @@
 
 Precedence (lowest first): config/config.yaml, the site file (config/site.yaml), ``--config``.
 The site file keeps cluster and credential settings out of git, like upstream's user.env.
+What a valid configuration is, `schemas/config.schema.yaml` states, and only it: the workflow
+checks the resolved configuration against it once, here (`resolve(..., check=True)`).
 """
 
 from __future__ import annotations
@@ -13,9 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import yaml
 
 from faultloop.plan.pool import Cell, PoolError, load_pool
+
+SCHEMAS = Path(__file__).parent / "schemas"
+CONFIG_SCHEMA = SCHEMAS / "config.schema.yaml"
+
+# The workload script name of the built-in workload (faultloop.run.workload), whose iteration count
+# is the config's run_job.iterations; a site workload's is its own.
+BUILTIN = "builtin"
 
 
 class ConfigError(ValueError):
@@ -55,22 +65,26 @@ def resolve(
     config: Mapping[str, Any],
     overrides: Mapping[str, Any],
     config_files: Iterable[str | Path] = (),
-    schema: Mapping[str, Any] | None = None,
+    *,
+    check: bool = False,
 ) -> dict[str, Any]:
     """Apply the site file under the command-line overrides.
 
-    With a schema, a key it does not know (a typo such as `gpus_per_nod`) fails here, named with
-    where it came from. `--config analyzers=mine,builtin` (a name or a list) limits an invocation
-    to those entries of `analyzers` (likewise `fr_analyzers`), in that order, as config_files and
-    the site file define them; a name without an entry stands for the kind of that name.
+    With `check`, the result is checked against the config schema: a key it does not know (a
+    typo such as `gpus_per_nod`) or a value it refuses fails here, named with where it came from.
+    `--config analyzers=mine,builtin` (a name or a list) limits an invocation to those entries
+    of `analyzers` (likewise `fr_analyzers`), in that order, as config_files and the site file
+    define them; a name without an entry stands for the kind of that name.
     """
     site_file = overrides.get("site_file", config.get("site_file", "config/site.yaml"))
     site = load_site_file(site_file)
+    # The base config already holds the --config values (Snakemake merged them): each problem is
+    # named once, with the most specific place it was given.
+    layers = (("--config", overrides), (str(site_file), site), ("config/config.yaml", config))
+    schema = yaml.safe_load(CONFIG_SCHEMA.read_text()) if check else None
     if schema is not None:
-        # The base config already holds the --config values (Snakemake merged them): each
-        # unknown key is named once, with the most specific place it was given.
         seen: dict[str, str] = {}
-        for where, layer in (("--config", overrides), (str(site_file), site), ("config/config.yaml", config)):
+        for where, layer in layers:
             for problem in unknown_keys(layer, schema):
                 seen.setdefault(problem, where)
         problems = [f"{where}: {problem}" for problem, where in seen.items()]
@@ -87,7 +101,30 @@ def resolve(
         defined = deep_merge(defined, site.get(key) or {})
         names = choice.replace(",", " ").split() if isinstance(choice, str) else [str(n) for n in choice]
         merged[key] = {name: defined.get(name) or {"kind": name} for name in names}
+    if schema is not None:
+        invalid_values(merged, schema, layers)
     return merged
+
+
+def invalid_values(config: Mapping[str, Any], schema: Mapping[str, Any], layers: Iterable[tuple[str, Any]]) -> None:
+    """Raise one ConfigError naming every value the schema refuses, with the file that gave it."""
+    layers = list(layers)
+    problems = []
+    for error in sorted(jsonschema.Draft202012Validator(schema).iter_errors(config), key=lambda e: list(e.path)):
+        path = [str(p) for p in error.path]
+        where = next((w for w, layer in layers if _holds(layer, path)), "config/config.yaml") if path else "config"
+        key = ".".join(path) or "(top level)"
+        problems.append(f"{where}: config key '{key}': {error.message}")
+    if problems:
+        raise ConfigError("invalid configuration value(s):\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+def _holds(layer: Any, path: list[str]) -> bool:
+    for part in path:
+        if not isinstance(layer, Mapping) or part not in layer:
+            return False
+        layer = layer[part]
+    return True
 
 
 def parse_overrides(pairs: list[str]) -> dict[str, Any]:
@@ -172,6 +209,7 @@ def pool_cells(config: Mapping[str, Any]) -> list[Cell]:
         gpus_per_node=int(config["gpus_per_node"]),
         min_nodes=spec.min_nodes,
         workload=spec.name,
+        iterations=int(config["run_job"]["iterations"]) if spec.script == BUILTIN else None,
     )
 
 

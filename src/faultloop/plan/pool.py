@@ -3,25 +3,54 @@
 Two spellings are accepted, both upstream's: a TSV with the header FAULT_TYPE RANK ITER NODES,
 and the one-line form ``"GPU_SLEEP:1:5:2 SIGKILL:0:5:2"``. Order is priority. Every problem
 in a pool is reported at once, each naming its file and line (or token), before any job runs.
+A row's fields and their bounds are stated by `schemas/pool.schema.yaml`; what no schema can
+state (the fault table, the rank within the job, duplicates, the workload's limits) is checked here.
 """
 
 from __future__ import annotations
 
-import argparse
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from faultloop.faults import FAULT_NAMES
+import jsonschema
+import yaml
+
+from faultloop.faults import FAULTS
 
 COLUMNS = ("FAULT_TYPE", "RANK", "ITER", "NODES")
 SYMBOLIC_RANKS = ("mid", "last")
-_FAULT_ALTERNATIVES = "|".join(FAULT_NAMES)
-# A cell's name, upstream's experiment folder: n<NODES>_<FAULT>_r<RANK>_i<ITER>. Without groups for
-# the Snakemake wildcard and for masking names in logs; with them for reading one back.
-CELL_NAME_PATTERN = rf"n\d+_(?:{_FAULT_ALTERNATIVES})_r\d+_i\d+"
-CELL_NAME_RE = re.compile(rf"^n(?P<nodes>\d+)_(?P<fault>{_FAULT_ALTERNATIVES})_r(?P<rank>\d+)_i(?P<iter>\d+)$")
+
+
+def cell_name_pattern() -> str:
+    """A cell's name, upstream's experiment folder: n<NODES>_<FAULT>_r<RANK>_i<ITER>, FAULT a row of
+    the fault table (as it is when asked: the Snakemake wildcard, masking names in logs)."""
+    return rf"n\d+_(?:{'|'.join(map(re.escape, FAULTS))})_r\d+_i\d+"
+
+
+def _cell_name_re() -> re.Pattern[str]:
+    faults = "|".join(map(re.escape, FAULTS))
+    return re.compile(rf"^n(?P<nodes>\d+)_(?P<fault>{faults})_r(?P<rank>\d+)_i(?P<iter>\d+)$")
+
+
+ROW_SCHEMA = jsonschema.Draft202012Validator(
+    yaml.safe_load((Path(__file__).parent / "schemas" / "pool.schema.yaml").read_text())
+)
+
+
+def _schema_problems(row: dict[str, Any]) -> list[str]:
+    """What the pool schema refuses in a row's parsed fields (fields not parsed yet are absent)."""
+    problems = []
+    for error in ROW_SCHEMA.iter_errors(row):
+        if error.validator == "required":
+            continue
+        column = ".".join(str(p) for p in error.path)
+        if error.validator == "minimum":
+            problems.append(f"{column} must be at least {error.validator_value}")
+        else:
+            problems.append(f"{column}: {error.message}")
+    return problems
 
 
 class PoolError(ValueError):
@@ -53,7 +82,7 @@ class Cell:
 
     @classmethod
     def from_name(cls, name: str) -> Cell:
-        match = CELL_NAME_RE.match(name)
+        match = _cell_name_re().match(name)
         if not match:
             raise ValueError(f"not a cell name: {name!r} (expected n<N>_<FAULT>_r<R>_i<I>)")
         return cls(match["fault"], int(match["rank"]), int(match["iter"]), int(match["nodes"]))
@@ -107,8 +136,12 @@ def validate(
     gpus_per_node: int,
     min_nodes: int = 1,
     workload: str = "the workload",
+    iterations: int | None = None,
 ) -> list[Cell]:
-    """Turn raw rows into cells, collecting every problem before raising."""
+    """Turn raw rows into cells, collecting every problem before raising.
+
+    `iterations`: how many iterations the workload's job runs, when known (the built-in
+    workload's run_job.iterations): a row injecting later can only end "fault never fired"."""
     problems: list[str] = []
     cells: list[Cell] = []
     first_seen: dict[Cell, str] = {}
@@ -121,22 +154,26 @@ def validate(
         fault, rank_text, iter_text, nodes_text = row.fields
         row_problems: list[str] = []
         fault = fault.upper()
-        if fault not in FAULT_NAMES:
-            row_problems.append(f"unknown fault type {row.fields[0]!r} (known: {', '.join(FAULT_NAMES)})")
+        if fault not in FAULTS:
+            row_problems.append(f"unknown fault type {row.fields[0]!r} (known: {', '.join(FAULTS)})")
         numbers: dict[str, int] = {}
         for column, text in (("ITER", iter_text), ("NODES", nodes_text)):
             if not re.fullmatch(r"\d+", text):
                 row_problems.append(f"{column} must be a non-negative integer, got {text!r}")
             else:
                 numbers[column] = int(text)
-        if numbers.get("NODES") == 0:
-            row_problems.append("NODES must be at least 1")
-        elif "NODES" in numbers and numbers["NODES"] < min_nodes:
+        bounds = _schema_problems(numbers)
+        row_problems += bounds
+        nodes_valid = "NODES" in numbers and not any(b.startswith("NODES") for b in bounds)
+        if nodes_valid and numbers["NODES"] < min_nodes:
             row_problems.append(f"NODES {numbers['NODES']} is below {workload}'s minimum of {min_nodes}")
-        if numbers.get("ITER") == 0:
-            row_problems.append("ITER must be at least 1")
+        if iterations is not None and numbers.get("ITER", 0) > iterations:
+            row_problems.append(
+                f"ITER {numbers['ITER']} is beyond {workload}'s {iterations} iterations (run_job.iterations): "
+                f"the fault could never fire"
+            )
         rank: int | None = None
-        if "NODES" in numbers and numbers["NODES"] > 0:
+        if nodes_valid:
             world = numbers["NODES"] * gpus_per_node
             if rank_text.lower() in SYMBOLIC_RANKS:
                 rank = world // 2 if rank_text.lower() == "mid" else world - 1
@@ -172,6 +209,7 @@ def load_pool(
     gpus_per_node: int,
     min_nodes: int = 1,
     workload: str = "the workload",
+    iterations: int | None = None,
 ) -> list[Cell]:
     """Load the pool from the one-line spec if given, else from the TSV file."""
     if pool_spec and pool_spec.strip():
@@ -180,31 +218,12 @@ def load_pool(
         rows, source = read_pool_file(pool_file), str(pool_file)
     else:
         raise PoolError("(none)", ["no pool given: set pool_file or pool"])
-    return validate(rows, source=source, gpus_per_node=gpus_per_node, min_nodes=min_nodes, workload=workload)
+    return validate(
+        rows, source=source, gpus_per_node=gpus_per_node, min_nodes=min_nodes, workload=workload, iterations=iterations
+    )
 
 
 def write_pool_file(cells: list[Cell], path: str | Path) -> None:
     """Write cells as a pool TSV (same format read_pool_file reads)."""
     lines = ["\t".join(COLUMNS)] + [f"{c.fault_type}\t{c.rank}\t{c.iter}\t{c.nodes}" for c in cells]
     Path(path).write_text("\n".join(lines) + "\n")
-
-
-def main(argv: list[str]) -> int:
-    """`faultloop pool`: validate a pool and list its cells, in priority order."""
-    parser = argparse.ArgumentParser(prog="faultloop pool", description=main.__doc__)
-    parser.add_argument("pool_file", nargs="?", help="pool TSV (FAULT_TYPE RANK ITER NODES)")
-    parser.add_argument("--pool", help="one-line pool: 'GPU_SLEEP:1:5:2 SIGKILL:0:5:2'")
-    parser.add_argument("--gpus-per-node", type=int, default=4)
-    parser.add_argument("--min-nodes", type=int, default=1)
-    args = parser.parse_args(argv)
-    try:
-        cells = load_pool(
-            pool_file=args.pool_file, pool_spec=args.pool, gpus_per_node=args.gpus_per_node, min_nodes=args.min_nodes
-        )
-    except PoolError as error:
-        print(error, file=sys.stderr)
-        return 1
-    for cell in cells:
-        print(f"{cell.spec}\t{cell.name}")
-    print(f"{len(cells)} cells", file=sys.stderr)
-    return 0

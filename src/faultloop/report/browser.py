@@ -6,7 +6,6 @@ the rendered page and for the screenshot in docs/.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -69,16 +68,3 @@ def screenshot(page: Path, png: Path, *, width: int = 1400, height: int = 2400, 
     _run(page, f"--screenshot={png.resolve()}", f"--window-size={width},{height}", timeout_s=timeout_s)
     if not png.is_file():
         raise BrowserError(f"chromium wrote no screenshot of {page}")
-
-
-def main(argv: list[str]) -> int:
-    """`faultloop screenshot REPORT_HTML PNG`: picture the HTML report as chromium renders it."""
-    parser = argparse.ArgumentParser(prog="faultloop screenshot", description=main.__doc__)
-    parser.add_argument("html", type=Path)
-    parser.add_argument("png", type=Path)
-    parser.add_argument("--width", type=int, default=1400)
-    parser.add_argument("--height", type=int, default=2400)
-    args = parser.parse_args(argv)
-    screenshot(args.html, args.png, width=args.width, height=args.height)
-    print(f"{args.png}: {args.width}x{args.height} of {args.html}")
-    return 0

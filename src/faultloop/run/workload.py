@@ -1,6 +1,7 @@
 """The built-in `cpu_gloo` workload: one rank of a small data-parallel training job on gloo.
 
-Started once per rank by `faultloop.run.launch` with torchrun's env (RANK, LOCAL_RANK, WORLD_SIZE,
+Started once per rank by `faultloop.run.launch` (through `faultloop.cli.workload`, which reads the
+rank's options) with torchrun's env (RANK, LOCAL_RANK, WORLD_SIZE,
 MASTER_ADDR, MASTER_PORT). It behaves like a real job so its logs are worth analysing:
 faulthandler on, a stall watchdog that prints stacks, flight-recorder dumps written by the job
 itself (gloo never dumps on its own), Megatron-style iteration lines on the last rank.
@@ -13,7 +14,6 @@ and traceback line reads like an ordinary job, so an analyzer cannot read the an
 from __future__ import annotations
 
 import _thread
-import argparse
 import ctypes
 import datetime as dt
 import faulthandler
@@ -32,7 +32,9 @@ import torch
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from faultloop.faults import FAULTS
+from faultloop.faults import FAULTS, Fault
+from faultloop.marker import firing_line, scheduled_line, stamp
+from faultloop.run.spec import JobSettings
 
 # Signals the launcher (or an operator) uses to stop a rank. Blocked in every thread and taken by a
 # sigwait thread: a Python handler cannot run while the main thread waits inside a C++ collective.
@@ -56,12 +58,6 @@ BATCH = 32
 SHARD_ROWS = 4096
 
 
-def stamp(t: float | None = None) -> str:
-    """Wall-clock time in the marker format `YYYY-mm-dd HH:MM:SS.ffffff` (local time)."""
-    when = dt.datetime.now() if t is None else dt.datetime.fromtimestamp(t)
-    return when.strftime("%Y-%m-%d %H:%M:%S.%f")
-
-
 def log(message: str) -> None:
     """One write per line: ranks of a node share the launcher's pipe, so a line written in two
     pieces (print's text, then its newline) can be split by another rank's line."""
@@ -73,10 +69,14 @@ def log(message: str) -> None:
 class FaultPlan:
     """The injected fault as upstream's env contract states it; only the target rank acts."""
 
-    name: str
+    fault: Fault
     rank: int
     at_iter: int
     delay_s: float
+
+    @property
+    def name(self) -> str:
+        return self.fault.name
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> FaultPlan | None:
@@ -86,7 +86,7 @@ class FaultPlan:
         if name not in FAULTS:
             raise ValueError(f"unknown FAULT_TYPE {name!r}")
         return cls(
-            name,
+            FAULTS[name],
             int(env.get("FAULT_RANK", "0")),
             int(env.get("FAULT_AT_ITER", "1")),
             float(env.get("FAULT_DELAY", "0") or 0),
@@ -220,20 +220,19 @@ class Trainer:
         self._shard = (ctypes.c_float * shard.numel())()
         ctypes.memmove(self._shard, shard.numpy().ctypes.data, shard.numel() * 4)
         self._shard_addr = ctypes.addressof(self._shard)
-        self._actions: dict[str, Callable[[], None]] = {
-            "GPU_ERROR": self.device.launch_bad_access,
-            "GPU_SLEEP": self.device.launch_spin,
-            "WORKLOAD_EXC": self._skip_to_shard_end,
-            "ASYNC_EXC": _start_metrics_writer,
-            "SIGNAL_EXC": lambda: _spawn_worker(signal.SIGUSR1),
-            "OS_ABORT": _release_buffers,
-            "LOCK_GIL": _compact_buffers,
-            "SEGFAULT": self._remap_shard,
-            "SIGINT": lambda: _spawn_worker(signal.SIGINT),
-            "SIGKILL": lambda: _spawn_worker(signal.SIGKILL),
-            "SIGTERM": lambda: _spawn_worker(signal.SIGTERM),
-            "SIGSTOP": lambda: _spawn_worker(signal.SIGSTOP),
+        # The mechanisms the fault table's rows name (Fault.injector); a signal fault sends its signal.
+        self._injectors: dict[str, Callable[[Fault], None]] = {
+            "gpu_error": lambda fault: self.device.launch_bad_access(),
+            "gpu_sleep": lambda fault: self.device.launch_spin(),
+            "shard_overrun": lambda fault: self._skip_to_shard_end(),
+            "async_raise": lambda fault: _start_metrics_writer(),
+            "abort": lambda fault: _release_buffers(),
+            "hold_gil": lambda fault: _compact_buffers(),
+            "bad_pointer": lambda fault: self._remap_shard(),
+            "send_signal": _send_own_signal,
         }
+        if self.plan is not None and self.plan.fault.injector not in self._injectors:
+            raise ValueError(f"fault {self.plan.name}: the workload has no injector {self.plan.fault.injector!r}")
 
     # -- process setup -------------------------------------------------------------------------
 
@@ -403,46 +402,17 @@ class Trainer:
             return
         if it == plan.at_iter and self._fire_at is None:
             self._fire_at = time.time() + plan.delay_s
-            log(
-                f"FAULT INJECTION: Rank {self.s.rank} will inject fault {plan.name} at "
-                f"{stamp(self._fire_at)} (iteration {it}, delay {plan.delay_s:g} s)"
-            )
+            log(scheduled_line(self.s.rank, plan.name, self._fire_at, it, plan.delay_s))
         if self._fire_at is not None and time.time() >= self._fire_at:
             self._fired = True
-            action = self._actions[plan.name]
-            log(
-                f"FAULT INJECTION: Rank {self.s.rank} firing fault {plan.name} at iteration {it}: "
-                f"{_describe(plan.name, self.device.name)}"
-            )
-            action()
+            log(firing_line(self.s.rank, plan.name, it, device=self.device.name, pid=os.getpid()))
+            self._injectors[plan.fault.injector](plan.fault)
 
     def _skip_to_shard_end(self) -> None:
         self._sample_offset = SHARD_ROWS
 
     def _remap_shard(self) -> None:
         self._shard_addr = 16
-
-
-def _describe(name: str, device: str) -> str:
-    """The fire-time detail, in upstream's injector wording (only ever on a marker line)."""
-    sig = {
-        "SIGNAL_EXC": signal.SIGUSR1,
-        "SIGINT": signal.SIGINT,
-        "SIGKILL": signal.SIGKILL,
-        "SIGTERM": signal.SIGTERM,
-        "SIGSTOP": signal.SIGSTOP,
-    }.get(name)
-    if sig is not None:
-        return f"sending signal={sig!r} to pid={os.getpid()}"
-    return {
-        "GPU_ERROR": f"raising GPU error on {device}",
-        "GPU_SLEEP": f"GPU sleep on device={device}",
-        "WORKLOAD_EXC": "raising workload exception",
-        "ASYNC_EXC": "asynchronously raising exception",
-        "OS_ABORT": "aborting",
-        "LOCK_GIL": "locking GIL",
-        "SEGFAULT": "raising segmentation fault",
-    }[name]
 
 
 def _die_with_parent() -> None:
@@ -475,6 +445,11 @@ def _flush_metrics(thread_id: int) -> None:
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(RuntimeError))
 
 
+def _send_own_signal(fault: Fault) -> None:
+    assert fault.signal is not None, f"fault {fault.name} sends no signal"
+    _spawn_worker(fault.signal)
+
+
 def _spawn_worker(sig: signal.Signals) -> None:
     """A forked child signals this process, as an external sender would (upstream's way). It
     waits a moment so the signal lands in the training loop, not in the parent's at-fork hooks
@@ -500,16 +475,9 @@ def _die_by(sig: signal.Signals) -> None:
     os._exit(128 + sig)
 
 
-def settings_from(argv: list[str], env: Mapping[str, str]) -> Settings:
+def settings_from(job: JobSettings, env: Mapping[str, str]) -> Settings:
     """Identity from torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE), else from srun's
     (SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS), the way Megatron's sbatch scripts derive it."""
-    parser = argparse.ArgumentParser(prog="faultloop.run.workload", description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=30)
-    parser.add_argument("--iter-time-s", type=float, default=0.1)
-    parser.add_argument("--pg-timeout-s", type=float, default=15.0)
-    parser.add_argument("--init-timeout-s", type=float, default=180.0)
-    parser.add_argument("--stall-timeout-s", type=float, default=8.0)
-    args = parser.parse_args(argv)
     return Settings(
         rank=int(env.get("RANK") or env["SLURM_PROCID"]),
         local_rank=int(env.get("LOCAL_RANK") or env.get("SLURM_LOCALID") or 0),
@@ -517,29 +485,30 @@ def settings_from(argv: list[str], env: Mapping[str, str]) -> Settings:
         master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
         master_port=int(env["MASTER_PORT"]),
         node_name=env.get("FAULTLOOP_NODE_NAME") or env.get("SLURMD_NODENAME") or socket.gethostname(),
-        iterations=args.iterations,
-        iter_time_s=args.iter_time_s,
-        pg_timeout_s=args.pg_timeout_s,
-        init_timeout_s=args.init_timeout_s,
-        stall_timeout_s=args.stall_timeout_s,
+        iterations=job.iterations,
+        iter_time_s=job.iter_time_s,
+        pg_timeout_s=job.pg_timeout_s,
+        init_timeout_s=job.init_timeout_s,
+        stall_timeout_s=job.stall_timeout_s,
         dump_prefix=env.get("TORCH_FR_DUMP_TEMP_FILE", ""),
         agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE") == "True",
     )
 
 
 @record
-def train(argv: list[str]) -> None:
+def train(job: JobSettings) -> None:
     """One rank's life. A failure is left uncaught, as in a real training script: torch's
     excepthook prints it (every line prefixed `[rankN]:`), @record writes torchrun's error file,
     and a signal ends the process the way the signal does."""
-    settings = settings_from(argv, os.environ)
+    settings = settings_from(job, os.environ)
     torch.set_num_threads(1)
     Trainer(settings, FaultPlan.from_env(os.environ)).run()
 
 
-def main(argv: list[str] | None = None) -> int:
+def run_rank(job: JobSettings) -> int:
+    """Run this process as one rank of the job; its exit status (a signal ends it instead)."""
     try:
-        train(list(sys.argv[1:] if argv is None else argv))
+        train(job)
     except KeyboardInterrupt:
         # Python ends on an uncaught KeyboardInterrupt by re-raising SIGINT, which this process
         # keeps blocked for its sigwait thread: print it the usual way, then die by the signal.
@@ -553,7 +522,3 @@ def main(argv: list[str] | None = None) -> int:
         REPORTED.set()
         return 1
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -22,7 +22,8 @@ from faultloop.analyze import llm as llm_client
 from faultloop.analyze.llm import LLMError, LLMSettings, chat_json
 from faultloop.analyze.registry import OK, RunRecord, file_digest, read_index
 from faultloop.contracts import Manifest, ManifestError
-from faultloop.faults import FAULTS, expected_restart, strip_markers
+from faultloop.faults import FAULTS, expected_restart
+from faultloop.marker import strip_markers
 from faultloop.plan import layout
 from faultloop.plan.pool import Cell, write_pool_file
 from faultloop.score.evidence import CellEvidence, cell_evidence

@@ -12,25 +12,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from faultloop.faults import FAULTS
 from faultloop.plan.pool import Cell
 
 EVIDENCE_LINES = 12
-# What each fault leaves in a log when it fires (never the injector's own marker lines, which are
-# stripped): used only to point at lines an analyzer should have read.
-SIGNATURES: dict[str, str] = {
-    "GPU_ERROR": r"illegal memory access|CUDA error|cudaError|device-side assert|GPU error",
-    "GPU_SLEEP": r"watchdog|timed? ?out|timeout|stall|heartbeat",
-    "WORKLOAD_EXC": r"InjectedException|Traceback|Exception",
-    "ASYNC_EXC": r"InjectedException|Traceback|Exception",
-    "SIGNAL_EXC": r"SIGUSR1|InjectedException|Traceback",
-    "OS_ABORT": r"SIGABRT|abort|signal 6\b|exit ?code[:= ]*-6\b|core dumped",
-    "LOCK_GIL": r"watchdog|timed? ?out|timeout|stall|heartbeat|GIL",
-    "SEGFAULT": r"SIGSEGV|segmentation fault|segfault|signal 11\b|exit ?code[:= ]*-11\b",
-    "SIGINT": r"SIGINT|KeyboardInterrupt|signal 2\b|exit ?code[:= ]*-2\b",
-    "SIGKILL": r"SIGKILL|signal 9\b|killed|exit ?code[:= ]*-9\b",
-    "SIGTERM": r"SIGTERM|signal 15\b|terminated|exit ?code[:= ]*-15\b",
-    "SIGSTOP": r"SIGSTOP|stopped|watchdog|timed? ?out|timeout|stall",
-}
 ERROR_WORDS = re.compile(
     r"error|fail|exception|timeout|timed out|killed|signal|abort|fatal|watchdog|exit", re.IGNORECASE
 )
@@ -105,7 +90,8 @@ def cell_evidence(cell: Cell, lines: Iterable[str], verdict: Mapping[str, Any]) 
     cited_lines = {c.line for c in cited}
     cited_texts = {c.text.strip() for c in cited}
     by_rank = rank_pattern(cell.rank)
-    signature = re.compile(SIGNATURES.get(cell.fault_type, r"$^"), re.IGNORECASE)
+    fault = FAULTS.get(cell.fault_type)
+    signature = re.compile(fault.evidence if fault else r"$^", re.IGNORECASE)
     strong: list[EvidenceLine] = []
     weak: list[EvidenceLine] = []
     last: EvidenceLine | None = None

@@ -3,7 +3,7 @@
 Under both layouts of run_job (one torchrun per node, and one process per rank as srun starts
 them), for each of the 12 fault types: ranks 0, 1 and the last at 2 nodes x 2 ranks, a middle
 rank at 2 nodes x 4 ranks and at 4 nodes x 2 ranks. It runs `faultloop run-job`, strips the
-ground-truth markers with faults.strip_markers, and keeps only the stripped main log, gzipped,
+ground-truth markers with marker.strip_markers, and keeps only the stripped main log, gzipped,
 under an opaque name. The truth goes to a separate TSV, so nothing the analyzer reads (file name
 or content) gives the answer away.
 
@@ -23,7 +23,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from faultloop.faults import FAULT_NAMES, strip_markers
+from faultloop.faults import FAULT_NAMES
+from faultloop.marker import strip_markers
 from faultloop.run.launch import LAYOUTS
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -1,0 +1,28 @@
+"""`faultloop pool`: validate a pool and list its cells, in priority order."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from faultloop.plan.pool import PoolError, load_pool
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="faultloop pool", description=__doc__)
+    parser.add_argument("pool_file", nargs="?", help="pool TSV (FAULT_TYPE RANK ITER NODES)")
+    parser.add_argument("--pool", help="one-line pool: 'GPU_SLEEP:1:5:2 SIGKILL:0:5:2'")
+    parser.add_argument("--gpus-per-node", type=int, default=4)
+    parser.add_argument("--min-nodes", type=int, default=1)
+    args = parser.parse_args(argv)
+    try:
+        cells = load_pool(
+            pool_file=args.pool_file, pool_spec=args.pool, gpus_per_node=args.gpus_per_node, min_nodes=args.min_nodes
+        )
+    except PoolError as error:
+        print(error, file=sys.stderr)
+        return 1
+    for cell in cells:
+        print(f"{cell.spec}\t{cell.name}")
+    print(f"{len(cells)} cells", file=sys.stderr)
+    return 0

@@ -1,0 +1,167 @@
+"""run_job's body: one pool cell's job (the built-in workload or a site's script), its retries
+after infrastructure failures, and its row in upstream's tracking file."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from faultloop.contracts import Manifest
+from faultloop.marker import MARKER, names_injection
+from faultloop.plan import layout
+from faultloop.plan.config import BUILTIN
+from faultloop.plan.pool import Cell
+from faultloop.run import slurm
+from faultloop.run.launch import RunJob
+from faultloop.run.spec import JobSettings, JobSpec
+
+
+@dataclass(frozen=True)
+class CellRun:
+    """What the run_job rule asks for one cell."""
+
+    manifest: Path  # <session>/<cell>/job.json: where the cell's manifest goes
+    attempt: int = 1
+    max_attempts: int = 1
+    workload_script: str = BUILTIN
+    gpus_per_node: int = 4
+    fault_delay: float = 0.0
+    cleanup_cmd: str = ""
+    settings: JobSettings = field(default_factory=JobSettings)
+
+
+def record_infra_failure(cell_dir: Path, failure: Mapping[str, Any]) -> None:
+    with open(cell_dir / layout.INFRA_HISTORY, "a") as handle:
+        handle.write(json.dumps(dict(failure)) + "\n")
+
+
+def update_tracking(session: Path, cell: Cell, job_id: str, cell_dir: Path) -> None:
+    """Upsert the cell's row in upstream's experiments.tsv (locked, atomic)."""
+    session.mkdir(parents=True, exist_ok=True)
+    tracking = session / layout.TRACKING_TSV
+    with open(session / f".{layout.TRACKING_TSV}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        rows: dict[str, list[str]] = {}
+        if tracking.is_file():
+            for line in tracking.read_text().splitlines()[1:]:
+                fields = line.split("\t")
+                if len(fields) == len(layout.TRACKING_COLUMNS):
+                    rows[Path(fields[-1]).name] = fields
+        rows[cell.name] = [
+            job_id,
+            cell.fault_type,
+            str(cell.rank),
+            str(cell.iter),
+            str(cell.nodes),
+            str(cell_dir.resolve()),
+        ]
+        lines = ["\t".join(layout.TRACKING_COLUMNS)] + ["\t".join(r) for r in rows.values()]
+        layout.write_atomic(tracking, "\n".join(lines) + "\n")
+
+
+def run_site_workload(script: Path, cell: Cell, cell_dir: Path, env: Mapping[str, str]) -> Manifest:
+    """Run a site's workload script with upstream's job contract and describe the run.
+
+    The script writes the main log where upstream does (layout.RunPaths.main_log_glob), FR dumps under
+    checkpoints/, and the FAULT INJECTION marker; the marker is the evidence the fault fired.
+    """
+    job_id = slurm.job_id() or f"local-{uuid.uuid4().hex[:8]}"
+    paths = layout.RunPaths(job_id)
+    for sub in layout.CELL_SUBDIRS:
+        (cell_dir / sub).mkdir(parents=True, exist_ok=True)
+    start = time.time()
+    with open(cell_dir / paths.launch_out, "w") as out:
+        status = subprocess.run(
+            ["bash", str(script)], env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT
+        ).returncode
+    logs = sorted(cell_dir.glob(paths.main_log_glob))
+    fired = bool(logs) and names_injection(logs[0].read_text(errors="replace"))
+    gpus = int(env["GPUS_PER_NODE"])
+    return Manifest(
+        job_id=job_id,
+        workload=script.name,
+        fault_type=cell.fault_type,
+        fault_rank=cell.rank,
+        fault_iter=cell.iter,
+        nodes=cell.nodes,
+        gpus_per_node=gpus,
+        world_size=cell.nodes * gpus,
+        state="COMPLETED" if status == 0 else "FAILED",
+        main_log=str(logs[0].relative_to(cell_dir)) if logs else None,
+        launch_out=paths.launch_out,
+        fault_fired=fired,
+        run_valid=fired,
+        invalid_reason=None if fired else f"no {MARKER} marker in the main log",
+        node_names=slurm.nodes() if slurm.job_id() else [],
+        start_time=start,
+        end_time=time.time(),
+    )
+
+
+def run_cell(request: CellRun) -> int:
+    """run_job's body: launch one cell's job; retry infrastructure failures a bounded number of times.
+
+    A job that died before its fault fired is not an attribution miss. Snakemake retries it
+    (`retries:`, this run's `--attempt`); after the last attempt the cell is recorded as
+    INFRA_FAILED so the report can list it apart, and the next invocation retries exactly it.
+    """
+    manifest_path = request.manifest
+    cell_dir = manifest_path.parent
+    cell = Cell.from_name(cell_dir.name)
+    session = cell_dir.parent
+    # A re-run replaces the previous run's artifacts; stale dumps would mislead the FR analyzer.
+    for sub in (layout.SLURM_LOGS, "checkpoints"):
+        shutil.rmtree(cell_dir / sub, ignore_errors=True)
+    (cell_dir / layout.INFRA_FAILURE).unlink(missing_ok=True)
+    if request.workload_script != BUILTIN:
+        env = {
+            "FAULT_TYPE": cell.fault_type, "FAULT_RANK": str(cell.rank), "FAULT_AT_ITER": str(cell.iter),
+            "FAULT_DELAY": str(request.fault_delay), "GPUS_PER_NODE": str(request.gpus_per_node),
+            "EXPERIMENT_DIR": str(cell_dir.resolve()), "BASE_EXPERIMENTS_DIR": str(session.parent.parent.resolve()),
+        }  # fmt: skip
+        manifest = run_site_workload(Path(request.workload_script), cell, cell_dir, env)
+        manifest.write(manifest_path if manifest.run_valid else cell_dir / layout.INFRA_FAILURE)
+        status = 0 if manifest.run_valid else 1
+    else:
+        spec = JobSpec(
+            cell_dir,
+            cell.fault_type,
+            cell.rank,
+            cell.iter,
+            cell.nodes,
+            request.gpus_per_node,
+            request.fault_delay,
+            request.settings,
+        )
+        status = RunJob(spec).run()
+    if request.cleanup_cmd:
+        slurm.run_per_node(request.cleanup_cmd)  # once per node of the allocation under SLURM
+    infra_path = cell_dir / layout.INFRA_FAILURE
+    if status != 0 and infra_path.is_file():
+        failure = Manifest.read(infra_path)
+        reason = failure.invalid_reason or "the job died before its fault fired"
+        if request.attempt < request.max_attempts:
+            print(
+                f"infrastructure failure, attempt {request.attempt} of {request.max_attempts}: {reason}",
+                file=sys.stderr,
+            )
+            return 1
+        failure.state, failure.run_valid, failure.invalid_reason = "INFRA_FAILED", False, reason
+        record_infra_failure(cell_dir, failure.to_json())
+        failure.write(manifest_path)
+        print(f"infrastructure failure after {request.max_attempts} attempts: {reason}", file=sys.stderr)
+    elif status != 0:
+        print(f"faultloop run-job exited {status}", file=sys.stderr)
+        return status
+    update_tracking(session, cell, Manifest.read(manifest_path).job_id, cell_dir)
+    return 0
