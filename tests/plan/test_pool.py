@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from faultloop.faults import FAULT_NAMES
+from faultloop.plan import config
 from faultloop.plan.pool import Cell, PoolError, cell_name_pattern, load_pool, read_pool_file, write_pool_file
 
 REPO = Path(__file__).resolve().parents[2]
@@ -133,3 +134,17 @@ def test_the_fault_names_exist_once():
     assert not any(name in schema for name in FAULT_NAMES)
     assert all(re.fullmatch(cell_name_pattern(), Cell(name, 1, 5, 2).name) for name in FAULT_NAMES)
     assert not re.fullmatch(cell_name_pattern(), "n2_GPU_MELT_r1_i5")
+
+
+def test_a_row_beyond_the_built_in_workloads_iterations_is_refused(monkeypatch):
+    """`SIGKILL:1:100000:1` could only end "fault never fired": refused before anything runs, for
+    the built-in workload only (a site workload has its own iteration count)."""
+    monkeypatch.chdir(REPO)
+    settings = config.load({"pool": "SIGKILL:1:30:1 SIGKILL:1:100000:1"})
+    with pytest.raises(PoolError) as info:
+        config.pool_cells(settings)
+    assert info.value.problems == [
+        "pool token 2 'SIGKILL:1:100000:1': ITER 100000 is beyond cpu_gloo's 30 iterations "
+        "(run_job.iterations): the fault could never fire"
+    ]
+    assert config.pool_cells(config.load({"pool": "SIGKILL:1:100000:2", "workload": "llama4_scout"}))

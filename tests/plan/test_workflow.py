@@ -44,6 +44,13 @@ def test_bad_pool_fails_before_any_job_naming_every_row(workflow_copy):
     assert not (workflow_copy / "results").exists(), "nothing may run before the pool is valid"
 
 
+def test_a_row_beyond_the_workloads_iterations_fails_before_any_job(workflow_copy):
+    result = snakemake(workflow_copy, "--profile", "profiles/local", "--config", "pool=SIGKILL:1:100000:1", check=False)
+    assert result.returncode != 0
+    assert "pool token 1 'SIGKILL:1:100000:1': ITER 100000 is beyond cpu_gloo's 30 iterations" in result.stderr
+    assert not (workflow_copy / "results").exists(), "nothing may run before the pool is valid"
+
+
 def test_bad_config_value_is_named(workflow_copy):
     result = snakemake(workflow_copy, "-n", "--profile", "profiles/local", "--config", "gpus_per_node=0", check=False)
     assert result.returncode != 0
@@ -208,3 +215,20 @@ def test_analyzer_commands_on_a_missing_path_fail_clearly(argv, message):
         [sys.executable, "-m", "faultloop.cli.main", *argv], capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 2 and proc.stderr.strip() == message and proc.stdout == ""
+
+
+def test_fr_refuses_a_path_no_dump_can_be_in(tmp_path, capsys):
+    """A file, or a prefix no file starts with, is refused like a missing folder: exit 2, one line."""
+    from faultloop.cli import fr
+
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "_dump_0").write_bytes(b"")
+    for path, line in (
+        (tmp_path / "checkpoints" / "_dump_0", "is a file; --fr-path takes a dump folder or a prefix like DIR/_dump_"),
+        (tmp_path / "checkpoint", f"no such dump folder: {tmp_path / 'checkpoint'} (nor a file in {tmp_path}"),
+    ):
+        assert fr.main(["--fr-path", str(path)]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith("faultloop fr: ") and line in err and err.count("\n") == 1
+    assert fr.fr_path_problem(str(tmp_path / "checkpoints")) is None
+    assert fr.fr_path_problem(str(tmp_path / "checkpoints" / "_dump_")) is None

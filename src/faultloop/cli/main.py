@@ -18,7 +18,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "logsage": ("faultloop.analyze.logsage", "attribute a failed job from its log"),
     "eval-logs": ("faultloop.score.corpus", "score logsage on a folder of labelled real failure logs"),
     "analyzers": ("faultloop.analyze.registry", "the configured log analyzers: list, try one on a log, run a cell's"),
-    "fr": ("faultloop.analyze.fr.analysis", "attribute a failed job from its flight-recorder dumps"),
+    "fr": ("faultloop.cli.fr", "attribute a failed job from its flight-recorder dumps"),
     "fr-analyzers": ("faultloop.analyze.fr.peers", "every configured FR analyzer on a cell's dumps (rule fr_analysis)"),
     "score": ("faultloop.score.cells", "score one cell's attribution against the injected truth"),
     "report": ("faultloop.report.model", "aggregate scores into the session report"),
