@@ -21,10 +21,10 @@ from faultloop.adopt.session import (
     adopt,
     disagreements,
     parse_report,
-    read_tracking,
     upstream_report,
     upstream_verdicts,
 )
+from faultloop.adopt.tracking import read_tracking
 from faultloop.cli import main as cli
 from faultloop.contracts import ADOPTED_WORKLOAD, Manifest, ManifestError
 from faultloop.score.cells import DIMENSIONS
