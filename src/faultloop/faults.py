@@ -1,7 +1,9 @@
-"""The fault table and the restart table: the one source of truth for the 12 upstream faults.
+"""The fault table and the restart decisions: the one source of truth for the 12 upstream faults.
 
 Names, enum values and expected restart decisions follow NVRx's ``Fault`` enum and the
-``_RESTART_TABLE`` of its judge, so faultloop scores are comparable with upstream's.
+``_RESTART_TABLE`` of its judge, so faultloop scores are comparable with upstream's. Everything
+else faultloop asks about a fault (how the built-in workload injects it, the wording its
+injector fires with, the signal it sends, the log lines that show it) is a field of its row.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ class Fault:
     restart: str
     rationale: str
     hangs: bool  # the injected rank stays alive without progress until someone kills it
-    # The built-in workload's mechanism (faultloop.run.workload.INJECTORS names each one).
+    # The built-in workload's mechanism (the injectors of faultloop.run.workload.Trainer).
     injector: str
     # The words of the injector's fire-time line that name this fault (upstream's injector wording;
     # several faults share "sending signal=", told apart by the signal), then the rest of that line.
@@ -212,6 +214,8 @@ FAULTS: dict[str, Fault] = {
         ),
     )
 }
+# The upstream faults in table order, fixed at import; code asking about "every fault" reads FAULTS,
+# which a site (or a test) may extend with a row.
 FAULT_NAMES = tuple(FAULTS)
 
 
