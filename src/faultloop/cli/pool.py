@@ -14,10 +14,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--pool", help="one-line pool: 'GPU_SLEEP:1:5:2 SIGKILL:0:5:2'")
     parser.add_argument("--gpus-per-node", type=int, default=4)
     parser.add_argument("--min-nodes", type=int, default=1)
+    parser.add_argument(
+        "--iterations", type=int, help="the job's iterations (run_job.iterations): a row injecting later is refused"
+    )
     args = parser.parse_args(argv)
     try:
         cells = load_pool(
-            pool_file=args.pool_file, pool_spec=args.pool, gpus_per_node=args.gpus_per_node, min_nodes=args.min_nodes
+            pool_file=args.pool_file,
+            pool_spec=args.pool,
+            gpus_per_node=args.gpus_per_node,
+            min_nodes=args.min_nodes,
+            iterations=args.iterations,
         )
     except PoolError as error:
         print(error, file=sys.stderr)
