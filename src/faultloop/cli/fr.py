@@ -1,8 +1,9 @@
 """`faultloop fr --fr-path PATH ...`: faultloop's flight-recorder analyzer on a job's dumps.
 
 A path that cannot hold dumps (a missing folder, a file, a prefix no file starts with) is refused
-here with one line naming it, before anything is read; the analysis itself and its other options
-are faultloop.analyze.fr.analysis's.
+here with one line naming it, before anything is read. A dump folder without dumps, or torch's
+dump prefix in one (`DIR/_dump_`), is a result ("no dumps found"): the job left none. The analysis
+itself and its other options are faultloop.analyze.fr.analysis's.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ def fr_path_problem(path: str) -> str | None:
         return f"{path} is a file; --fr-path takes a dump folder or a prefix like DIR/_dump_"
     if not given.parent.is_dir():
         return f"no such dump folder: {path}"
+    if analysis.DEFAULT_PATTERN.startswith(given.name):
+        return None  # torch's own dump prefix: a folder whose job left no dump is a result
     if not any(child.is_file() and child.name.startswith(given.name) for child in given.parent.iterdir()):
         return f"no such dump folder: {path} (nor a file in {given.parent} starting with {given.name!r})"
     return None
