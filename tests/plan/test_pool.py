@@ -130,7 +130,7 @@ def test_cell_names_round_trip(tmp_path):
 
 def test_the_fault_names_exist_once():
     """The schema does not copy the fault table; the cell-name pattern is built from it."""
-    schema = (REPO / "src/faultloop/plan/schemas/pool.schema.yaml").read_text()
+    schema = (REPO / "workflow/schemas/pool.schema.yaml").read_text()
     assert not any(name in schema for name in FAULT_NAMES)
     assert all(re.fullmatch(cell_name_pattern(), Cell(name, 1, 5, 2).name) for name in FAULT_NAMES)
     assert not re.fullmatch(cell_name_pattern(), "n2_GPU_MELT_r1_i5")

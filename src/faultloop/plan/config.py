@@ -2,7 +2,7 @@
 
 Precedence (lowest first): config/config.yaml, the site file (config/site.yaml), ``--config``.
 The site file keeps cluster and credential settings out of git, like upstream's user.env.
-What a valid configuration is, `schemas/config.schema.yaml` states, and only it: the workflow
+What a valid configuration is, `workflow/schemas/config.schema.yaml` states, and only it: the workflow
 checks the resolved configuration against it once, here (`resolve(..., check=True)`).
 """
 
@@ -18,10 +18,10 @@ from typing import Any
 import jsonschema
 import yaml
 
+from faultloop.plan import layout
 from faultloop.plan.pool import Cell, PoolError, load_pool
 
-SCHEMAS = Path(__file__).parent / "schemas"
-CONFIG_SCHEMA = SCHEMAS / "config.schema.yaml"
+CONFIG_SCHEMA = layout.SCHEMAS / "config.schema.yaml"
 
 # The workload script name of the built-in workload (faultloop.run.workload), whose iteration count
 # is the config's run_job.iterations; a site workload's is its own.

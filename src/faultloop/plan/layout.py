@@ -11,6 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# What a valid configuration and pool row are, the workflow's schemas state (workflow/schemas/,
+# where the Snakemake workflow catalog keeps them). The package always runs from its checkout
+# (the workflow puts src/ on the path; `make setup` installs it editable), so it reads them there.
+CHECKOUT = Path(__file__).resolve().parents[3]
+SCHEMAS = CHECKOUT / "workflow" / "schemas"
+
 FAULT_INJECTION = "fault_injection"
 TRACKING_TSV = "experiments.tsv"
 TRACKING_COLUMNS = ("JOB_ID", "FAULT_TYPE", "RANK", "ITER", "NODES", "EXPERIMENT_DIR")

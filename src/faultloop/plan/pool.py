@@ -3,7 +3,7 @@
 Two spellings are accepted, both upstream's: a TSV with the header FAULT_TYPE RANK ITER NODES,
 and the one-line form ``"GPU_SLEEP:1:5:2 SIGKILL:0:5:2"``. Order is priority. Every problem
 in a pool is reported at once, each naming its file and line (or token), before any job runs.
-A row's fields and their bounds are stated by `schemas/pool.schema.yaml`; what no schema can
+A row's fields and their bounds are stated by `workflow/schemas/pool.schema.yaml`; what no schema can
 state (the fault table, the rank within the job, duplicates, the workload's limits) is checked here.
 """
 
@@ -18,6 +18,7 @@ import jsonschema
 import yaml
 
 from faultloop.faults import FAULTS
+from faultloop.plan import layout
 
 COLUMNS = ("FAULT_TYPE", "RANK", "ITER", "NODES")
 SYMBOLIC_RANKS = ("mid", "last")
@@ -35,7 +36,7 @@ def _cell_name_re() -> re.Pattern[str]:
 
 
 ROW_SCHEMA = jsonschema.Draft202012Validator(
-    yaml.safe_load((Path(__file__).parent / "schemas" / "pool.schema.yaml").read_text())
+    yaml.safe_load((layout.SCHEMAS / "pool.schema.yaml").read_text())
 )
 
 
