@@ -35,9 +35,7 @@ def _cell_name_re() -> re.Pattern[str]:
     return re.compile(rf"^n(?P<nodes>\d+)_(?P<fault>{faults})_r(?P<rank>\d+)_i(?P<iter>\d+)$")
 
 
-ROW_SCHEMA = jsonschema.Draft202012Validator(
-    yaml.safe_load((layout.SCHEMAS / "pool.schema.yaml").read_text())
-)
+ROW_SCHEMA = jsonschema.Draft202012Validator(yaml.safe_load((layout.SCHEMAS / "pool.schema.yaml").read_text()))
 
 
 def _schema_problems(row: dict[str, Any]) -> list[str]:
