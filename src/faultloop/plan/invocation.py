@@ -25,7 +25,7 @@ from faultloop.plan import layout
 from faultloop.plan.config import ConfigError
 from faultloop.plan.pool import CELL_NAME_PATTERN, Cell
 from faultloop.run import launch, slurm
-from faultloop.score.cells import failing_cells
+from faultloop.score.tables import failing_cells
 
 
 def option_values(argv: list[str], *flags: str) -> set[str]:
