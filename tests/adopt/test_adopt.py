@@ -26,8 +26,7 @@ from faultloop.adopt.session import (
     upstream_verdicts,
 )
 from faultloop.cli import main as cli
-from faultloop.contracts import ADOPTED_WORKLOAD, Manifest, ManifestError
-from faultloop.contracts import DIMENSIONS
+from faultloop.contracts import ADOPTED_WORKLOAD, DIMENSIONS, Manifest, ManifestError
 
 DATA = TESTS / "data" / "logs"
 HEADER = "JOB_ID\tFAULT_TYPE\tRANK\tITER\tNODES\tEXPERIMENT_DIR\n"

@@ -13,11 +13,11 @@ import pytest
 
 from conftest import cell_manifest, put_analysis
 from faultloop.analyze.llm import LLMSettings
+from faultloop.cli import report
+from faultloop.contracts import DIMENSIONS, ScoreRecord, read_score_tsv, write_cell_scores, write_score_tables
 from faultloop.faults import FAULTS, RESTART, STOP
 from faultloop.plan import layout
 from faultloop.plan.pool import Cell, load_pool
-from faultloop.cli import report
-from faultloop.contracts import DIMENSIONS, ScoreRecord, read_score_tsv, write_cell_scores, write_score_tables
 from faultloop.report.heatmap import write_heatmap
 from faultloop.report.model import cohen_kappa
 from faultloop.score.cells import score_analyzers
@@ -92,9 +92,7 @@ def put_cell(
     put_analysis(d, {"builtin": ls, **(others or {})}, {"builtin": fr, "torchfrtrace": torch_fr}, version=version)
     layout.write_atomic(d / layout.STRIPPED_LOG, "\n".join(log or ["0: step 1", "1: step 1"]) + "\n")
     truth = Truth(cell, 4, 32)
-    scores = score_analyzers(
-        d, truth, job, judge_mode=judge[1] if judge else "code", llm=judge[0] if judge else None
-    )
+    scores = score_analyzers(d, truth, job, judge_mode=judge[1] if judge else "code", llm=judge[0] if judge else None)
     write_cell_scores(scores, cell.name, d / layout.SCORE_JSON)
 
 
@@ -464,9 +462,7 @@ def test_heatmap_fits_any_pool_shape(tmp_path: Path) -> None:
     cells = [Cell(fault, 0, 5, nodes) for fault in FAULTS for nodes in (1, 2, 4, 8, 16)]
     grades = {d.name: d.passing for d in DIMENSIONS}
     rows = [
-        ScoreRecord(c, name, "scored", "j", "FAILED", grades)
-        for name in ("builtin", "a", "b", "fr:x")
-        for c in cells
+        ScoreRecord(c, name, "scored", "j", "FAILED", grades) for name in ("builtin", "a", "b", "fr:x") for c in cells
     ]
     wide, small = tmp_path / "wide.png", tmp_path / "small.png"
     write_heatmap(rows, wide)

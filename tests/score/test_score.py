@@ -158,7 +158,11 @@ def test_fault_described(
     fault: str, category: str | None, ftype: str | None, cat_ok: str, type_ok: str, described: str
 ) -> None:
     s = score_cell(truth(fault), job(), verdict(category=category, ftype=ftype), fr_verdict([1]))
-    assert (s.grade("fault_category_correct"), s.grade("fault_type_correct"), s.grade("fault_described")) == (cat_ok, type_ok, described)
+    assert (s.grade("fault_category_correct"), s.grade("fault_type_correct"), s.grade("fault_described")) == (
+        cat_ok,
+        type_ok,
+        described,
+    )
 
 
 @pytest.mark.parametrize(
@@ -228,7 +232,12 @@ def test_invalid_run_is_all_na(manifest: Manifest | None) -> None:
 
 def test_missing_logsage_is_a_miss() -> None:
     s = score_cell(truth(), job(), None, fr_verdict([1]))
-    assert (s.grade("restart_correct"), s.grade("rank_primary"), s.grade("rank_any"), s.grade("fault_described")) == ("false", "false", "false", "false")
+    assert (s.grade("restart_correct"), s.grade("rank_primary"), s.grade("rank_any"), s.grade("fault_described")) == (
+        "false",
+        "false",
+        "false",
+        "false",
+    )
     assert s.judge_notes.startswith("No logsage.json")
 
 
@@ -308,7 +317,11 @@ def test_gather_lists_every_state(tmp_path: Path) -> None:
         (bad.name, "builtin"),
         (bad.name, "fr:builtin"),
     ]
-    assert (both[1].grade("fr_rank_correct"), both[1].grade("restart_correct"), both[1].fr_suspects) == ("rank", "N/A", [1])
+    assert (both[1].grade("fr_rank_correct"), both[1].grade("restart_correct"), both[1].fr_suspects) == (
+        "rank",
+        "N/A",
+        [1],
+    )
     assert both[0].analyzer_wall_s == 0.5 and both[0].analyzer_version == "v1"
     back = [r for r in both if r.analyzer == "builtin"]
     assert [r.cell.name for r in back] == [good.name, bad.name, infra.name, notrun.name, unscored.name]

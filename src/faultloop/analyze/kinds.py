@@ -30,7 +30,7 @@ MAX_OUTPUT_BYTES = 16 << 20
 DECISIONS = (*RESTART_DECISIONS, "LLM FAILURE")
 _DECISION_RE = re.compile("|".join(re.escape(d) for d in DECISIONS))
 _ATTRIBUTION_RE = re.compile(r"Primary issues:\s*\[([^\]]*)\],?\s*Secondary issues:\s*\[([^\]]*)\]")
-_CHECKPOINT_RE = re.compile(r"checkpoint_saved\W+(true|false)", re.IGNORECASE)
+_CHECKPOINT_RE = re.compile(r"checkpoint_saved\W+(?:(?P<saved>true)|false)", re.IGNORECASE)
 
 
 def checked(data: Mapping[str, Any], *, mode: str = "") -> LogVerdict:
@@ -124,7 +124,7 @@ def parse_upstream_text(text: str) -> LogVerdict:
             "detail": rest[after + 1]
             if after is not None and after + 1 < len(rest) and not _CHECKPOINT_RE.match(rest[after + 1])
             else "",
-            "checkpoint_saved": bool(checkpoint and checkpoint.group(1).lower() == "true"),
+            "checkpoint_saved": bool(checkpoint and checkpoint["saved"]),
             "mode": "upstream-text",
         }
     )
