@@ -11,8 +11,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
-# ---- grades and the score dimensions ---------------------------------------------------------
-
 
 class Grade(StrEnum):
     """One dimension's grade of one verdict, spelled as scores.tsv and upstream's table spell it."""

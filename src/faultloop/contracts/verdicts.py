@@ -5,13 +5,15 @@ indexes (`RunRecord`). Each with one reader, one writer and one validator."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from faultloop.faults import CATEGORIES, FAULTS
 from faultloop.plan import layout
+
+T = TypeVar("T")
 
 
 class RecordError(ValueError):
@@ -38,6 +40,15 @@ def _read_object(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise RecordError(f"{path}: not a JSON object")
     return data
+
+
+def _in_file(path: Path, read: Callable[[dict[str, Any]], T]) -> T:
+    """A record read from a file by its validator; an error names the file."""
+    data = _read_object(path)
+    try:
+        return read(data)
+    except RecordError as exc:
+        raise RecordError(f"{path}: {exc}") from None
 
 
 # ---- logsage.json: a log analyzer's verdict -----------------------------------------------------
@@ -158,10 +169,7 @@ class LogVerdict:
 
     @classmethod
     def read(cls, path: Path) -> LogVerdict:
-        try:
-            return cls.from_json(_read_object(path))
-        except RecordError as exc:
-            raise RecordError(f"{path}: {exc}") if not str(exc).startswith(str(path)) else exc from None
+        return _in_file(path, cls.from_json)
 
 
 # ---- fr.json: a flight-recorder analyzer's verdict ----------------------------------------------
@@ -222,10 +230,7 @@ class FrVerdict:
 
     @classmethod
     def read(cls, path: Path) -> FrVerdict:
-        try:
-            return cls.from_json(_read_object(path))
-        except RecordError as exc:
-            raise RecordError(f"{path}: {exc}") if not str(exc).startswith(str(path)) else exc from None
+        return _in_file(path, cls.from_json)
 
 
 # ---- run.json and the analysis indexes ----------------------------------------------------------
@@ -263,7 +268,7 @@ class RunRecord:
 
     @classmethod
     def read(cls, path: Path) -> RunRecord:
-        return cls.from_json(_read_object(path))
+        return _in_file(path, cls.from_json)
 
 
 def write_index(path: Path, records: list[RunRecord]) -> None:
