@@ -141,12 +141,12 @@ class Disagreement:
     right: list[str]
 
 
-def _index(views: dict[str, list[ScoreRecord]]) -> dict[str, dict[str, ScoreRecord]]:
+def scored_by_cell(views: dict[str, list[ScoreRecord]]) -> dict[str, dict[str, ScoreRecord]]:
     return {name: {r.cell.name: r for r in rows if r.scored} for name, rows in views.items()}
 
 
 def paired(views: dict[str, list[ScoreRecord]], dimensions: Iterable[str]) -> list[Paired]:
-    index = _index(views)
+    index = scored_by_cell(views)
     out = []
     for a, b in itertools.combinations(views, 2):
         cells = [c for c in index[a] if c in index[b]]
@@ -160,7 +160,7 @@ def paired(views: dict[str, list[ScoreRecord]], dimensions: Iterable[str]) -> li
 
 def disagreements(views: dict[str, list[ScoreRecord]], dimensions: Iterable[str]) -> list[Disagreement]:
     """Per cell every analyzer scored, the dimensions on which some are right and some wrong."""
-    index = _index(views)
+    index = scored_by_cell(views)
     names = list(views)
     if len(names) < 2:
         return []
@@ -179,7 +179,7 @@ def disagreements(views: dict[str, list[ScoreRecord]], dimensions: Iterable[str]
     return out
 
 
-def _seconds(values: list[float]) -> str:
+def median_and_worst(values: list[float]) -> str:
     """Median / worst, for people."""
     return f"{statistics.median(values):.1f} / {max(values):.1f}" if values else "-"
 

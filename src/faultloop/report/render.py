@@ -18,7 +18,7 @@ from faultloop.plan.pool import Cell
 from faultloop.report.heatmap import write_heatmap
 from faultloop.report.junit import junit_xml
 from faultloop.report.model import Report
-from faultloop.report.sections import TITLE, Table, _cell_text, sections
+from faultloop.report.sections import TITLE, Table, md_cell_text, sections
 
 
 def _templates(*, autoescape: bool) -> Environment:
@@ -30,7 +30,7 @@ def _templates(*, autoescape: bool) -> Environment:
         autoescape=select_autoescape(["html", "j2"]) if autoescape else False,
     )
     env.filters["inline"] = lambda text: Markup(inline_html(str(text)))
-    env.filters["md_cell"] = _cell_text
+    env.filters["md_cell"] = md_cell_text
     env.tests["table"] = lambda block: isinstance(block, Table)
     return env
 

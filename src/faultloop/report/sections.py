@@ -17,14 +17,14 @@ from faultloop.plan import layout
 from faultloop.report.history import analyzer_versions, pick_fingerprint
 from faultloop.report.model import (
     Report,
-    _index,
-    _seconds,
     dim_pass,
     disagreements,
     groups,
     judge_agreement,
+    median_and_worst,
     paired,
     rate,
+    scored_by_cell,
 )
 from faultloop.report.patterns import pattern_hits
 
@@ -54,7 +54,7 @@ class Section:
         return re.sub(r"[^a-z0-9]+", "-", self.title.lower()).strip("-")
 
 
-def _cell_text(text: Any) -> str:
+def md_cell_text(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
@@ -334,7 +334,7 @@ def fr_sections(rep: Report) -> list[Section]:
         views = {n[len(FR_PREFIX) :]: rows for n, rows in rep.fr_views.items()}
         pairs = paired(views, [FR_RANK])
         differ = disagreements(views, [FR_RANK])
-        index = _index(views)
+        index = scored_by_cell(views)
         out.append(
             Section(
                 "FR paired counts and disagreements",
@@ -373,7 +373,7 @@ def time_section(rep: Report) -> Section:
         if not own:
             continue
         walls = [
-            _seconds(
+            median_and_worst(
                 [
                     r.analyzer_wall_s
                     for r in everyone[n]
@@ -382,9 +382,8 @@ def time_section(rep: Report) -> Section:
             )
             for n in names
         ]
-        table.append(
-            [fault, str(len(own)), _seconds([r.fault_to_end_s for r in own if r.fault_to_end_s is not None]), *walls]
-        )
+        to_end = median_and_worst([r.fault_to_end_s for r in own if r.fault_to_end_s is not None])
+        table.append([fault, str(len(own)), to_end, *walls])
     return Section(
         "Time to verdict",
         [
