@@ -20,6 +20,7 @@ localrules:
     fr_analysis,
     judge_score,
     score,
+    history,
     aggregate_report,
 
 

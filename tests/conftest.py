@@ -12,9 +12,8 @@ from typing import Any
 
 import pytest
 
-from faultloop.analyze import registry as analyzers
-from faultloop.analyze.registry import Outcome
-from faultloop.contracts import Manifest
+from faultloop.analyze.running import Outcome, run_with_reuse
+from faultloop.contracts import FrVerdict, LogVerdict, Manifest, write_index
 from faultloop.plan import layout
 from faultloop.plan.pool import Cell
 
@@ -113,16 +112,17 @@ def put_analysis(
                 continue
             if isinstance(result, str):
                 outcome = Outcome(None, "", None, result, "stderr tail", wall_s)
+            elif "restart" in result:
+                verdict = LogVerdict.from_json(result)
+                outcome = Outcome(verdict, verdict.to_text(), None, None, "", wall_s)
             else:
                 text = (
-                    analyzers.verdict_text(analyzers.normalize(result))
-                    if "restart" in result
-                    else "PGID | Process Group Desc | Op Type | Size | Dtype | Missing Ranks\n"
+                    "PGID | Process Group Desc | Op Type | Size | Dtype | Missing Ranks\n"
                     f"0 | default_pg | allreduce | [[4]] | [Float] | {result.get('suspect_ranks')}\n"
                 )
-                outcome = Outcome(result, text, None, None, "", wall_s)
+                outcome = Outcome(FrVerdict.from_json(result), text, None, None, "", wall_s)
             records.append(
-                analyzers.run_with_reuse(
+                run_with_reuse(
                     name,
                     "test",
                     version,
@@ -133,7 +133,7 @@ def put_analysis(
                     attempt=lambda o=outcome: o,
                 )
             )
-        analyzers.write_index(cell_dir / index, records)
+        write_index(cell_dir / index, records)
 
     store(log, "analysis", (layout.LOGSAGE_JSON, layout.LOGSAGE_TEXT), layout.LOGSAGE_INDEX)
     store(fr, "analysis/fr", (layout.FR_JSON, layout.FR_TEXT), layout.FR_INDEX)

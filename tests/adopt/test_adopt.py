@@ -26,8 +26,7 @@ from faultloop.adopt.session import (
 )
 from faultloop.adopt.tracking import read_tracking
 from faultloop.cli import main as cli
-from faultloop.contracts import ADOPTED_WORKLOAD, Manifest, ManifestError
-from faultloop.score.cells import DIMENSIONS
+from faultloop.contracts import ADOPTED_WORKLOAD, DIMENSIONS, Manifest, ManifestError
 
 DATA = TESTS / "data" / "logs"
 HEADER = "JOB_ID\tFAULT_TYPE\tRANK\tITER\tNODES\tEXPERIMENT_DIR\n"
@@ -616,14 +615,14 @@ def test_an_upstream_session_built_from_real_runs_scores_like_the_original(tmp_p
     before, after = scores_by_cell(original / "scores.tsv"), scores_by_cell(session / "scores.tsv")
     for cell in ("n1_SIGKILL_r1_i3", "n1_WORKLOAD_EXC_r1_i3"):
         assert after[cell]["STATUS"] == "scored" and after[cell]["STATE"] == before[cell]["STATE"] == "FAILED"
-        assert {d: after[cell][d] for d in DIMENSIONS} == {d: before[cell][d] for d in DIMENSIONS}, cell
+        assert {d: after[cell][d] for d in DIMENSIONS.names()} == {d: before[cell][d] for d in DIMENSIONS.names()}, cell
         assert manifest(session / cell).adopted and manifest(session / cell).fault_fired
     assert after["n1_GPU_SLEEP_r0_i3"]["STATE"] == "NOT_RUN"
     assert (session / "experiments_report.md").read_bytes() == upstream_report
     # Upstream's judge said RESTART was wrong for both: a disagreement wherever faultloop scores it right.
     verdicts = upstream_verdicts(session)
     assert {c: v.job_id for c, v in verdicts.items()} == {"n1_SIGKILL_r1_i3": "7101", "n1_WORKLOAD_EXC_r1_i3": "7102"}
-    found = disagreements(verdicts, {cell: {d: row[d] for d in DIMENSIONS} for cell, row in after.items()})
+    found = disagreements(verdicts, {cell: {d: row[d] for d in DIMENSIONS.names()} for cell, row in after.items()})
     for cell in verdicts:
         ours = after[cell]["restart_correct"]
         assert (Disagreement(cell, "restart_correct", "false", ours) in found) == (ours != "false")

@@ -23,6 +23,8 @@ from faultloop.analyze import baselines
 from faultloop.analyze import registry as analyzers
 from faultloop.analyze.fr import peers as frpeers
 from faultloop.analyze.registry import Analyzer, AnalyzerSpec
+from faultloop.cli import analyzers as analyzers_cli
+from faultloop.contracts import FrVerdict, read_index
 from faultloop.faults import ERRORS_NOT_FOUND, NO_LOGS, RESTART, STOP
 from faultloop.plan import config, layout
 from faultloop.plan.config import ConfigError
@@ -74,13 +76,13 @@ def write(path: Path, text: str) -> Path:
 
 
 def test_root_cause_reads_torchs_summary() -> None:
-    v = baselines.torchrun_root_cause(LOGS / "torchrun_segfault_8r.log")
+    v = baselines.torchrun_root_cause(LOGS / "torchrun_segfault_8r.log").to_json()
     assert (v["restart"], v["primary_ranks"], v["fault_type"], v["fault_category"]) == (STOP, [4], "SEGFAULT", "crash")
     assert any("exitcode  : -11" in e["text"] for e in v["evidence"])
 
 
 def test_root_cause_takes_the_earliest_node_and_the_signal_annotation(tmp_path: Path) -> None:
-    v = baselines.torchrun_root_cause(write(tmp_path / "two.log", TWO_NODES))
+    v = baselines.torchrun_root_cause(write(tmp_path / "two.log", TWO_NODES)).to_json()
     assert (v["primary_ranks"], v["fault_type"], v["restart"]) == ([1], "SIGKILL", STOP)
     assert "signal SIGKILL" in v["explanation"]
 
@@ -89,13 +91,13 @@ def test_root_cause_falls_back_to_the_first_failed_worker_line(tmp_path: Path) -
     lines = [line for line in TWO_NODES.splitlines() if "Root Cause" not in line]
     # no root-cause block: node 0's `failed (exitcode: -9) local_rank: 1`, two ranks per node
     log = write(tmp_path / "nosummary.log", "\n".join(lines) + "\n")
-    v = baselines.torchrun_root_cause(log)
+    v = baselines.torchrun_root_cause(log).to_json()
     assert v["primary_ranks"] == [1] and v["fault_type"] == "SIGKILL"
     labelled = write(
         tmp_path / "node1.log",
         "1: E1201 failed (exitcode: 1) local_rank: 0 (pid: 9) of binary: py\n1:   rank      : 3 (local_rank: 1)\n",
     )
-    v = baselines.torchrun_root_cause(labelled)  # node 1 of 2-rank nodes: local rank 0 is rank 2
+    v = baselines.torchrun_root_cause(labelled).to_json()  # node 1 of 2-rank nodes: local rank 0 is rank 2
     assert v["primary_ranks"] == [2] and v["fault_category"] == "exception" and v["fault_type"] is None
 
 
@@ -105,7 +107,9 @@ def test_root_cause_on_the_cpu_workload_names_crashes_not_hangs(tmp_path: Path) 
     for name, fault, rank, *_ in truth:
         log = tmp_path / name
         log.write_bytes(gzip.decompress((LOGS / "cpu_gloo" / name).read_bytes()))
-        right[fault] = right.get(fault, 0) + (baselines.torchrun_root_cause(log)["primary_ranks"] == [int(rank)])
+        right[fault] = right.get(fault, 0) + (
+            baselines.torchrun_root_cause(log).to_json()["primary_ranks"] == [int(rank)]
+        )
     per_fault = {fault: sum(row[1] == fault for row in truth) for fault in right}
     for crash in ("SIGKILL", "SEGFAULT", "OS_ABORT", "WORKLOAD_EXC"):  # the launcher's report is right
         assert right[crash] >= 0.8 * per_fault[crash], (crash, right)
@@ -113,14 +117,14 @@ def test_root_cause_on_the_cpu_workload_names_crashes_not_hangs(tmp_path: Path) 
 
 
 def test_first_error_takes_the_first_error_looking_line(tmp_path: Path) -> None:
-    v = baselines.first_error(write(tmp_path / "two.log", TWO_NODES))
+    v = baselines.first_error(write(tmp_path / "two.log", TWO_NODES)).to_json()
     assert v["primary_ranks"] == [3] and v["restart"] == STOP  # [rank3]: Traceback, before node 0's kill
     assert v["evidence"][0]["line"] == 2
     plain = write(tmp_path / "plain.log", "step 1\nRank 5 hit a fatal NCCL error\n")
-    assert baselines.first_error(plain)["primary_ranks"] == [5]
-    assert baselines.first_error(LOGS / "clean_completion.log")["restart"] == ERRORS_NOT_FOUND
-    assert baselines.first_error(LOGS / "empty.log")["restart"] == NO_LOGS
-    assert baselines.torchrun_root_cause(LOGS / "empty.log")["restart"] == NO_LOGS
+    assert baselines.first_error(plain).to_json()["primary_ranks"] == [5]
+    assert baselines.first_error(LOGS / "clean_completion.log").to_json()["restart"] == ERRORS_NOT_FOUND
+    assert baselines.first_error(LOGS / "empty.log").to_json()["restart"] == NO_LOGS
+    assert baselines.torchrun_root_cause(LOGS / "empty.log").to_json()["restart"] == NO_LOGS
 
 
 # ---- command analyzers ---------------------------------------------------------------------------
@@ -152,7 +156,7 @@ def cell_log(tmp_path: Path) -> Path:
 def test_command_json_on_stdout_and_in_out_file(tmp_path: Path, cell_log: Path) -> None:
     script = write(tmp_path / "mine.py", USER_SCRIPT)
     for line in (f"{sys.executable} {script} {{log}}", f"{sys.executable} {script} {{log}} {{out}}"):
-        v = command(tmp_path, line).analyze(cell_log)
+        v = command(tmp_path, line).analyze(cell_log).to_json()
         assert (v["restart"], v["primary_ranks"], v["fault_type"]) == (STOP, [1], "SIGKILL")
         # the analyzer sees the log under a neutral name: the cell's path spells the fault
         assert "SIGKILL" not in v["explanation"] and "n1_" not in v["explanation"]
@@ -164,7 +168,7 @@ def test_command_upstream_text(tmp_path: Path, cell_log: Path) -> None:
         "Attribution: Primary issues: [3], Secondary issues: [0, 1, 2]\nsome detail\ncheckpoint_saved: false\n"
     )
     out = write(tmp_path / "upstream.txt", text)
-    v = command(tmp_path, f"cat {out} # {{log}}").analyze(cell_log)
+    v = command(tmp_path, f"cat {out} # {{log}}").analyze(cell_log).to_json()
     assert (v["restart"], v["primary_ranks"], v["secondary_ranks"]) == (RESTART, [3], [0, 1, 2])
     assert (v["explanation"], v["detail"], v["checkpoint_saved"], v["fault_type"]) == (
         "Rank 3 hung in an all_reduce.",
@@ -263,7 +267,7 @@ def test_fingerprint_follows_the_watched_files(tmp_path: Path, monkeypatch: pyte
 
 
 def test_resolve_gives_a_callable_for_corpus_evaluation() -> None:
-    v = analyzers.resolve("torchrun_root_cause", BASE).analyze(LOGS / "torchrun_segfault_8r.log")
+    v = analyzers.resolve("torchrun_root_cause", BASE).analyze(LOGS / "torchrun_segfault_8r.log").to_json()
     assert v["primary_ranks"] == [4] and set(v) >= {
         "restart",
         "primary_ranks",
@@ -273,7 +277,9 @@ def test_resolve_gives_a_callable_for_corpus_evaluation() -> None:
         "explanation",
         "evidence",
     }
-    assert analyzers.resolve("builtin", BASE).analyze(LOGS / "torchrun_segfault_8r.log")["primary_ranks"] == [4]
+    assert analyzers.resolve("builtin", BASE).analyze(LOGS / "torchrun_segfault_8r.log").to_json()["primary_ranks"] == [
+        4
+    ]
 
 
 def test_llm_kind_over_http(openai_server: OpenAIServer, tmp_path: Path) -> None:
@@ -291,7 +297,7 @@ def test_llm_kind_over_http(openai_server: OpenAIServer, tmp_path: Path) -> None
             }
         )
     )
-    assert llm.analyze(LOGS / "torchrun_segfault_8r.log")["explanation"] == "segv"
+    assert llm.analyze(LOGS / "torchrun_segfault_8r.log").to_json()["explanation"] == "segv"
     # a failing model is the llm analyzer's failure, not logsage's deterministic fallback
     openai_server.script(Reply("down", status=500))
     outcome = llm.attempt(LOGS / "torchrun_segfault_8r.log")
@@ -319,7 +325,7 @@ def test_cell_run_reuses_unchanged_results(tmp_path: Path, cell_log: Path) -> No
     first = run(specs)
     assert [r.status for r in first.values()] == ["ok", "ok", "ok", "failed"]
     assert first["broken"].error == "exited with status 3"
-    assert analyzers.read_index(index) == list(first.values())
+    assert read_index(index) == list(first.values())
     folder = cell_log.parent
     stamps = {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file() and p != index}
     time.sleep(0.05)
@@ -401,7 +407,7 @@ def test_torchfrtrace_on_real_nccl_dumps() -> None:
     verdict, _ = frpeers.analyze_torchfrtrace(
         str(NVRX_FR / "gpu_error_2nd"), world_size=16, gpus_per_node=8, segment_size=32, timeout_s=300
     )
-    assert verdict["suspect_ranks"] == [9, 14] and verdict["normalised"] == []
+    assert verdict.suspect_ranks == [9, 14] and verdict.details["normalised"] == []
 
 
 def test_unreadable_dump_set_is_torchfrtraces_recorded_failure(tmp_path: Path) -> None:
@@ -416,7 +422,7 @@ def test_unreadable_dump_set_is_torchfrtraces_recorded_failure(tmp_path: Path) -
         result = frpeers.attempt(
             frpeers.FrSpec(kind, kind, 60, "fp"), str(empty), world_size=2, gpus_per_node=2, segment_size=32
         )
-        assert result.error is None and result.verdict["no_dumps"] is True
+        assert result.error is None and isinstance(result.verdict, FrVerdict) and result.verdict.no_dumps
 
 
 def test_fr_cell_run_torchfrtrace_reads_sanitized_copies_never_the_originals(gloo_hang: Path, tmp_path: Path) -> None:
@@ -444,7 +450,7 @@ def test_fr_cell_run_torchfrtrace_reads_sanitized_copies_never_the_originals(glo
         segment_size=32,
     )
     assert [(r.analyzer, r.status) for r in records] == [("builtin", "ok"), ("torchfrtrace", "ok")]
-    assert analyzers.read_index(cell / layout.FR_INDEX) == records
+    assert read_index(cell / layout.FR_INDEX) == records
     for name in ("builtin", "torchfrtrace"):
         verdict = json.loads((cell / layout.fr_analyzer_dir(name) / layout.FR_JSON).read_text())
         assert verdict["suspect_ranks"] == [1], name
@@ -459,7 +465,7 @@ def test_cli_list_and_try(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captur
     monkeypatch.chdir(REPO)  # the configuration is read from the repository root, as the workflow does
     site = tmp_path / "site.yaml"
     site.write_text("analyzers: {broken: {kind: command, command: 'exit 4 # {log}'}}\n")
-    assert analyzers.main(["list", f"site_file={site}"]) == 0
+    assert analyzers_cli.main(["list", f"site_file={site}"]) == 0
     listed = [line.split("\t")[:2] for line in capsys.readouterr().out.splitlines()]
     assert listed == [
         ["builtin", "builtin"],
@@ -467,9 +473,9 @@ def test_cli_list_and_try(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captur
         ["first_error", "first_error"],
         ["broken", "command"],
     ]
-    assert analyzers.main(["try", "torchrun_root_cause", str(LOGS / "torchrun_segfault_8r.log")]) == 0
+    assert analyzers_cli.main(["try", "torchrun_root_cause", str(LOGS / "torchrun_segfault_8r.log")]) == 0
     assert json.loads(capsys.readouterr().out)["primary_ranks"] == [4]
-    assert analyzers.main(["try", "broken", str(LOGS / "torchrun_segfault_8r.log"), f"site_file={site}"]) == 1
+    assert analyzers_cli.main(["try", "broken", str(LOGS / "torchrun_segfault_8r.log"), f"site_file={site}"]) == 1
     assert "broken failed: exited with status 4" in capsys.readouterr().err
-    assert analyzers.main(["try", "nope", str(LOGS / "empty.log")]) == 2
+    assert analyzers_cli.main(["try", "nope", str(LOGS / "empty.log")]) == 2
     assert "analyzers.nope" in capsys.readouterr().err

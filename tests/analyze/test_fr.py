@@ -16,6 +16,7 @@ import pytest
 
 from conftest import NVRX_FR, TESTS, needs_nvrx_dumps
 from faultloop.analyze.fr import analysis as fr
+from faultloop.analyze.fr.dumps import UnsafeDumpError, load_dump
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = NVRX_FR
@@ -96,8 +97,8 @@ def test_malicious_pickle_is_refused_and_runs_nothing(tmp_path: Path) -> None:
     sentinel = tmp_path / "pwned"
     evil = {"version": "2.9", "pg_config": {}, "entries": [_Exploit(sentinel)]}
     (dumps / "_dump_3").write_bytes(pickle.dumps(evil))
-    with pytest.raises(fr.UnsafeDumpError, match=r"_dump_3.*refused global (posix|os)\.system"):
-        fr.load_dump(str(dumps / "_dump_3"))
+    with pytest.raises(UnsafeDumpError, match=r"_dump_3.*refused global (posix|os)\.system"):
+        load_dump(str(dumps / "_dump_3"))
     result = fr.analyze_dir(str(dumps))
     assert not sentinel.exists()
     assert [s.rank for s in result.skipped_files] == [3]
@@ -129,7 +130,7 @@ def test_parallel_and_serial_reading_agree(tmp_path: Path) -> None:
     (tmp_path / "_dump_5").write_bytes(b"\x80\x04garbage")
     serial = fr.analyze_dir(str(tmp_path), workers=1)
     parallel = fr.analyze_dir(str(tmp_path), workers=2)
-    assert serial.to_json() == parallel.to_json()
+    assert serial.to_verdict().to_json() == parallel.to_verdict().to_json()
     # a rank one collective behind, beside a rank that left no dump, was on its way to the
     # collective the dumpless rank never joined: the absent rank is the suspect
     assert serial.suspect_ranks == [90] and serial.secondary_ranks == [37]
@@ -195,6 +196,18 @@ def test_no_dumps_is_a_result(tmp_path: Path) -> None:
         check=True,
     )
     assert json.loads(out.stdout)["no_dumps"] is True  # a folder without dumps is a result, not an error
+
+
+@pytest.mark.parametrize("name", ["checkpoints", "a_file"])
+def test_a_missing_folder_or_a_file_is_refused_in_one_line(tmp_path: Path, name: str) -> None:
+    (tmp_path / "a_file").write_text("not a folder")
+    path = tmp_path / name
+    out = subprocess.run(
+        [sys.executable, "-m", "faultloop.cli.main", "fr", "--fr-path", str(path)], capture_output=True, text=True
+    )
+    assert out.returncode == 2 and out.stdout == ""
+    (line,) = out.stderr.splitlines()
+    assert line.startswith("faultloop fr: ") and str(path) in line
 
 
 @needs_nvrx_dumps

@@ -100,5 +100,5 @@ def test_adopt_reads_its_injector_line(tmp_path: Path) -> None:
 
 def test_evidence_points_at_its_lines() -> None:
     log = ["0: iteration 4 done", "1: received SIGHUP, shutting down", "0: all good"]
-    expected = cell_evidence(CELL, log, {"evidence": []}).expected
+    expected = cell_evidence(CELL, log, None).expected
     assert (expected[0].number, expected[0].why) == (2, "injected rank + fault signature")

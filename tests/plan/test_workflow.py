@@ -224,11 +224,11 @@ def test_fr_refuses_a_path_no_dump_can_be_in(tmp_path, capsys):
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "checkpoints" / "_dump_0").write_bytes(b"")
     for path, line in (
-        (tmp_path / "checkpoints" / "_dump_0", "is a file; --fr-path takes a dump folder or a prefix like DIR/_dump_"),
-        (tmp_path / "checkpoint", f"no such dump folder: {tmp_path / 'checkpoint'} (nor a file in {tmp_path}"),
+        (tmp_path / "checkpoints" / "_dump_0", "is a file, not a dump folder (nor a prefix such as DIR/_dump_)"),
+        (tmp_path / "checkpoint", f"no such dump folder: {tmp_path / 'checkpoint'}"),
     ):
         assert fr.main(["--fr-path", str(path)]) == 2
         out, err = capsys.readouterr()
         assert out == "" and err.startswith("faultloop fr: ") and line in err and err.count("\n") == 1
-    assert fr.fr_path_problem(str(tmp_path / "checkpoints")) is None
-    assert fr.fr_path_problem(str(tmp_path / "checkpoints" / "_dump_")) is None
+    assert fr.bad_dump_path(str(tmp_path / "checkpoints"), fr.DEFAULT_PATTERN) is None
+    assert fr.bad_dump_path(str(tmp_path / "checkpoints" / "_dump_"), fr.DEFAULT_PATTERN) is None

@@ -1,4 +1,4 @@
-"""faultloop.report.model: report contents checked against the scores, history, JUnit, HTML, heatmap, judge."""
+"""faultloop.report (model, sections, render, heatmap, junit, history) and `faultloop report`: report contents checked against the scores, history, JUnit, HTML, heatmap, judge."""
 
 from __future__ import annotations
 
@@ -13,11 +13,17 @@ import pytest
 
 from conftest import cell_manifest, put_analysis
 from faultloop.analyze.llm import LLMSettings
+from faultloop.cli import report
+from faultloop.contracts import DIMENSIONS, ScoreRecord, read_score_tsv, write_cell_scores, write_score_tables
 from faultloop.faults import FAULTS, RESTART, STOP
 from faultloop.plan import layout
 from faultloop.plan.pool import Cell, load_pool
-from faultloop.report import model as report
-from faultloop.score import cells as score
+from faultloop.report.heatmap import write_heatmap
+from faultloop.report.model import cohen_kappa
+from faultloop.score.cells import score_analyzers
+from faultloop.score.grade import Truth
+from faultloop.score.tables import failing_cells, write_failing_pool
+from faultloop.score.tables import gather as gather_records
 from openai_server import OpenAIServer, Reply, openai_server
 
 KEY = "sk-report-SECRET-1234"
@@ -85,17 +91,15 @@ def put_cell(
     version = (ls or {}).get("analyzer_version", "v1")
     put_analysis(d, {"builtin": ls, **(others or {})}, {"builtin": fr, "torchfrtrace": torch_fr}, version=version)
     layout.write_atomic(d / layout.STRIPPED_LOG, "\n".join(log or ["0: step 1", "1: step 1"]) + "\n")
-    truth = score.Truth(cell, 4, 32)
-    scores = score.score_analyzers(
-        d, truth, job, judge_mode=judge[1] if judge else "code", llm=judge[0] if judge else None
-    )
-    score.write_scores(scores, cell.name, d / layout.SCORE_JSON)
+    truth = Truth(cell, 4, 32)
+    scores = score_analyzers(d, truth, job, judge_mode=judge[1] if judge else "code", llm=judge[0] if judge else None)
+    write_cell_scores(scores, cell.name, d / layout.SCORE_JSON)
 
 
 def gather(session: Path, cells: list[Cell]) -> Path:
     """The score rule's work: the session's scores.tsv and the records the report reads."""
     out = session / layout.SCORE_RECORDS
-    score.write_tables(score.gather(session, cells), session / layout.SCORES_TSV, out)
+    write_score_tables(gather_records(session, cells), session / layout.SCORES_TSV, out)
     return out
 
 
@@ -223,10 +227,10 @@ def test_junit_html_heatmap(session: tuple[Path, Path]) -> None:
 def test_failing_cells_and_pool(session: tuple[Path, Path], tmp_path: Path) -> None:
     s, records = session
     tsv = s / layout.SCORES_TSV
-    assert score.failing_cells(tsv) == [B, C]
-    assert score.failing_cells(tsv, include_unscored=True) == [B, C, D, E, F]
+    assert failing_cells(tsv) == [B, C]
+    assert failing_cells(tsv, include_unscored=True) == [B, C, D, E, F]
     pool = tmp_path / "failed.tsv"
-    assert score.write_failing_pool(score.read_scores_tsv(tsv), pool) == [B, C]
+    assert write_failing_pool(read_score_tsv(tsv), pool) == [B, C]
     assert load_pool(pool_file=pool, gpus_per_node=4) == [B, C]
     pool2 = tmp_path / "failed2.tsv"
     run_report(s, records, "--failing-pool", str(pool2))
@@ -297,10 +301,10 @@ def test_mixed_analyzer_versions_warned(tmp_path: Path) -> None:
 
 
 def test_cohen_kappa() -> None:
-    assert report.cohen_kappa(["t", "t", "f", "f"], ["t", "f", "f", "f"]) == pytest.approx(0.5)
-    assert report.cohen_kappa(["a", "b"], ["a", "b"]) == pytest.approx(1.0)
-    assert report.cohen_kappa(["a", "b"], ["b", "a"]) == pytest.approx(-1.0)
-    assert math.isnan(report.cohen_kappa(["a", "a"], ["a", "a"]))
+    assert cohen_kappa(["t", "t", "f", "f"], ["t", "f", "f", "f"]) == pytest.approx(0.5)
+    assert cohen_kappa(["a", "b"], ["a", "b"]) == pytest.approx(1.0)
+    assert cohen_kappa(["a", "b"], ["b", "a"]) == pytest.approx(-1.0)
+    assert math.isnan(cohen_kappa(["a", "a"], ["a", "a"]))
 
 
 def test_judge_agreement_over_http(openai_server: OpenAIServer, tmp_path: Path) -> None:
@@ -382,7 +386,7 @@ def compared(tmp_path: Path) -> tuple[Path, Path]:
     cell_manifest(D, "99", valid=False, invalid_reason="no node").write(s / D.name / layout.INFRA_FAILURE)
     records = s / layout.SCORE_RECORDS
     names = ["builtin", "torchrun_root_cause", "mine", "fr:builtin", "fr:torchfrtrace"]
-    score.write_tables(score.gather(s, [A, B, C, D], names), s / layout.SCORES_TSV, records)
+    write_score_tables(gather_records(s, [A, B, C, D], names), s / layout.SCORES_TSV, records)
     return s, records
 
 
@@ -428,9 +432,9 @@ def test_side_by_side_sections(compared: tuple[Path, Path]) -> None:
     assert f"| fr:torchfrtrace | {C.name} | torchfrtrace could not read the dump set | `stderr tail` |" in failures
     assert D.name not in failures  # not scored: never an analyzer failure
     table = s / layout.SCORES_TSV
-    assert score.failing_cells(table) == []  # the primary passes everywhere
-    assert score.failing_cells(table, analyzer="mine") == [A, C]
-    assert score.failing_cells(table, analyzer="fr:torchfrtrace") == [A, C]
+    assert failing_cells(table) == []  # the primary passes everywhere
+    assert failing_cells(table, analyzer="mine") == [A, C]
+    assert failing_cells(table, analyzer="fr:torchfrtrace") == [A, C]
     assert [p.parent.name for p in sorted((s / "history").glob("*/*.tsv"))] == [
         "builtin",
         "mine",
@@ -456,15 +460,13 @@ def test_heatmap_fits_any_pool_shape(tmp_path: Path) -> None:
     from PIL import Image
 
     cells = [Cell(fault, 0, 5, nodes) for fault in FAULTS for nodes in (1, 2, 4, 8, 16)]
-    grades = {d: "true" for d in score.DIMENSIONS} | {"fr_rank_correct": "rank"}
+    grades = {d.name: d.passing for d in DIMENSIONS}
     rows = [
-        score.ScoreRecord(c, name, "scored", "j", "FAILED", **grades)
-        for name in ("builtin", "a", "b", "fr:x")
-        for c in cells
+        ScoreRecord(c, name, "scored", "j", "FAILED", grades) for name in ("builtin", "a", "b", "fr:x") for c in cells
     ]
     wide, small = tmp_path / "wide.png", tmp_path / "small.png"
-    report.write_heatmap(rows, wide)
-    report.write_heatmap(rows[:1], small)
+    write_heatmap(rows, wide)
+    write_heatmap(rows[:1], small)
     big, little = Image.open(wide).convert("L"), Image.open(small).convert("L")
     assert big.width > 2 * little.width and big.height > 2 * little.height  # grows with the pool's shape
     for image in (big, little):

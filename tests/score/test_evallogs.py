@@ -161,7 +161,8 @@ def test_text_report_has_the_tables_and_every_miss(capsys: pytest.CaptureFixture
     assert evallogs.main([str(REAL_LOGS)]) == 0
     text = capsys.readouterr().out
     assert "by labelled category" in text and "by launcher style" in text and "all thresholds met" in text
-    evaluation = evallogs.evaluate(evallogs.load_cases(REAL_LOGS), analyzers.resolve("builtin", {}).analyze)
+    builtin = analyzers.resolve("builtin", {})
+    evaluation = evallogs.evaluate(evallogs.load_cases(REAL_LOGS), lambda log: builtin.analyze(log).to_json())
     for miss in evaluation.misses():
         assert f"  {miss.case.name:<8} [{miss.style}] " in text
 

@@ -1,4 +1,5 @@
-"""faultloop.score.cells: every dimension's edge cases, the files it reads and writes, the LLM judge."""
+"""faultloop.score (grade, cells, judge, tables) and `faultloop score`: every dimension's edge cases, the files
+scoring reads and writes, the LLM judge."""
 
 from __future__ import annotations
 
@@ -9,25 +10,26 @@ from typing import Any
 import pytest
 
 from conftest import cell_manifest, put_analysis
-from faultloop.contracts import Manifest
-from faultloop.faults import RESTART, STOP
-from faultloop.plan import layout
-from faultloop.plan.pool import Cell
-from faultloop.score.cells import (
+from faultloop.cli.score import main
+from faultloop.contracts import (
     INFRA_FAILURE,
     INVALID,
     NOT_RUN,
     SCORED,
+    FrVerdict,
+    LogVerdict,
+    Manifest,
+    RecordError,
     ScoreRecord,
-    Truth,
-    gather,
-    grade_fr,
-    main,
-    read_records,
-    read_scores_tsv,
-    score_cell,
-    write_tables,
+    read_score_records,
+    read_score_tsv,
+    write_score_tables,
 )
+from faultloop.faults import RESTART, STOP
+from faultloop.plan import layout
+from faultloop.plan.pool import Cell
+from faultloop.score.grade import Truth, grade_fr, score_cell
+from faultloop.score.tables import gather
 from openai_server import OpenAIServer, Reply, openai_server
 
 KEY = "sk-judge-SECRET-9999"
@@ -69,8 +71,17 @@ def fr(suspects: list[int], no_dumps: bool = False) -> dict[str, Any]:
     return {"no_dumps": no_dumps, "suspect_ranks": suspects, "scope": "rank"}
 
 
+def verdict(**kw: Any) -> LogVerdict:
+    """The log verdict as scoring reads it: logsage.json through the contract's reader."""
+    return LogVerdict.from_json(logsage(**kw))
+
+
+def fr_verdict(suspects: list[Any], no_dumps: bool = False) -> FrVerdict:
+    return FrVerdict.from_json(fr(suspects, no_dumps))
+
+
 def test_all_correct() -> None:
-    s = score_cell(truth(), job(), logsage(), fr([1]))
+    s = score_cell(truth(), job(), verdict(), fr_verdict([1]))
     assert s.values == {
         "run_valid": "true",
         "restart_correct": "true",
@@ -102,21 +113,23 @@ def test_all_correct() -> None:
     ],
 )
 def test_rank_dimensions(rank: int, primary: list[int], secondary: list[int], want_primary: str, want_any: str) -> None:
-    s = score_cell(truth(rank=rank), job(), logsage(primary=primary, secondary=secondary), fr([rank]))
-    assert (s.rank_primary, s.rank_any) == (want_primary, want_any)
+    s = score_cell(truth(rank=rank), job(), verdict(primary=primary, secondary=secondary), fr_verdict([rank]))
+    assert (s.grade("rank_primary"), s.grade("rank_any")) == (want_primary, want_any)
 
 
-def test_rank_strings_are_accepted() -> None:
-    s = score_cell(truth(), job(), logsage(primary=["1"], secondary=["x"]), fr(["1"]))  # type: ignore[list-item]
-    assert (s.rank_primary, s.fr_rank_correct) == ("true", "rank")
+def test_rank_strings_are_accepted_and_non_ranks_refused() -> None:
+    s = score_cell(truth(), job(), verdict(primary=["1"], secondary=["2"]), fr_verdict(["1"]))  # type: ignore[list-item]
+    assert (s.grade("rank_primary"), s.grade("fr_rank_correct")) == ("true", "rank")
+    with pytest.raises(RecordError, match="secondary_ranks holds a non-rank"):
+        verdict(secondary=["x"])  # type: ignore[list-item]
 
 
 def test_notes_name_the_gaps() -> None:
     s = score_cell(
         truth(rank=0),
         job(),
-        logsage(restart=RESTART, primary=[2], secondary=[0], category="hang", ftype=None),
-        fr([0, 1]),
+        verdict(restart=RESTART, primary=[2], secondary=[0], category="hang", ftype=None),
+        fr_verdict([0, 1]),
     )
     assert s.judge_notes.count(".") == 1 and s.judge_notes.endswith(".")
     for part in (
@@ -144,8 +157,12 @@ def test_notes_name_the_gaps() -> None:
 def test_fault_described(
     fault: str, category: str | None, ftype: str | None, cat_ok: str, type_ok: str, described: str
 ) -> None:
-    s = score_cell(truth(fault), job(), logsage(category=category, ftype=ftype), fr([1]))
-    assert (s.fault_category_correct, s.fault_type_correct, s.fault_described) == (cat_ok, type_ok, described)
+    s = score_cell(truth(fault), job(), verdict(category=category, ftype=ftype), fr_verdict([1]))
+    assert (s.grade("fault_category_correct"), s.grade("fault_type_correct"), s.grade("fault_described")) == (
+        cat_ok,
+        type_ok,
+        described,
+    )
 
 
 @pytest.mark.parametrize(
@@ -160,8 +177,8 @@ def test_fault_described(
     ],
 )
 def test_restart(fault: str, restart: str, want: str) -> None:
-    s = score_cell(truth(fault), job(), logsage(restart=restart), fr([1]))
-    assert s.restart_correct == want
+    s = score_cell(truth(fault), job(), verdict(restart=restart), fr_verdict([1]))
+    assert s.grade("restart_correct") == want
     assert s.expected_restart == (STOP if fault in ("SIGKILL", "GPU_ERROR") else RESTART)
 
 
@@ -186,26 +203,26 @@ def test_restart(fault: str, restart: str, want: str) -> None:
     ],
 )
 def test_fr_boundaries_gpn4_seg32(rank: int, suspects: list[int], want: str) -> None:
-    assert grade_fr(truth(rank=rank, nodes=16), fr(suspects)) == want
+    assert grade_fr(truth(rank=rank, nodes=16), fr_verdict(suspects)) == want
 
 
 def test_fr_no_dumps_and_missing() -> None:
     t = truth()
-    assert grade_fr(t, fr([], no_dumps=True)) == "no_dumps"
-    assert grade_fr(t, fr([1], no_dumps=True)) == "no_dumps"
-    s = score_cell(t, job(), logsage(), None)  # analyzer never ran: a miss, not "no dumps"
-    assert s.fr_rank_correct == "false" and s.judge_notes == "No fr.json."
+    assert grade_fr(t, fr_verdict([], no_dumps=True)) == "no_dumps"
+    assert grade_fr(t, fr_verdict([1], no_dumps=True)) == "no_dumps"
+    s = score_cell(t, job(), verdict(), None)  # analyzer never ran: a miss, not "no dumps"
+    assert s.grade("fr_rank_correct") == "false" and s.judge_notes == "No fr.json."
 
 
 def test_fr_other_shapes() -> None:
-    assert grade_fr(truth(rank=2, gpn=8, seg=16), fr([0, 7])) == "node"
-    assert grade_fr(truth(rank=2, gpn=8, seg=16), fr([0, 8])) == "segment"
-    assert grade_fr(truth(rank=2, gpn=8, seg=16), fr([0, 16])) == "false"
+    assert grade_fr(truth(rank=2, gpn=8, seg=16), fr_verdict([0, 7])) == "node"
+    assert grade_fr(truth(rank=2, gpn=8, seg=16), fr_verdict([0, 8])) == "segment"
+    assert grade_fr(truth(rank=2, gpn=8, seg=16), fr_verdict([0, 16])) == "false"
 
 
 @pytest.mark.parametrize("manifest", [job(valid=False), None])
 def test_invalid_run_is_all_na(manifest: Manifest | None) -> None:
-    s = score_cell(truth(), manifest, logsage(), fr([1]))
+    s = score_cell(truth(), manifest, verdict(), fr_verdict([1]))
     dims = s.values
     assert dims.pop("run_valid") == "false"
     assert set(dims.values()) == {"N/A"}
@@ -214,8 +231,13 @@ def test_invalid_run_is_all_na(manifest: Manifest | None) -> None:
 
 
 def test_missing_logsage_is_a_miss() -> None:
-    s = score_cell(truth(), job(), None, fr([1]))
-    assert (s.restart_correct, s.rank_primary, s.rank_any, s.fault_described) == ("false", "false", "false", "false")
+    s = score_cell(truth(), job(), None, fr_verdict([1]))
+    assert (s.grade("restart_correct"), s.grade("rank_primary"), s.grade("rank_any"), s.grade("fault_described")) == (
+        "false",
+        "false",
+        "false",
+        "false",
+    )
     assert s.judge_notes.startswith("No logsage.json")
 
 
@@ -286,8 +308,8 @@ def test_gather_lists_every_state(tmp_path: Path) -> None:
     make_cell(tmp_path, unscored, manifest=job())
     records = gather(tmp_path, [good, bad, infra, notrun, unscored], ["builtin", "fr:builtin"])
     out, whole = tmp_path / "scores.tsv", tmp_path / "scores.jsonl"
-    write_tables(records, out, whole)
-    both = read_scores_tsv(out)
+    write_score_tables(records, out, whole)
+    both = read_score_tsv(out)
     # one row per cell and analyzer, in the given order; the FR analyzer's row grades only FR
     assert [(r.cell.name, r.analyzer) for r in both[:4]] == [
         (good.name, "builtin"),
@@ -295,14 +317,18 @@ def test_gather_lists_every_state(tmp_path: Path) -> None:
         (bad.name, "builtin"),
         (bad.name, "fr:builtin"),
     ]
-    assert (both[1].fr_rank_correct, both[1].restart_correct, both[1].fr_suspects) == ("rank", "N/A", [1])
+    assert (both[1].grade("fr_rank_correct"), both[1].grade("restart_correct"), both[1].fr_suspects) == (
+        "rank",
+        "N/A",
+        [1],
+    )
     assert both[0].analyzer_wall_s == 0.5 and both[0].analyzer_version == "v1"
     back = [r for r in both if r.analyzer == "builtin"]
     assert [r.cell.name for r in back] == [good.name, bad.name, infra.name, notrun.name, unscored.name]
     assert [r.status for r in back] == [SCORED, INVALID, INFRA_FAILURE, NOT_RUN, NOT_RUN]
     assert [r.state for r in back] == ["FAILED", "FAILED", "INFRA_FAILURE", "NOT_RUN", "NOT_RUN"]
-    assert back[0].rank_primary == "true" and back[0].primary_ranks == [1]
-    assert back[1].restart_correct == "N/A" and "fault never fired" in back[1].reason
+    assert back[0].grade("rank_primary") == "true" and back[0].primary_ranks == [1]
+    assert back[1].grade("restart_correct") == "N/A" and "fault never fired" in back[1].reason
     assert back[2].job_id == "77" and "container failed to start" in back[2].reason
     assert back[4].reason == "ran but not scored yet"
     # typed columns: one value per cell, rank lists as numbers, no JSON inside the table
@@ -310,8 +336,8 @@ def test_gather_lists_every_state(tmp_path: Path) -> None:
     row = dict(zip(header.split("\t"), first.split("\t"), strict=False))
     assert row["primary_ranks"] == "1" and "{" not in out.read_text() and "llm_judge" not in header
     # the table and the whole records agree; only the records carry the evidence
-    assert [r.to_row() for r in both] == [r.to_row() for r in read_records(whole)]
-    assert read_records(whole)[0].evidence is not None and both[0].evidence is None
+    assert [r.to_row() for r in both] == [r.to_row() for r in read_score_records(whole)]
+    assert read_score_records(whole)[0].evidence is not None and both[0].evidence is None
 
 
 def test_records_round_trip_and_carry_the_evidence(tmp_path: Path) -> None:

@@ -25,8 +25,11 @@ import faultloop.analyze.fr.peers as fl_frpeers
 import faultloop.report.history as fl_history
 import faultloop.plan.layout as layout
 import faultloop.plan.pool as fl_pool
-import faultloop.report.model as fl_report
-import faultloop.score.cells as fl_score
+import faultloop.report as fl_report
+import faultloop.contracts as fl_contracts
+import faultloop.score.cells as fl_score_cells
+import faultloop.score.grade as fl_grade
+import faultloop.score.judge as fl_judge
 from faultloop.run.spec import rule_flags
 from faultloop.plan.invocation import (
     cell_targets,
@@ -107,15 +110,21 @@ ANALYZER_SPECS = fl_analyzers.specs_json(ANALYZERS)
 FR_SPECS = fl_frpeers.specs_json(FR_ANALYZERS)
 # Every row of scores.tsv, per cell in this order: the log analyzers, then fr:<name>.
 SCORED_ANALYZERS = [a.name for a in ANALYZERS] + [
-    fl_score.FR_PREFIX + spec.name for spec in FR_ANALYZERS
+    fl_contracts.FR_PREFIX + spec.name for spec in FR_ANALYZERS
 ]
 SCORE_VERSION = fl_fingerprint.source_fingerprint(
-    fl_score, fl_evidence, fl_faults, fl_marker, settings=tool_config(config["judge"])
+    fl_score_cells,
+    fl_grade,
+    fl_judge,
+    fl_evidence,
+    fl_contracts,
+    fl_faults,
+    fl_marker,
+    settings=tool_config(config["judge"]),
 )
 # The report's code and its templates (package data, not modules).
 REPORT_VERSION = fl_fingerprint.source_fingerprint(
     fl_report,
-    fl_history,
     settings=sorted(
         (t.name, t.read_text())
         for t in (Path(fl_report.__file__).parent / "templates").glob("*.j2")

@@ -2,11 +2,32 @@
 # pass rates, failure modes, time to verdict, iteration comparison.
 
 
+# Each log analyzer's scores recorded under its version: history/ is the report's memory across
+# invocations. Its declared output is the index of every entry (one scores table per analyzer
+# version, history/<analyzer>/<n>_<fingerprint>.tsv, kept from earlier runs).
+rule history:
+    input:
+        records=rules.score.output.records,
+    output:
+        index=f"{SESSION}/{layout.HISTORY_DIR}/{fl_history.INDEX}",
+    log:
+        f"{SESSION}/logs/history.log",
+    conda:
+        "../envs/faultloop.yaml"
+    params:
+        cli=FAULTLOOP,
+        version=REPORT_VERSION,
+    shell:
+        "{params.cli} history --records {input.records:q}"
+        ' --history-dir "$(dirname {output.index:q})" > {log:q} 2>&1'
+
+
 # It reads only what it declares: the score records (per-cell evidence included, judge_score found
-# it) and, in an adopted session, upstream's recorded verdicts; its history/ is its own memory.
+# it), the history and, in an adopted session, upstream's recorded verdicts.
 rule aggregate_report:
     input:
         records=rules.score.output.records,
+        history=rules.history.output.index,
         upstream=UPSTREAM_VERDICTS,
     output:
         report=f"{SESSION}/{REPORT_FILE}",

@@ -1,7 +1,8 @@
-"""aggregate_report rule: the session report, heatmap, HTML page, JUnit file and failing pool."""
+"""aggregate_report rule: the session report, heatmap, HTML page, JUnit file and failing pool,
+from the score records and the history the history rule recorded."""
 
+from faultloop.cli import report
 from faultloop.plan.invocation import logged, run_cli
-from faultloop.report import model as report
 
 with logged(snakemake.log[0]):
     run_cli(
@@ -12,6 +13,8 @@ with logged(snakemake.log[0]):
             "--session-dir",
             snakemake.params.session,
             *(["--upstream-verdicts", *snakemake.input.upstream] if snakemake.input.upstream else []),
+            # history/ is rule history's output: read here, never written
+            "--no-history",
             "--output",
             snakemake.output.report,
             "--html",

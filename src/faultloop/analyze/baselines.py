@@ -20,8 +20,8 @@ import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from faultloop.contracts import LogVerdict, VerdictLine
 from faultloop.faults import CRASH, ERRORS_NOT_FOUND, EXCEPTION, FAULTS, NO_LOGS, NONE, OTHER, STOP
 
 _LABEL_RE = re.compile(r"^\s*(\d+): ")  # srun --label
@@ -120,23 +120,10 @@ def _verdict(
     detail: str,
     evidence: list[LogLine],
     kind: str,
-) -> dict[str, Any]:
-    """The logsage.json contract (docs/architecture.md)."""
-    return {
-        "restart": restart,
-        "primary_ranks": primary,
-        "secondary_ranks": [],
-        "fault_category": category,
-        "fault_type": fault_type,
-        "explanation": explanation,
-        "detail": detail,
-        "evidence": [
-            {"line": e.number, "text": e.raw[:300], "kind": kind, "rank": primary[0] if primary else None}
-            for e in evidence
-        ],
-        "checkpoint_saved": False,
-        "mode": "baseline",
-    }
+) -> LogVerdict:
+    """A baseline's answer: the lines it read as its evidence, nothing secondary, no checkpoint."""
+    cited = [VerdictLine(e.number, e.raw[:300], kind, primary[0] if primary else None) for e in evidence]
+    return LogVerdict(restart, primary, [], category, fault_type, explanation, detail, cited, False, mode="baseline")
 
 
 def _empty(path: Path) -> bool:
@@ -147,13 +134,13 @@ def _empty(path: Path) -> bool:
     return True
 
 
-def _no_logs(path: Path) -> dict[str, Any] | None:
+def _no_logs(path: Path) -> LogVerdict | None:
     if not path.is_file() or _empty(path):
         return _verdict(NO_LOGS, [], NONE, None, "no log to read", "", [], "none")
     return None
 
 
-def torchrun_root_cause(path: str | Path) -> dict[str, Any]:
+def torchrun_root_cause(path: str | Path) -> LogVerdict:
     """torchrun's own answer: the root-cause block's rank, exit code and signal."""
     path = Path(path)
     if (empty := _no_logs(path)) is not None:
@@ -237,7 +224,7 @@ def torchrun_root_cause(path: str | Path) -> dict[str, Any]:
     )
 
 
-def first_error(path: str | Path) -> dict[str, Any]:
+def first_error(path: str | Path) -> LogVerdict:
     """The rank of the first line that looks like an error."""
     path = Path(path)
     if (empty := _no_logs(path)) is not None:
@@ -261,7 +248,7 @@ def first_error(path: str | Path) -> dict[str, Any]:
     return _verdict(ERRORS_NOT_FOUND, [], NONE, None, "No line looks like an error.", "", [], "none")
 
 
-BASELINES: dict[str, Callable[[str | Path], dict[str, Any]]] = {
+BASELINES: dict[str, Callable[[str | Path], LogVerdict]] = {
     "torchrun_root_cause": torchrun_root_cause,
     "first_error": first_error,
 }

@@ -1,41 +1,59 @@
-"""`faultloop fr --fr-path PATH ...`: faultloop's flight-recorder analyzer on a job's dumps.
-
-A path that cannot hold dumps (a missing folder, a file, a prefix no file starts with) is refused
-here with one line naming it, before anything is read. A dump folder without dumps, or torch's
-dump prefix in one (`DIR/_dump_`), is a result ("no dumps found"): the job left none. The analysis
-itself and its other options are faultloop.analyze.fr.analysis's.
-"""
+"""`faultloop fr --fr-path DIR`: attribute a failed job from its flight-recorder dumps."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from pathlib import Path
 
-from faultloop.analyze.fr import analysis
+from faultloop.analyze.fr.analysis import analyze_dir
+from faultloop.analyze.fr.dumps import DEFAULT_PATTERN, find_dumps
+from faultloop.plan import layout
 
 
-def fr_path_problem(path: str) -> str | None:
-    """Why `--fr-path` names nothing dumps could be in (a dump folder, or a prefix like DIR/_dump_)."""
-    given = Path(path)
-    if given.is_dir():
+def bad_dump_path(fr_path: str, pattern: str) -> str | None:
+    """Why `fr_path` is neither a dump folder nor a prefix path like DIR/_dump_ (an existing folder
+    and the start of the dumps' names, or of some files' there); None when it is one. A folder
+    without dumps is a result (no dumps), a missing folder or a file is a mistake."""
+    if os.path.isdir(fr_path):
         return None
-    if given.is_file():
-        return f"{path} is a file; --fr-path takes a dump folder or a prefix like DIR/_dump_"
-    if not given.parent.is_dir():
-        return f"no such dump folder: {path}"
-    if analysis.DEFAULT_PATTERN.startswith(given.name):
-        return None  # torch's own dump prefix: a folder whose job left no dump is a result
-    if not any(child.is_file() and child.name.startswith(given.name) for child in given.parent.iterdir()):
-        return f"no such dump folder: {path} (nor a file in {given.parent} starting with {given.name!r})"
-    return None
+    if os.path.isfile(fr_path):
+        return f"{fr_path} is a file, not a dump folder (nor a prefix such as DIR/_dump_)"
+    folder, prefix = os.path.split(fr_path)
+    if os.path.isdir(folder or ".") and prefix and (pattern.startswith(prefix) or find_dumps(fr_path, pattern)):
+        return None
+    return f"no such dump folder: {fr_path}"
 
 
 def main(argv: list[str]) -> int:
-    paths = argparse.ArgumentParser(add_help=False)
-    paths.add_argument("--fr-path")
-    given, _ = paths.parse_known_args(argv)
-    if given.fr_path is not None and (problem := fr_path_problem(given.fr_path)):
+    parser = argparse.ArgumentParser(prog="faultloop fr", description=__doc__)
+    parser.add_argument("--fr-path", required=True, help="dump directory, or a prefix path like DIR/_dump_")
+    parser.add_argument("-p", "--pattern", default=DEFAULT_PATTERN, help="file name glob (default %(default)s)")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--gpus-per-node", type=int, default=4)
+    parser.add_argument("--segment-size", type=int, default=32)
+    parser.add_argument("--world-size", type=int, default=None, help="expected ranks 0..N-1 (else from pg_config)")
+    parser.add_argument("--workers", type=int, default=None, help="reader processes (default: usable cores)")
+    parser.add_argument("--output-json", help="also write fr.json here (atomically)")
+    parser.add_argument("--output-text", help="also write the table here (atomically)")
+    args = parser.parse_args(argv)
+    problem = bad_dump_path(args.fr_path, args.pattern)
+    if problem:
         print(f"faultloop fr: {problem}", file=sys.stderr)
         return 2
-    return analysis.main(argv)
+    result = analyze_dir(
+        args.fr_path,
+        args.pattern,
+        world_size=args.world_size,
+        gpus_per_node=args.gpus_per_node,
+        segment_size=args.segment_size,
+        workers=args.workers,
+    )
+    layout.emit_result(
+        result.to_table(),
+        result.to_verdict().to_json(),
+        text_path=args.output_text,
+        json_path=args.output_json,
+        stdout_format=args.format,
+    )
+    return 0

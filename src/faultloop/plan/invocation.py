@@ -16,7 +16,7 @@ from faultloop.marker import strip_markers
 from faultloop.plan import layout
 from faultloop.plan.config import ConfigError
 from faultloop.plan.pool import Cell, cell_name_pattern
-from faultloop.score.cells import failing_cells
+from faultloop.score.tables import failing_cells
 
 
 def option_values(argv: list[str], *flags: str) -> set[str]:

@@ -2,19 +2,24 @@
 version, and upstream's stop condition (every cell passes for two consecutive versions).
 
 The history is the report's memory across invocations (`<session>/history/<analyzer>/`), one
-scores table per distinct analyzer fingerprint, newest last.
+scores table per distinct analyzer fingerprint, newest last. Recording it is its own step (rule
+history, `faultloop history`), whose declared output is the index of every entry; the report
+only reads it.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from faultloop.contracts import ScoreRecord, read_score_tsv, score_tsv_text
 from faultloop.plan import layout
-from faultloop.score.cells import ScoreRecord, read_scores_tsv, tsv_text
+from faultloop.score.tables import by_analyzer
 
 HISTORY_RE = re.compile(r"^(?P<n>\d+)_(?P<fp>.+)\.tsv$")
+INDEX = "index.json"  # every entry of every analyzer: the history step's declared output
 
 
 @dataclass(frozen=True)
@@ -52,8 +57,38 @@ def record_history(history_dir: Path, records: list[ScoreRecord], fingerprint: s
             if e.fingerprint == fp:
                 e.path.unlink()
         number = (entries[-1].number + 1) if entries else 1
-    layout.write_atomic(history_dir / f"{number}_{fp}.tsv", tsv_text(records))
+    layout.write_atomic(history_dir / f"{number}_{fp}.tsv", score_tsv_text(records))
     return read_history(history_dir)
+
+
+def analyzer_versions(rows: list[ScoreRecord]) -> Counter[str]:
+    return Counter(r.analyzer_version or "unknown" for r in rows if r.scored)
+
+
+def pick_fingerprint(rows: list[ScoreRecord], given: str | None) -> str:
+    """The analyzer version the scores belong to: the given one, else the scored cells' majority."""
+    if given:
+        return given
+    versions = analyzer_versions(rows)
+    return versions.most_common(1)[0][0] if versions else "unknown"
+
+
+def record_histories(
+    records: list[ScoreRecord], history_dir: Path, fingerprint: str | None = None
+) -> dict[str, list[HistoryEntry]]:
+    """Record every log analyzer's records under its version (fingerprint: the primary's, default
+    its cells' majority), and write the index of every entry (`history/index.json`)."""
+    histories: dict[str, list[HistoryEntry]] = {}
+    for name, own in by_analyzer(records).items():
+        if not own[0].is_fr:
+            given = fingerprint if not histories else None
+            histories[name] = record_history(history_dir / name, own, pick_fingerprint(own, given))
+    index = {
+        name: [{"number": e.number, "fingerprint": e.fingerprint, "file": f"{name}/{e.path.name}"} for e in entries]
+        for name, entries in histories.items()
+    }
+    layout.write_json_atomic(history_dir / INDEX, {"analyzers": index})
+    return histories
 
 
 @dataclass
@@ -69,7 +104,7 @@ class Comparison:
 
 def compare(current: list[ScoreRecord], previous_entry: HistoryEntry | None) -> Comparison:
     comp = Comparison(previous_entry)
-    before = {r.cell.name: r for r in read_scores_tsv(previous_entry.path)} if previous_entry else {}
+    before = {r.cell.name: r for r in read_score_tsv(previous_entry.path)} if previous_entry else {}
     for row in current:
         if not row.scored:
             continue
@@ -98,7 +133,7 @@ def stop_condition(history: list[HistoryEntry]) -> tuple[bool, str]:
     """Upstream's stop condition: every cell passes the four dimensions for two consecutive versions."""
     if len(history) < 2:
         return False, "only one analyzer version so far; the stop condition needs two consecutive clean ones"
-    last, prev = read_scores_tsv(history[-1].path), read_scores_tsv(history[-2].path)
+    last, prev = read_score_tsv(history[-1].path), read_score_tsv(history[-2].path)
     for label, rows in (("this", last), ("the previous", prev)):
         if not all_pass(rows):
             bad = [r for r in rows if not r.passed]

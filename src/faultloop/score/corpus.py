@@ -371,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     except (EvalError, config.ConfigError) as exc:
         print(f"faultloop eval-logs: {exc}", file=sys.stderr)
         return 2
-    evaluation = evaluate(cases, analyzer.analyze)
+    evaluation = evaluate(cases, lambda log: analyzer.analyze(log).to_json())
     bar = Thresholds()
     if args.format == "json":
         print(json.dumps(evaluation.to_json(bar), indent=1))

@@ -8,10 +8,9 @@ and stored with the score, so the report reads only its declared inputs.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from collections.abc import Iterable
 
+from faultloop.contracts import CellEvidence, CitedLine, EvidenceLine, LogVerdict
 from faultloop.faults import FAULTS
 from faultloop.plan.pool import Cell
 
@@ -21,69 +20,16 @@ ERROR_WORDS = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class EvidenceLine:
-    """A line of the stripped log worth a look, and whether the analyzer cited it."""
-
-    number: int
-    text: str
-    why: str
-    cited: bool
-
-
-@dataclass(frozen=True)
-class CitedLine:
-    """A line the analyzer's verdict rested on (its evidence list)."""
-
-    line: int | None
-    kind: str
-    rank: int | None
-    text: str
-
-
-@dataclass(frozen=True)
-class CellEvidence:
-    """What an analyzer cited on a cell, and the lines it should have looked at."""
-
-    cited: list[CitedLine] = field(default_factory=list)
-    expected: list[EvidenceLine] = field(default_factory=list)
-
-    @property
-    def missed(self) -> list[EvidenceLine]:
-        return [e for e in self.expected if not e.cited]
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> CellEvidence:
-        return cls(
-            [CitedLine(**c) for c in data.get("cited", [])], [EvidenceLine(**e) for e in data.get("expected", [])]
-        )
-
-
 def rank_pattern(rank: int) -> re.Pattern[str]:
     """Lines by the rank (srun --label prefix, torch's [rankN]) or naming it (rank 3, rank=3)."""
     return re.compile(rf"^\s*{rank}:\s|\brank[\s=:\[#]*{rank}\b", re.IGNORECASE)
 
 
-def _cited(verdict: Mapping[str, Any]) -> list[CitedLine]:
-    out = []
-    for e in verdict.get("evidence") or []:
-        if isinstance(e, Mapping):
-            line, rank = e.get("line"), e.get("rank")
-            out.append(
-                CitedLine(
-                    line if isinstance(line, int) else None,
-                    str(e.get("kind") or "?"),
-                    rank if isinstance(rank, int) else None,
-                    str(e.get("text") or "")[:300],
-                )
-            )
-    return out
+def _cited(verdict: LogVerdict | None) -> list[CitedLine]:
+    return [CitedLine(e.line, e.kind or "?", e.rank, e.text[:300]) for e in (verdict.evidence if verdict else [])]
 
 
-def cell_evidence(cell: Cell, lines: Iterable[str], verdict: Mapping[str, Any]) -> CellEvidence:
+def cell_evidence(cell: Cell, lines: Iterable[str], verdict: LogVerdict | None) -> CellEvidence:
     """The injected rank's lines that carry the fault's signature (or an error word), then other
     signature lines, then the injected rank's last line; each marked cited or missed."""
     cited = _cited(verdict)

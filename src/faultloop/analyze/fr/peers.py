@@ -1,7 +1,7 @@
 """Flight-recorder analyzers side by side: faultloop's own (`fr`) and torch's `torchfrtrace`.
 
 Dumps are untrusted, and torchfrtrace reads them with a plain `pickle.load`. So it never sees
-the originals: each dump is read with faultloop's restricted unpickler (`fr.load_dump`, which
+the originals: each dump is read with faultloop's restricted unpickler (`dumps.load_dump`, which
 builds only plain containers) and written again into a temporary folder, which torchfrtrace reads.
 Copies are normalised where torch's tool expects what gloo does not write (see `sanitize`).
 
@@ -13,9 +13,7 @@ after the unsafe or broken files are dropped), that is its recorded failure for 
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import json
 import os
 import pickle
 import re
@@ -27,15 +25,29 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from faultloop.analyze import registry as analyzers
-from faultloop.analyze.fr import analysis as fr
-from faultloop.analyze.registry import AnalyzerFailure, Outcome, RunRecord
+from faultloop.analyze.fr import analysis, dumps
+from faultloop.analyze.fr.analysis import BUILTIN
+from faultloop.analyze.registry import package_version
+from faultloop.analyze.running import (
+    DEFAULT_TIMEOUT_S,
+    NAME_RE,
+    TAIL_CHARS,
+    AnalyzerFailure,
+    Outcome,
+    exit_reason,
+    file_digest,
+    param_json,
+    run_process,
+    run_with_reuse,
+    tail,
+    timed,
+)
+from faultloop.contracts import FrVerdict, RunRecord, SkippedFile, verdicts, write_index
 from faultloop.fingerprint import source_fingerprint
 from faultloop.plan import layout
 from faultloop.plan.config import ConfigError
-from faultloop.plan.pool import Cell
 
-BUILTIN, TORCHFRTRACE = "builtin", "torchfrtrace"
+TORCHFRTRACE = "torchfrtrace"
 FR_KINDS = (BUILTIN, TORCHFRTRACE)
 TORCHFRTRACE_MODULE = "torch.distributed.flight_recorder.fr_trace"
 PREFIX = "_dump_"
@@ -56,27 +68,27 @@ class FrSpec:
 
     name: str
     kind: str
-    timeout_s: float = analyzers.DEFAULT_TIMEOUT_S
+    timeout_s: float = DEFAULT_TIMEOUT_S
     fingerprint: str = ""
 
 
 def spec_from_config(name: str, entry: Mapping[str, Any] | None, config: Mapping[str, Any]) -> FrSpec:
     where = f"config key 'fr_analyzers.{name}'"
-    if not analyzers.NAME_RE.match(name):
+    if not NAME_RE.match(name):
         raise ConfigError(f"{where}: names are letters, digits, '_' and '-'")
     entry = dict(entry) if entry else {"kind": name}
     kind = entry.get("kind")
     if kind not in FR_KINDS:
         raise ConfigError(f"{where}: unknown kind {kind!r}; kinds are {', '.join(FR_KINDS)}")
-    timeout = float(entry.get("timeout_s", analyzers.DEFAULT_TIMEOUT_S))
+    timeout = float(entry.get("timeout_s", DEFAULT_TIMEOUT_S))
     if timeout <= 0:
         raise ConfigError(f"{where}.timeout_s: must be positive")
     shape = (config["gpus_per_node"], config["fr_segment_size"])
     if kind == BUILTIN:
-        stamp = source_fingerprint(fr, settings=shape)
+        stamp = source_fingerprint(analysis, dumps, verdicts, settings=shape)
     else:
         stamp = source_fingerprint(
-            sys.modules[__name__], fr, settings=(shape, timeout, analyzers.package_version("torch"))
+            sys.modules[__name__], dumps, verdicts, settings=(shape, timeout, package_version("torch"))
         )
     return FrSpec(name, kind, timeout, stamp)
 
@@ -149,18 +161,20 @@ def parse_torchfrtrace(output: str) -> tuple[list[dict[str, Any]], list[int]]:
     return reports, undecided
 
 
-def _copy_for_torch(paths: list[str], dest: Path) -> tuple[list[int], list[dict[str, str]], list[str]]:
+def _copy_for_torch(paths: list[str], dest: Path) -> tuple[list[int], list[SkippedFile], list[str]]:
     """Sanitized pickles of the readable dumps; the files left out and why."""
-    ranks, skipped, notes = [], [], []
+    ranks: list[int] = []
+    skipped: list[SkippedFile] = []
+    notes: list[str] = []
     for path in paths:
         match = _RANK_IN_NAME.search(os.path.basename(path))
         if match is None:
-            skipped.append({"file": path, "error": "no rank in the file name"})
+            skipped.append(SkippedFile(path, "no rank in the file name"))
             continue
         try:
-            dump = fr.load_dump(path)
+            dump = dumps.load_dump(path)
         except (ValueError, pickle.UnpicklingError) as exc:
-            skipped.append({"file": path, "error": str(exc)})
+            skipped.append(SkippedFile(path, str(exc)))
             continue
         notes += [f"{os.path.basename(path)}: {note}" for note in sanitize(dump)]
         rank = int(match.group(1))
@@ -173,63 +187,49 @@ def _torchfrtrace(folder: Path, timeout_s: float) -> str:
     """Run torch's analyzer on a folder of sanitized dumps; its combined output."""
     log = folder / "torchfrtrace.out"
     argv = [sys.executable, "-m", TORCHFRTRACE_MODULE, str(folder), "-p", PREFIX, "--allow-incomplete-ranks"]
-    status = analyzers.run_process(argv, log, log, timeout_s)
+    status = run_process(argv, log, log, timeout_s)
     if status != 0:
-        raise AnalyzerFailure(
-            f"torchfrtrace could not read the dump set ({analyzers.exit_reason(status)})", analyzers.tail(log)
-        )
+        raise AnalyzerFailure(f"torchfrtrace could not read the dump set ({exit_reason(status)})", tail(log))
     with open(log, "rb") as handle:
         return handle.read(OUTPUT_CAP).decode("utf-8", "replace")
 
 
 def analyze_torchfrtrace(
     fr_path: str, *, world_size: int | None, gpus_per_node: int, segment_size: int, timeout_s: float
-) -> tuple[dict[str, Any], str]:
-    """torchfrtrace's verdict in the fr.json shape, and its output as the text form."""
-    paths = fr.find_dumps(fr_path)
+) -> tuple[FrVerdict, str]:
+    """torchfrtrace's verdict, and its output as the text form. Its details: the reports (one per
+    collective it could not match), the normalisations applied and the ranks it could not judge."""
+    paths = dumps.find_dumps(fr_path)
     expected = list(range(world_size)) if world_size else []
-    base = {
-        "tool": TORCHFRTRACE,
-        "expected_ranks": expected,
-        "reports": [],
-        "normalised": [],
-        "ranks_undecided": [],
-        "secondary_ranks": [],
-    }
     if not paths:
-        return {
-            **base,
-            "no_dumps": True,
-            "dumps_read": [],
-            "ranks_without_dump": expected,
-            "skipped_files": [],
-            "suspect_ranks": [],
-            "scope": "none",
-        }, "(no flight-recorder dumps found)\n"
+        details: dict[str, Any] = {"reports": [], "normalised": [], "ranks_undecided": []}
+        verdict = FrVerdict(
+            True, [], "none", TORCHFRTRACE, ranks_without_dump=expected, expected_ranks=expected, details=details
+        )
+        return verdict, "(no flight-recorder dumps found)\n"
     with tempfile.TemporaryDirectory(prefix="torchfrtrace-") as tmp:
         ranks, skipped, notes = _copy_for_torch(paths, Path(tmp))
         if not ranks:
             raise AnalyzerFailure(
                 f"no dump torchfrtrace may read ({len(skipped)} unsafe or unreadable)",
-                "\n".join(s["error"] for s in skipped)[-analyzers.TAIL_CHARS :],
+                "\n".join(s.error for s in skipped)[-TAIL_CHARS:],
             )
         output = _torchfrtrace(Path(tmp), timeout_s)
     reports, undecided = parse_torchfrtrace(output)
     named: list[int] = next(
         (r["missing_ranks"] or r["culprit_ranks"] for r in reports if r["missing_ranks"] or r["culprit_ranks"]), []
     )
-    verdict = {
-        **base,
-        "no_dumps": False,
-        "dumps_read": ranks,
-        "ranks_without_dump": [r for r in expected if r not in set(ranks)],
-        "skipped_files": skipped,
-        "suspect_ranks": named,
-        "scope": fr.scope_of(named, gpus_per_node, segment_size),
-        "reports": reports,
-        "normalised": notes,
-        "ranks_undecided": undecided,
-    }
+    verdict = FrVerdict(
+        False,
+        named,
+        analysis.scope_of(named, gpus_per_node, segment_size),
+        TORCHFRTRACE,
+        dumps_read=ranks,
+        ranks_without_dump=[r for r in expected if r not in set(ranks)],
+        skipped_files=skipped,
+        expected_ranks=expected,
+        details={"reports": reports, "normalised": notes, "ranks_undecided": undecided},
+    )
     return verdict, output
 
 
@@ -238,19 +238,19 @@ def analyze_torchfrtrace(
 
 def dumps_digest(fr_path: str, manifest: Path) -> str:
     """The FR analyzers' input: the dump files (names and sizes) of this run of the job."""
-    digest = hashlib.sha256(analyzers.file_digest(manifest).encode())
-    for path in fr.find_dumps(fr_path):
+    digest = hashlib.sha256(file_digest(manifest).encode())
+    for path in dumps.find_dumps(fr_path):
         digest.update(f"{os.path.basename(path)}:{os.path.getsize(path)}\n".encode())
     return digest.hexdigest()[:16]
 
 
 def attempt(spec: FrSpec, fr_path: str, *, world_size: int | None, gpus_per_node: int, segment_size: int) -> Outcome:
-    def work() -> tuple[dict[str, Any], str, str | None]:
+    def work() -> tuple[FrVerdict, str, str | None]:
         if spec.kind == BUILTIN:
-            result = fr.analyze_dir(
+            result = analysis.analyze_dir(
                 fr_path, world_size=world_size, gpus_per_node=gpus_per_node, segment_size=segment_size
             )
-            return {"tool": BUILTIN, **result.to_json()}, result.to_table(), None
+            return result.to_verdict(), result.to_table(), None
         verdict, output = analyze_torchfrtrace(
             fr_path,
             world_size=world_size,
@@ -260,7 +260,7 @@ def attempt(spec: FrSpec, fr_path: str, *, world_size: int | None, gpus_per_node
         )
         return verdict, output, output
 
-    return analyzers.timed(work)
+    return timed(work)
 
 
 def analyze_cell(
@@ -278,7 +278,7 @@ def analyze_cell(
     digest = dumps_digest(fr_path, manifest)
     records = []
     for spec in specs:
-        record = analyzers.run_with_reuse(
+        record = run_with_reuse(
             spec.name,
             spec.kind,
             spec.fingerprint,
@@ -296,41 +296,9 @@ def analyze_cell(
             file=sys.stderr,
         )
         records.append(record)
-    analyzers.write_index(index, records)
+    write_index(index, records)
     return records
 
 
 def specs_json(specs: list[FrSpec]) -> str:
-    return analyzers.param_json([asdict(spec) for spec in specs])
-
-
-def main(argv: list[str]) -> int:
-    """`faultloop fr-analyzers`: the fr_analysis rule, every FR analyzer on a cell's dumps."""
-    parser = argparse.ArgumentParser(prog="faultloop fr-analyzers", description=main.__doc__)
-    parser.add_argument("--manifest", type=Path, required=True, help="the cell's job.json")
-    parser.add_argument("--index", type=Path, required=True, help=f"the cell's {layout.FR_INDEX}")
-    parser.add_argument("--specs", required=True, help="the FR analyzers as JSON (from the workflow)")
-    parser.add_argument(
-        "--world-size",
-        type=int,
-        default=None,
-        help="ranks 0..N-1 expected (default: the cell's nodes x --gpus-per-node)",
-    )
-    parser.add_argument("--gpus-per-node", type=int, default=4)
-    parser.add_argument("--segment-size", type=int, default=32)
-    parser.add_argument("--fresh", type=int, default=0, help="1: re-run every analyzer (--forcerun)")
-    args = parser.parse_args(argv)
-    specs = [FrSpec(**s) for s in json.loads(args.specs)]
-    # From the cell's folder name, not a per-job Snakemake param: those cost planning time.
-    world_size = args.world_size or Cell.from_name(args.manifest.parent.name).nodes * args.gpus_per_node
-    analyze_cell(
-        specs,
-        str(args.manifest.parent / "checkpoints"),
-        args.manifest,
-        args.index,
-        world_size=world_size,
-        gpus_per_node=args.gpus_per_node,
-        segment_size=args.segment_size,
-        fresh=bool(args.fresh),
-    )
-    return 0
+    return param_json([asdict(spec) for spec in specs])

@@ -1,4 +1,4 @@
-"""The deterministic analyzer: a log in, a Verdict out (the logsage.json contract).
+"""The deterministic analyzer: a log in, a Verdict (`contracts.LogVerdict`, logsage.json) out.
 
 The log is streamed: the prefilter picks the few lines worth a look, the scan classifies them,
 multi-line records are read afterwards at their byte offsets, and attribution decides. State is
@@ -11,14 +11,15 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from faultloop.analyze.logsage import records, scan
-from faultloop.analyze.logsage.attribute import LOW, attribute
+from faultloop.analyze.logsage.attribute import attribute
 from faultloop.analyze.logsage.facts import MAX_EVIDENCE, Evidence, Facts
 from faultloop.analyze.logsage.rules import CHECKPOINT, POLICY, WHAT_HAPPENED
+from faultloop.contracts import LogVerdict as Verdict  # the logsage.json contract
 from faultloop.faults import ERRORS_NOT_FOUND, FAULTS, NO_LOGS, NONE, RESTART
 from faultloop.fingerprint import source_fingerprint
 
@@ -33,60 +34,6 @@ class Settings:
     prefilter: str = "auto"  # auto (rg, else grep, else Python) | rg | grep | python
     jobs: int = 0  # parallel grep ranges for big logs; 0: one per CPU, at most 4
     llm: Any = None  # faultloop.analyze.llm.LLMSettings in llm mode
-
-
-@dataclass
-class Verdict:
-    """The analyzer's answer, in the logsage.json contract (docs/architecture.md)."""
-
-    restart: str
-    primary_ranks: list[int]
-    secondary_ranks: list[int]
-    fault_category: str
-    fault_type: str | None
-    explanation: str
-    detail: str
-    evidence: list[Evidence]
-    checkpoint_saved: bool
-    confidence: str = LOW  # high | medium | low: how firmly the log supports the primary ranks (else the cause)
-    confidence_reason: str = ""
-    mode: str = "deterministic"
-    analyzer_version: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        out = {
-            "restart": self.restart,
-            "primary_ranks": self.primary_ranks,
-            "secondary_ranks": self.secondary_ranks,
-            "fault_category": self.fault_category,
-            "fault_type": self.fault_type,
-            "confidence": self.confidence,
-            "confidence_reason": self.confidence_reason,
-            "explanation": self.explanation,
-            "detail": self.detail,
-            "evidence": [e.to_json() for e in self.evidence],
-            "checkpoint_saved": self.checkpoint_saved,
-            "mode": self.mode,
-            "analyzer_version": self.analyzer_version,
-        }
-        out.update(self.extra)
-        return out
-
-    def to_text(self) -> str:
-        """Upstream's five-part text form."""
-        return (
-            "\n".join(
-                [
-                    self.restart,
-                    self.explanation,
-                    f"Attribution: Primary issues: {self.primary_ranks}, Secondary issues: {self.secondary_ranks}",
-                    self.detail,
-                    f"checkpoint_saved: {str(self.checkpoint_saved).lower()}",
-                ]
-            )
-            + "\n"
-        )
 
 
 def analyzer_fingerprint(settings: Any = None) -> str:

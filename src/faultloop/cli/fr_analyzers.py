@@ -1,0 +1,42 @@
+"""`faultloop fr-analyzers`: the fr_analysis rule, every configured FR analyzer on a cell's dumps."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from faultloop.analyze.fr.peers import FrSpec, analyze_cell
+from faultloop.plan import layout
+from faultloop.plan.pool import Cell
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="faultloop fr-analyzers", description=__doc__)
+    parser.add_argument("--manifest", type=Path, required=True, help="the cell's job.json")
+    parser.add_argument("--index", type=Path, required=True, help=f"the cell's {layout.FR_INDEX}")
+    parser.add_argument("--specs", required=True, help="the FR analyzers as JSON (from the workflow)")
+    parser.add_argument(
+        "--world-size",
+        type=int,
+        default=None,
+        help="ranks 0..N-1 expected (default: the cell's nodes x --gpus-per-node)",
+    )
+    parser.add_argument("--gpus-per-node", type=int, default=4)
+    parser.add_argument("--segment-size", type=int, default=32)
+    parser.add_argument("--fresh", type=int, default=0, help="1: re-run every analyzer (--forcerun)")
+    args = parser.parse_args(argv)
+    specs = [FrSpec(**s) for s in json.loads(args.specs)]
+    # From the cell's folder name, not a per-job Snakemake param: those cost planning time.
+    world_size = args.world_size or Cell.from_name(args.manifest.parent.name).nodes * args.gpus_per_node
+    analyze_cell(
+        specs,
+        str(args.manifest.parent / "checkpoints"),
+        args.manifest,
+        args.index,
+        world_size=world_size,
+        gpus_per_node=args.gpus_per_node,
+        segment_size=args.segment_size,
+        fresh=bool(args.fresh),
+    )
+    return 0

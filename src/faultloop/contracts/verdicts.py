@@ -1,0 +1,285 @@
+"""The analyzers' answers and how they came about: logsage.json (`LogVerdict`, every log
+analyzer's), fr.json (`FrVerdict`, every flight-recorder analyzer's), run.json and the analysis
+indexes (`RunRecord`). Each with one reader, one writer and one validator."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from faultloop.faults import CATEGORIES, FAULTS
+from faultloop.plan import layout
+
+T = TypeVar("T")
+
+
+class RecordError(ValueError):
+    """A record file (logsage.json, fr.json, run.json, score.json, a scores row) that cannot be used."""
+
+
+def _rank_list(value: Any, name: str) -> list[int]:
+    """A rank list as ints ("3" is accepted, as analyzers write either); anything else is an error."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise RecordError(f"{name} is not a list: {value!r:.80}")
+    try:
+        return [int(item) for item in value]
+    except (TypeError, ValueError):
+        raise RecordError(f"{name} holds a non-rank: {value!r:.80}") from None
+
+
+def _read_object(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise RecordError(f"{path}: cannot read: {exc}") from None
+    if not isinstance(data, dict):
+        raise RecordError(f"{path}: not a JSON object")
+    return data
+
+
+def _in_file(path: Path, read: Callable[[dict[str, Any]], T]) -> T:
+    """A record read from a file by its validator; an error names the file."""
+    data = _read_object(path)
+    try:
+        return read(data)
+    except RecordError as exc:
+        raise RecordError(f"{path}: {exc}") from None
+
+
+# ---- logsage.json: a log analyzer's verdict -----------------------------------------------------
+
+
+class CitesLine(Protocol):
+    """A log line a verdict rests on (logsage's own evidence, or a line read back from a file)."""
+
+    @property
+    def line(self) -> int | None: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def rank(self) -> int | None: ...
+    def to_json(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class VerdictLine:
+    """A cited line as logsage.json holds it."""
+
+    line: int | None
+    text: str
+    kind: str
+    rank: int | None = None
+    rule: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"line": self.line, "text": self.text, "kind": self.kind, "rank": self.rank}
+        return out | {"rule": self.rule} if self.rule else out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> VerdictLine:
+        line, rank = data.get("line"), data.get("rank")
+        return cls(
+            line if isinstance(line, int) and not isinstance(line, bool) else None,
+            str(data.get("text") or ""),
+            str(data.get("kind") or ""),
+            rank if isinstance(rank, int) and not isinstance(rank, bool) else None,
+            str(data.get("rule") or ""),
+        )
+
+
+@dataclass
+class LogVerdict:
+    """logsage.json (docs/architecture.md): every log analyzer's answer, whatever its kind.
+    `extra` holds what an analyzer adds (logsage's LLM mode: the deterministic verdict beside)."""
+
+    restart: str
+    primary_ranks: list[int]
+    secondary_ranks: list[int]
+    fault_category: str | None
+    fault_type: str | None
+    explanation: str
+    detail: str
+    evidence: Sequence[CitesLine]
+    checkpoint_saved: bool
+    confidence: str = "low"  # high | medium | low: how firmly the log supports the primary ranks
+    confidence_reason: str = ""
+    mode: str = "deterministic"
+    analyzer_version: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out = {
+            "restart": self.restart,
+            "primary_ranks": self.primary_ranks,
+            "secondary_ranks": self.secondary_ranks,
+            "fault_category": self.fault_category,
+            "fault_type": self.fault_type,
+            "confidence": self.confidence,
+            "confidence_reason": self.confidence_reason,
+            "explanation": self.explanation,
+            "detail": self.detail,
+            "evidence": [e.to_json() for e in self.evidence],
+            "checkpoint_saved": self.checkpoint_saved,
+            "mode": self.mode,
+            "analyzer_version": self.analyzer_version,
+        }
+        return out | self.extra
+
+    def to_text(self) -> str:
+        """Upstream's five-part text form (what the LLM judge reads)."""
+        attribution = f"Attribution: Primary issues: {self.primary_ranks}, Secondary issues: {self.secondary_ranks}"
+        parts = [self.restart, self.explanation, attribution, self.detail]
+        return "\n".join([*parts, f"checkpoint_saved: {str(self.checkpoint_saved).lower()}"]) + "\n"
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], *, mode: str = "") -> LogVerdict:
+        """Check any analyzer's answer: `restart` is required, ranks must be ranks; an unknown
+        category or fault type reads as none named. mode: the kind's default mode."""
+        restart = data.get("restart")
+        if not isinstance(restart, str) or not restart.strip():
+            raise RecordError("the verdict has no 'restart' decision")
+        category, fault_type = data.get("fault_category"), data.get("fault_type")
+        known = {f.name for f in fields(cls)}
+        return cls(
+            restart.strip(),
+            _rank_list(data.get("primary_ranks"), "primary_ranks"),
+            _rank_list(data.get("secondary_ranks"), "secondary_ranks"),
+            category if category in CATEGORIES else None,
+            fault_type if fault_type in FAULTS else None,
+            str(data.get("explanation") or ""),
+            str(data.get("detail") or ""),
+            [VerdictLine.from_json(e) for e in data.get("evidence") or [] if isinstance(e, Mapping)],
+            bool(data.get("checkpoint_saved", False)),
+            str(data.get("confidence") or "low"),
+            str(data.get("confidence_reason") or ""),
+            str(data.get("mode") or mode),
+            str(data.get("analyzer_version") or ""),
+            {k: v for k, v in data.items() if k not in known},
+        )
+
+    def write(self, path: Path) -> None:
+        layout.write_json_atomic(path, self.to_json())
+
+    @classmethod
+    def read(cls, path: Path) -> LogVerdict:
+        return _in_file(path, cls.from_json)
+
+
+# ---- fr.json: a flight-recorder analyzer's verdict ----------------------------------------------
+
+
+@dataclass(slots=True)
+class SkippedFile:
+    """A dump that could not be used (unsafe, truncated, empty, foreign); `rank` from its name."""
+
+    file: str
+    error: str
+    rank: int | None = None
+
+
+@dataclass
+class FrVerdict:
+    """fr.json (docs/architecture.md): every FR analyzer's answer. `details` holds what the tool
+    adds (builtin: missing_ranks, ranks_behind, ...; torchfrtrace: its reports), kept beside."""
+
+    no_dumps: bool
+    suspect_ranks: list[int]
+    scope: str = "none"  # rank | node | segment | job | none
+    tool: str = ""
+    dumps_read: list[int] = field(default_factory=list)
+    ranks_without_dump: list[int] = field(default_factory=list)
+    skipped_files: list[SkippedFile] = field(default_factory=list)
+    expected_ranks: list[int] = field(default_factory=list)
+    secondary_ranks: list[int] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "details"}
+        data["skipped_files"] = [asdict(s) for s in self.skipped_files]
+        return data | self.details
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FrVerdict:
+        try:
+            skipped = [SkippedFile(**s) for s in data.get("skipped_files") or []]
+        except TypeError as exc:
+            raise RecordError(f"skipped_files: {exc}") from None
+        known = {f.name for f in fields(cls)}
+        return cls(
+            bool(data.get("no_dumps", False)),
+            _rank_list(data.get("suspect_ranks"), "suspect_ranks"),
+            str(data.get("scope") or "none"),
+            str(data.get("tool") or ""),
+            _rank_list(data.get("dumps_read"), "dumps_read"),
+            _rank_list(data.get("ranks_without_dump"), "ranks_without_dump"),
+            skipped,
+            _rank_list(data.get("expected_ranks"), "expected_ranks"),
+            _rank_list(data.get("secondary_ranks"), "secondary_ranks"),
+            {k: v for k, v in data.items() if k not in known},
+        )
+
+    def write(self, path: Path) -> None:
+        layout.write_json_atomic(path, self.to_json())
+
+    @classmethod
+    def read(cls, path: Path) -> FrVerdict:
+        return _in_file(path, cls.from_json)
+
+
+# ---- run.json and the analysis indexes ----------------------------------------------------------
+
+OK, FAILED = "ok", "failed"
+
+
+@dataclass
+class RunRecord:
+    """run.json, and one entry of a cell's index: how an analyzer's result came about."""
+
+    analyzer: str
+    kind: str
+    fingerprint: str
+    input_digest: str
+    status: str  # ok | failed
+    error: str | None
+    stderr_tail: str
+    wall_s: float
+    finished_at: float
+    reused: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunRecord:
+        try:
+            return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+        except TypeError as exc:
+            raise RecordError(f"run record: {exc}") from None
+
+    def write(self, path: Path) -> None:
+        layout.write_json_atomic(path, self.to_json())
+
+    @classmethod
+    def read(cls, path: Path) -> RunRecord:
+        return _in_file(path, cls.from_json)
+
+
+def write_index(path: Path, records: list[RunRecord]) -> None:
+    """analysis/analyzers.json or analysis/fr/analyzers.json: the cell's run records, in order."""
+    layout.write_json_atomic(path, {"analyzers": [r.to_json() for r in records]})
+
+
+def read_index(path: Path) -> list[RunRecord]:
+    """A cell's index; an absent or unreadable one lists no analyzer."""
+    try:
+        entries = _read_object(path).get("analyzers", [])
+    except RecordError:
+        return []
+    return [RunRecord.from_json(e) for e in entries if isinstance(e, dict)]
