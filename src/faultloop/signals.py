@@ -27,11 +27,14 @@ def signal_name(signum: int) -> str:
         return f"SIG{signum}"
 
 
-def exit_signal(exitcode: int | None) -> str | None:
-    """The signal of a death Popen or torch reports as minus the signal (-9: SIGKILL), else None."""
-    if exitcode is None or exitcode >= 0:
+def exit_signal(exitcode: int | None, *, shell: bool = False) -> str | None:
+    """The signal of a death Popen or torch reports as minus the signal (-9: SIGKILL), else None;
+    with `shell`, also a shell's exit status 128 + the signal (137: SIGKILL)."""
+    if exitcode is None:
         return None
-    return signal_name(-exitcode)
+    if exitcode < 0:
+        return signal_name(-exitcode)
+    return signal_name(exitcode - 128) if shell and 128 < exitcode < 160 else None
 
 
 def srun_signal(how: str) -> str | None:

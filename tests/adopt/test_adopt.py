@@ -415,7 +415,7 @@ def test_faultloops_own_report_is_never_taken_for_upstreams(tmp_path):
     (other / "experiments_report.md").write_text(REPORT_HEADER + verdict_row(1, "SIGKILL", 1, "51234", "false"))
     adopt(other, gpus_per_node=4)
     assert upstream_report(other) == other / "experiments_report.md"
-    assert adopt(other, gpus_per_node=4).verdicts["n2_SIGKILL_r1_i5"].restart_correct == "false"
+    assert adopt(other, gpus_per_node=4).verdicts["n2_SIGKILL_r1_i5"].grades["restart_correct"] == "false"
     (other / "adoption.json").write_text("{not json")
     with pytest.raises(AdoptError, match=r"adoption\.json: not an adoption record"):
         adopt(other, gpus_per_node=4)

@@ -25,7 +25,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from faultloop.adopt.tracking import AdoptError, TrackedRun, read_tracking
-from faultloop.contracts import ADOPTED_WORKLOAD, Manifest, ManifestError
+from faultloop.contracts import (
+    ADOPTED_WORKLOAD,
+    DIMENSIONS,
+    UPSTREAM_NOTES_COLUMN,
+    Manifest,
+    ManifestError,
+    upstream_table_columns,
+)
 from faultloop.faults import FAULTS
 from faultloop.marker import is_marker, marker_times, read_injector_line, read_marker
 from faultloop.plan import layout
@@ -236,9 +243,13 @@ def inspect_run(run: TrackedRun, *, gpus_per_node: int) -> CellAdoption:
 
 # ---- upstream's recorded verdicts -----------------------------------------------------------
 
-# Upstream's judge dimensions (its report's columns), compared cell by cell with faultloop's.
-VERDICT_DIMENSIONS = ("run_valid", "restart_correct", "rank_primary", "rank_any", "fault_described", "fr_rank_correct")
-VERDICT_COLUMNS = ("CELL", "JOB_ID", "STATE", *VERDICT_DIMENSIONS, "judge_notes")
+# upstream_verdicts.tsv: the cell, its run, upstream's judge's grade of every dimension upstream's
+# report has (the dimension table's, compared cell by cell with faultloop's), its notes.
+VERDICT_RUN_COLUMNS = ("CELL", "JOB_ID", "STATE")
+
+
+def verdict_columns() -> list[str]:
+    return [*VERDICT_RUN_COLUMNS, *DIMENSIONS.names(upstream=True), UPSTREAM_NOTES_COLUMN]
 
 
 @dataclass(frozen=True)
@@ -248,16 +259,21 @@ class UpstreamVerdict:
     cell: str
     job_id: str
     state: str
-    run_valid: str
-    restart_correct: str
-    rank_primary: str
-    rank_any: str
-    fault_described: str
-    fr_rank_correct: str
+    grades: dict[str, str]  # by dimension, as upstream's judge wrote it
     judge_notes: str
 
     def dimensions(self) -> dict[str, str]:
-        return {d: getattr(self, d) for d in VERDICT_DIMENSIONS}
+        return dict(self.grades)
+
+    def row(self) -> list[str]:
+        """Its upstream_verdicts.tsv row (whitespace in text flattened)."""
+        values = [
+            self.cell,
+            self.job_id,
+            self.state,
+            *(self.grades.get(d, "") for d in DIMENSIONS.names(upstream=True)),
+        ]
+        return [" ".join(v.split()) for v in [*values, self.judge_notes]]
 
 
 def _table_cells(line: str) -> list[str]:
@@ -275,25 +291,24 @@ def parse_report(path: Path, *, gpus_per_node: int) -> tuple[dict[str, UpstreamV
     """
     verdicts: dict[str, UpstreamVerdict] = {}
     problems: list[str] = []
-    width = len(layout.REPORT_COLUMNS)
+    columns = upstream_table_columns()
+    width = len(columns)
     in_table = False
     for number, line in enumerate(path.read_text(errors="replace").splitlines(), start=1):
         if not line.lstrip().startswith("|"):
             in_table = False
             continue
         cells = _table_cells(line)
-        if cells == list(layout.REPORT_COLUMNS):
+        if cells == columns:
             in_table = True
             continue
         if not in_table or all(re.fullmatch(r":?-+:?", c) for c in cells):
             continue
         where = f"{path} line {number}"
         if len(cells) < width:
-            problems.append(
-                f"{where}: expected {width} columns ({' | '.join(layout.REPORT_COLUMNS)}), got {len(cells)}"
-            )
+            problems.append(f"{where}: expected {width} columns ({' | '.join(columns)}), got {len(cells)}")
             continue
-        row = dict(zip(layout.REPORT_COLUMNS, [*cells[: width - 1], "|".join(cells[width - 1 :])], strict=False))
+        row = dict(zip(columns, [*cells[: width - 1], "|".join(cells[width - 1 :])], strict=False))
         try:
             cell = validate(
                 [RawRow(where, tuple(row[c] for c in POOL_COLUMNS))], source=where, gpus_per_node=gpus_per_node
@@ -305,16 +320,16 @@ def parse_report(path: Path, *, gpus_per_node: int) -> tuple[dict[str, UpstreamV
             cell.name,
             row["JOB_ID"],
             row["STATE"],
-            **{d: row[d] for d in VERDICT_DIMENSIONS},
-            judge_notes=row["judge_notes"],
+            {d: row[d] for d in DIMENSIONS.names(upstream=True)},
+            row[UPSTREAM_NOTES_COLUMN],
         )
     return verdicts, problems
 
 
 def write_verdicts(verdicts: Mapping[str, UpstreamVerdict], path: Path) -> None:
     """The session's upstream_verdicts.tsv: tab-separated, whitespace in text flattened."""
-    rows = [[" ".join(str(getattr(v, c.lower())).split()) for c in VERDICT_COLUMNS] for v in verdicts.values()]
-    layout.write_atomic(path, "\n".join("\t".join(r) for r in [list(VERDICT_COLUMNS), *rows]) + "\n")
+    rows = [verdict_columns(), *(v.row() for v in verdicts.values())]
+    layout.write_atomic(path, "\n".join("\t".join(r) for r in rows) + "\n")
 
 
 def upstream_verdicts(session_dir: Path) -> dict[str, UpstreamVerdict]:
@@ -327,7 +342,17 @@ def read_verdicts(path: Path) -> dict[str, UpstreamVerdict]:
     """An upstream_verdicts.tsv that adopt wrote, by cell."""
     with open(path, newline="") as handle:
         rows = list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
-    return {r["CELL"]: UpstreamVerdict(*(r.get(c) or "" for c in VERDICT_COLUMNS)) for r in rows}
+    dimensions = DIMENSIONS.names(upstream=True)
+    return {
+        r["CELL"]: UpstreamVerdict(
+            r["CELL"],
+            r.get("JOB_ID") or "",
+            r.get("STATE") or "",
+            {d: r.get(d) or "" for d in dimensions},
+            r.get(UPSTREAM_NOTES_COLUMN) or "",
+        )
+        for r in rows
+    }
 
 
 @dataclass(frozen=True)

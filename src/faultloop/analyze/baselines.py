@@ -16,13 +16,13 @@ many ranks a node runs. Deliberately simple: their job is to be the floor, not t
 from __future__ import annotations
 
 import re
-import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from faultloop.contracts import LogVerdict, VerdictLine
 from faultloop.faults import CRASH, ERRORS_NOT_FOUND, EXCEPTION, FAULTS, NO_LOGS, NONE, OTHER, STOP
+from faultloop.signals import exit_signal, srun_signal
 
 _LABEL_RE = re.compile(r"^\s*(\d+): ")  # srun --label
 _INNER_RE = re.compile(r"^\[[a-z]*(\d+)\]:")  # torch's [rank3]: / torchrun's [default3]:
@@ -33,13 +33,6 @@ _EXIT_FIELD_RE = re.compile(r"(-?\d+)(?:\s*\(pid:\s*\d+\))?(?:\s*\((SIG[A-Z0-9]+
 _FAILED_RE = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)")
 _LOCAL_RANK_RE = re.compile(r"local_rank:\s*(\d+)")
 _SRUN_TASK_RE = re.compile(r"srun: error: \S+: tasks? (\d+)[\d,\-]*: (.*)")
-_SRUN_WORDS = {
-    "Killed": "SIGKILL",
-    "Segmentation fault": "SIGSEGV",
-    "Aborted": "SIGABRT",
-    "Terminated": "SIGTERM",
-    "Interrupt": "SIGINT",
-}
 _ERROR_RE = re.compile(
     r"\b(?:error|exception|traceback|fatal|failed|failure|killed|abort(?:ed)?|"
     r"segmentation fault|timed out|SIGKILL|SIGSEGV|SIGABRT)\b",
@@ -98,17 +91,6 @@ class Failure:
     time: str = ""
     label: int | None = None
     lines: list[LogLine] = field(default_factory=list)
-
-
-def _signal_name(exitcode: int, annotated: str | None) -> str | None:
-    """-9 or an annotation (SIGKILL) -> SIGKILL; a shell-style 128+N exit -> signal N."""
-    if annotated:
-        return annotated
-    number = -exitcode if exitcode < 0 else exitcode - 128 if 128 < exitcode < 160 else 0
-    try:
-        return signal.Signals(number).name if number else None
-    except ValueError:
-        return f"SIG{number}"
 
 
 def _verdict(
@@ -170,7 +152,7 @@ def torchrun_root_cause(path: str | Path) -> LogVerdict:
                     block.lines.append(line)
                 elif name == "exitcode" and (e := _EXIT_FIELD_RE.match(value)):
                     block.exitcode = int(e.group(1))
-                    block.signal = _signal_name(block.exitcode, e.group(2))
+                    block.signal = e.group(2) or exit_signal(block.exitcode, shell=True)
                     block.lines.append(line)
             left -= 1
             if left == 0 or (block.rank is not None and block.exitcode is not None):
@@ -182,13 +164,13 @@ def torchrun_root_cause(path: str | Path) -> LogVerdict:
             first_failed = Failure(
                 local_rank=int(m.group(2)),
                 exitcode=code,
-                signal=_signal_name(code, None),
+                signal=exit_signal(code, shell=True),
                 label=line.label,
                 lines=[line],
             )
         if first_task is None and line.text.startswith("srun: error:") and (m := _SRUN_TASK_RE.match(line.text)):
             how = m.group(2).strip()
-            sig = next((s for word, s in _SRUN_WORDS.items() if how.startswith(word)), None)
+            sig = srun_signal(how)
             exited = re.search(r"exit code (\d+)", how)
             first_task = Failure(
                 rank=int(m.group(1)), exitcode=int(exited.group(1)) if exited else None, signal=sig, lines=[line]

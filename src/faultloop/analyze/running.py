@@ -20,6 +20,7 @@ from typing import Any
 
 from faultloop.contracts import FAILED, OK, FrVerdict, LogVerdict, RecordError, RunRecord
 from faultloop.plan import layout
+from faultloop.signals import signal_name
 
 DEFAULT_TIMEOUT_S = 600.0
 TAIL_CHARS = 2000
@@ -87,7 +88,7 @@ def run_process(argv: list[str], stdout: Path, stderr: Path, timeout_s: float) -
 
 
 def exit_reason(status: int) -> str:
-    return f"killed by {signal.Signals(-status).name}" if status < 0 else f"exited with status {status}"
+    return f"killed by {signal_name(-status)}" if status < 0 else f"exited with status {status}"
 
 
 def file_digest(path: Path) -> str:

@@ -10,7 +10,17 @@
   (`grades`).
 """
 
-from faultloop.contracts.grades import DIMENSIONS, FR_RANK, Dimension, DimensionTable, Grade, Reads
+from faultloop.contracts.grades import (
+    DIMENSIONS,
+    FR_RANK,
+    UPSTREAM_CELL_COLUMNS,
+    UPSTREAM_NOTES_COLUMN,
+    Dimension,
+    DimensionTable,
+    Grade,
+    Reads,
+    upstream_table_columns,
+)
 from faultloop.contracts.manifest import ADOPTED_WORKLOAD, STATES, Manifest, ManifestError, RankExit
 from faultloop.contracts.scores import (
     FR_PREFIX,
@@ -57,6 +67,8 @@ __all__ = [
     "OK",
     "SCORED",
     "STATES",
+    "UPSTREAM_CELL_COLUMNS",
+    "UPSTREAM_NOTES_COLUMN",
     "CellEvidence",
     "CitedLine",
     "CitesLine",
@@ -82,6 +94,7 @@ __all__ = [
     "read_score_tsv",
     "score_tsv_text",
     "tsv_columns",
+    "upstream_table_columns",
     "write_cell_scores",
     "write_index",
     "write_score_tables",

@@ -145,3 +145,15 @@ DIMENSIONS = DimensionTable(
         ),
     )
 )
+
+
+# Upstream's report table (watch_and_analyze.sh): the cell, then every dimension upstream grades, then
+# its judge's notes. faultloop writes it first in its own report and reads it back from an adopted
+# session's; the dimensions come from the table, so a new upstream dimension is a new column.
+UPSTREAM_CELL_COLUMNS = ("#", "FAULT_TYPE", "NODES", "RANK", "ITER", "JOB_ID", "STATE")
+UPSTREAM_NOTES_COLUMN = "judge_notes"
+
+
+def upstream_table_columns() -> list[str]:
+    """The columns of upstream's report table, in its order."""
+    return [*UPSTREAM_CELL_COLUMNS, *DIMENSIONS.names(upstream=True), UPSTREAM_NOTES_COLUMN]

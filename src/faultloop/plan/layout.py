@@ -21,23 +21,6 @@ FAULT_INJECTION = "fault_injection"
 TRACKING_TSV = "experiments.tsv"
 TRACKING_COLUMNS = ("JOB_ID", "FAULT_TYPE", "RANK", "ITER", "NODES", "EXPERIMENT_DIR")
 REPORT_MD = "experiments_report.md"
-# Upstream's report table (watch_and_analyze.sh): an adopted session's verdicts are read from it.
-REPORT_COLUMNS = (
-    "#",
-    "FAULT_TYPE",
-    "NODES",
-    "RANK",
-    "ITER",
-    "JOB_ID",
-    "STATE",
-    "run_valid",
-    "restart_correct",
-    "rank_primary",
-    "rank_any",
-    "fault_described",
-    "fr_rank_correct",
-    "judge_notes",
-)
 SCORES_TSV = "scores.tsv"
 SCORE_RECORDS = "scores.jsonl"  # every analyzer's score record of every pool cell, whole (the report's input)
 # The report's own files and its memory of earlier analyzer versions

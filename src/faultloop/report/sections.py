@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from faultloop.adopt import session as adopt
-from faultloop.contracts import DIMENSIONS, FR_PREFIX, FR_RANK, CellEvidence, Reads, ScoreRecord
+from faultloop.contracts import (
+    DIMENSIONS,
+    FR_PREFIX,
+    FR_RANK,
+    CellEvidence,
+    Reads,
+    ScoreRecord,
+    upstream_table_columns,
+)
 from faultloop.plan import layout
 from faultloop.report.history import analyzer_versions, pick_fingerprint
 from faultloop.report.model import (
@@ -60,8 +68,7 @@ def md_cell_text(text: Any) -> str:
 
 def upstream_columns() -> list[str]:
     """Upstream's table: the cell, every dimension upstream's report has, its judge's notes."""
-    cell = ["#", "FAULT_TYPE", "NODES", "RANK", "ITER", "JOB_ID", "STATE"]
-    return [*cell, *DIMENSIONS.names(upstream=True), "judge_notes"]
+    return upstream_table_columns()
 
 
 def upstream_rows(rows: list[ScoreRecord], upstream: dict[str, adopt.UpstreamVerdict]) -> list[list[str]]:

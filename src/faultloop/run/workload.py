@@ -35,6 +35,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from faultloop.faults import FAULTS, Fault
 from faultloop.marker import firing_line, scheduled_line, stamp
 from faultloop.run.spec import JobSettings
+from faultloop.signals import signal_name
 
 # Signals the launcher (or an operator) uses to stop a rank. Blocked in every thread and taken by a
 # sigwait thread: a Python handler cannot run while the main thread waits inside a C++ collective.
@@ -422,7 +423,7 @@ def _die_with_parent() -> None:
 
 
 def _on_user_signal(signum: int, frame: object) -> None:
-    raise RuntimeError(f"Received signal {signum} ({signal.Signals(signum).name})")
+    raise RuntimeError(f"Received signal {signum} ({signal_name(signum)})")
 
 
 def _release_buffers() -> None:
