@@ -1,7 +1,9 @@
 """`--use-conda` runs the rules' faultloop commands in workflow/envs/faultloop.yaml's environment.
 
-Building that environment needs conda (or mamba) and the network; where neither is there (the
-development machine has no conda) the test is skipped.
+Building that environment needs conda (or mamba) and its channels (conda-forge for python and pip,
+the PyTorch index for torch's CPU build). The development machines and CI reach PyPI, Debian and
+npm only: no conda is installable there and no channel is reachable, so the test is skipped there
+and runs wherever conda is (a site's login node).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from conftest import cell_manifest, snakemake
 from faultloop.plan.pool import Cell
 
 CONDA = shutil.which("mamba") or shutil.which("conda")
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(CONDA is None, reason="no conda or mamba on this machine")]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(CONDA is None, reason="no conda or mamba on this machine (and no conda channel reachable to build the environment)")]
 
 
 def test_one_rule_runs_in_the_rules_environment(workflow_copy):
