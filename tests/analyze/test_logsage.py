@@ -15,6 +15,7 @@ from conftest import TESTS
 from faultloop.analyze import logsage
 from faultloop.analyze.llm import LLMSettings
 from faultloop.analyze.logsage import modes, prefilter, rules
+from faultloop.cli import logsage as logsage_cli
 from faultloop.faults import ERRORS_NOT_FOUND, FAULTS, NO_LOGS, RESTART, STOP
 from openai_server import OpenAIServer, Reply, openai_server
 
@@ -193,7 +194,7 @@ def test_fingerprint_follows_settings() -> None:
 
 def test_cli_writes_both_forms(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out_t, out_j = tmp_path / "a" / "logsage.txt", tmp_path / "a" / "logsage.json"
-    rc = logsage.main(
+    rc = logsage_cli.main(
         [
             "--log-path",
             str(DATA / "torchrun_segfault_8r.log"),
@@ -215,7 +216,7 @@ def test_cli_writes_both_forms(tmp_path: Path, capsys: pytest.CaptureFixture[str
 def test_cli_upstream_mode_without_package_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     if not modes.missing_module("logsage"):
         pytest.skip("upstream logsage is installed here")
-    assert logsage.main(["--log-path", str(DATA / "empty.log"), "--mode", "upstream"]) == 2
+    assert logsage_cli.main(["--log-path", str(DATA / "empty.log"), "--mode", "upstream"]) == 2
     assert "not installed" in capsys.readouterr().err
 
 
@@ -292,7 +293,7 @@ def test_cli_llm_mode(openai_server: OpenAIServer, tmp_path: Path, capsys: pytes
             }
         )
     )
-    rc = logsage.main(
+    rc = logsage_cli.main(
         [
             "--log-path",
             str(DATA / "nccl_hang_16r.log"),

@@ -17,7 +17,13 @@ from conftest import cell_manifest, snakemake
 from faultloop.plan.pool import Cell
 
 CONDA = shutil.which("mamba") or shutil.which("conda")
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(CONDA is None, reason="no conda or mamba on this machine (and no conda channel reachable to build the environment)")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        CONDA is None,
+        reason="no conda or mamba on this machine (and no conda channel reachable to build the environment)",
+    ),
+]
 
 
 def test_one_rule_runs_in_the_rules_environment(workflow_copy):

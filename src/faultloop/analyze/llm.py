@@ -7,7 +7,6 @@ leaks into an error message, an artifact or a log.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 from dataclasses import dataclass
@@ -172,24 +171,3 @@ def chat_json(settings: LLMSettings, system: str, user: str, schema: dict, *, sc
         client.close()
     tried = "; ".join(f"attempt {i}: {msg}" for i, msg in enumerate(failures, 1))
     raise LLMError(f"LLM request to {where} failed after {len(failures)} attempts: {tried}")
-
-
-def add_cli_arguments(parser: argparse.ArgumentParser, *, timeout_s: float) -> None:
-    """The endpoint flags shared by every command that can ask an LLM (logsage, score)."""
-    parser.add_argument("--llm-base-url", default="")
-    parser.add_argument("--llm-model", default="")
-    parser.add_argument("--llm-api-key-file", default=None)
-    parser.add_argument("--llm-api-key-env", default="OPENAI_API_KEY")
-    parser.add_argument("--llm-timeout", type=float, default=timeout_s)
-    parser.add_argument("--llm-max-retries", type=int, default=2)
-
-
-def settings_from_args(args: argparse.Namespace) -> LLMSettings:
-    return LLMSettings(
-        base_url=args.llm_base_url,
-        model=args.llm_model,
-        api_key_file=args.llm_api_key_file or None,
-        api_key_env=args.llm_api_key_env,
-        timeout_s=args.llm_timeout,
-        max_retries=args.llm_max_retries,
-    )

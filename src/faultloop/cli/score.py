@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from faultloop.analyze import llm
+from faultloop.cli.llm_options import add_endpoint_arguments, endpoint_from_args
 from faultloop.contracts import ManifestError
 from faultloop.score.cells import score_cell_dir
 from faultloop.score.judge import JUDGE_MODES
@@ -22,7 +22,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--judge-mode", choices=JUDGE_MODES, default="code")
     p.add_argument("--version", default="", help="fingerprint of the scoring code and settings (reuse key)")
     p.add_argument("--fresh", type=int, default=0, help="1: score every analyzer again (--forcerun)")
-    llm.add_cli_arguments(p, timeout_s=120.0)
+    add_endpoint_arguments(p, timeout_s=120.0)
     args = p.parse_args(argv)
     try:
         score_cell_dir(
@@ -31,7 +31,7 @@ def main(argv: list[str]) -> int:
             gpus_per_node=args.gpus_per_node,
             segment_size=args.segment_size,
             judge_mode=args.judge_mode,
-            llm=llm.settings_from_args(args) if args.judge_mode != "code" else None,
+            llm=endpoint_from_args(args) if args.judge_mode != "code" else None,
             version=args.version,
             fresh=bool(args.fresh),
         )

@@ -8,12 +8,12 @@ Deterministic and offline by default. The package, by concern:
   records.py    multi-line records: tracebacks (whole, cut off, a launcher's), stack dumps
   attribute.py  symptom vs origin, culprits, the cause and the confidence
   engine.py     analyze_log and the Verdict (the logsage.json contract)
-  modes.py      LLM and upstream modes, and the command line
+  modes.py      LLM and upstream modes (the command line is faultloop.cli.logsage)
 """
 
 from faultloop.analyze.logsage.engine import Settings, Verdict, analyze_log, analyzer_fingerprint
 from faultloop.analyze.logsage.facts import Evidence
-from faultloop.analyze.logsage.modes import analyze_with_llm, main, run_upstream
+from faultloop.analyze.logsage.modes import analyze_with_llm, run_upstream
 from faultloop.analyze.logsage.rules import POLICY, RULES, Rule
 
 __all__ = [
@@ -26,6 +26,5 @@ __all__ = [
     "analyze_log",
     "analyze_with_llm",
     "analyzer_fingerprint",
-    "main",
     "run_upstream",
 ]

@@ -1,9 +1,8 @@
-"""logsage's other modes and its command line: an LLM's verdict beside the deterministic one, and
-NVRx's own log analyzer (upstream) for a side-by-side comparison."""
+"""logsage's other modes: an LLM's verdict beside the deterministic one, and NVRx's own log
+analyzer (upstream) for a side-by-side comparison."""
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import re
@@ -17,7 +16,6 @@ from faultloop.analyze import llm
 from faultloop.analyze.logsage.attribute import LOW, MEDIUM
 from faultloop.analyze.logsage.engine import Settings, Verdict, analyze_log, analyzer_fingerprint, fingerprint_settings
 from faultloop.faults import ERRORS_NOT_FOUND, FAULTS, NO_LOGS, OTHER, RESTART, STOP
-from faultloop.plan import layout
 
 # -- LLM mode ------------------------------------------------------------------------------------
 
@@ -150,49 +148,3 @@ def missing_module(name: str) -> bool:
 
 
 # -- CLI -----------------------------------------------------------------------------------------
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="faultloop logsage", description="Attribute a failed job from its log.")
-    parser.add_argument("--log-path", required=True)
-    parser.add_argument("--format", choices=("text", "json"), default="text", help="stdout format")
-    parser.add_argument("--output-text", help="also write the text form here")
-    parser.add_argument("--output-json", help="also write the JSON form here")
-    parser.add_argument("--mode", choices=("deterministic", "llm", "upstream"), default="deterministic")
-    parser.add_argument(
-        "--prefilter",
-        choices=("auto", "rg", "grep", "python"),
-        default="auto",
-        help="line prefilter: ripgrep, GNU grep or pure Python (auto: the first present)",
-    )
-    llm.add_cli_arguments(parser, timeout_s=60.0)
-    args = parser.parse_args(argv)
-    path = Path(args.log_path)
-    if not path.is_file():  # a typo, not a job without a log (the workflow hands over an empty log)
-        print(f"faultloop logsage: no such log file: {path}", file=sys.stderr)
-        return 2
-    if args.mode == "llm":
-        if not args.llm_base_url or not args.llm_model:
-            parser.error("--mode llm needs --llm-base-url and --llm-model")
-        llm_settings = llm.settings_from_args(args)
-        verdict = analyze_with_llm(path, Settings(mode="llm", prefilter=args.prefilter, llm=llm_settings))
-    elif args.mode == "upstream":
-        try:
-            verdict = run_upstream(path, Settings("upstream"))
-        except RuntimeError as exc:
-            print(f"faultloop logsage: {exc}", file=sys.stderr)
-            return 2
-    else:
-        verdict = analyze_log(path, Settings(prefilter=args.prefilter))
-    layout.emit_result(
-        verdict.to_text(),
-        verdict.to_json(),
-        text_path=args.output_text,
-        json_path=args.output_json,
-        stdout_format=args.format,
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

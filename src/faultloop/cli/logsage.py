@@ -1,0 +1,53 @@
+"""`faultloop logsage --log-path LOG`: logsage's verdict on one log (deterministic, llm or upstream)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from faultloop.analyze.logsage import Settings, analyze_log, analyze_with_llm, run_upstream
+from faultloop.cli.llm_options import add_endpoint_arguments, endpoint_from_args
+from faultloop.plan import layout
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="faultloop logsage", description="Attribute a failed job from its log.")
+    parser.add_argument("--log-path", required=True)
+    parser.add_argument("--format", choices=("text", "json"), default="text", help="stdout format")
+    parser.add_argument("--output-text", help="also write the text form here")
+    parser.add_argument("--output-json", help="also write the JSON form here")
+    parser.add_argument("--mode", choices=("deterministic", "llm", "upstream"), default="deterministic")
+    parser.add_argument(
+        "--prefilter",
+        choices=("auto", "rg", "grep", "python"),
+        default="auto",
+        help="line prefilter: ripgrep, GNU grep or pure Python (auto: the first present)",
+    )
+    add_endpoint_arguments(parser, timeout_s=60.0)
+    args = parser.parse_args(argv)
+    path = Path(args.log_path)
+    if not path.is_file():  # a typo, not a job without a log (the workflow hands over an empty log)
+        print(f"faultloop logsage: no such log file: {path}", file=sys.stderr)
+        return 2
+    if args.mode == "llm":
+        if not args.llm_base_url or not args.llm_model:
+            parser.error("--mode llm needs --llm-base-url and --llm-model")
+        llm_settings = endpoint_from_args(args)
+        verdict = analyze_with_llm(path, Settings(mode="llm", prefilter=args.prefilter, llm=llm_settings))
+    elif args.mode == "upstream":
+        try:
+            verdict = run_upstream(path, Settings("upstream"))
+        except RuntimeError as exc:
+            print(f"faultloop logsage: {exc}", file=sys.stderr)
+            return 2
+    else:
+        verdict = analyze_log(path, Settings(prefilter=args.prefilter))
+    layout.emit_result(
+        verdict.to_text(),
+        verdict.to_json(),
+        text_path=args.output_text,
+        json_path=args.output_json,
+        stdout_format=args.format,
+    )
+    return 0
