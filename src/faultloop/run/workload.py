@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -222,18 +223,26 @@ class Trainer:
         ctypes.memmove(self._shard, shard.numpy().ctypes.data, shard.numel() * 4)
         self._shard_addr = ctypes.addressof(self._shard)
         # The mechanisms the fault table's rows name (Fault.injector); a signal fault sends its signal.
-        self._injectors: dict[str, Callable[[Fault], None]] = {
-            "gpu_error": lambda fault: self.device.launch_bad_access(),
-            "gpu_sleep": lambda fault: self.device.launch_spin(),
-            "shard_overrun": lambda fault: self._skip_to_shard_end(),
-            "async_raise": lambda fault: _start_metrics_writer(),
-            "abort": lambda fault: _release_buffers(),
-            "hold_gil": lambda fault: _compact_buffers(),
-            "bad_pointer": lambda fault: self._remap_shard(),
-            "send_signal": _send_own_signal,
+        # Plain callables, bound here: the line that calls one shows in the rank's traceback, so it
+        # must say no more than `action()` (nothing an analyzer reads may name the injection).
+        mechanisms: dict[str, Callable[[], None]] = {
+            "gpu_error": self.device.launch_bad_access,
+            "gpu_sleep": self.device.launch_spin,
+            "shard_overrun": self._skip_to_shard_end,
+            "async_raise": _start_metrics_writer,
+            "abort": _release_buffers,
+            "hold_gil": _compact_buffers,
+            "bad_pointer": self._remap_shard,
         }
-        if self.plan is not None and self.plan.fault.injector not in self._injectors:
-            raise ValueError(f"fault {self.plan.name}: the workload has no injector {self.plan.fault.injector!r}")
+        self._action: Callable[[], None] | None = None
+        if self.plan is not None:
+            fault = self.plan.fault
+            if fault.injector == "send_signal":
+                assert fault.signal is not None, f"fault {fault.name} sends no signal"
+                mechanisms["send_signal"] = partial(_spawn_worker, fault.signal)
+            if fault.injector not in mechanisms:
+                raise ValueError(f"fault {self.plan.name}: the workload has no injector {fault.injector!r}")
+            self._action = mechanisms[fault.injector]
 
     # -- process setup -------------------------------------------------------------------------
 
@@ -407,7 +416,9 @@ class Trainer:
         if self._fire_at is not None and time.time() >= self._fire_at:
             self._fired = True
             log(firing_line(self.s.rank, plan.name, it, device=self.device.name, pid=os.getpid()))
-            self._injectors[plan.fault.injector](plan.fault)
+            action = self._action
+            assert action is not None
+            action()
 
     def _skip_to_shard_end(self) -> None:
         self._sample_offset = SHARD_ROWS
@@ -444,11 +455,6 @@ def _start_metrics_writer() -> None:
 
 def _flush_metrics(thread_id: int) -> None:
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(RuntimeError))
-
-
-def _send_own_signal(fault: Fault) -> None:
-    assert fault.signal is not None, f"fault {fault.name} sends no signal"
-    _spawn_worker(fault.signal)
 
 
 def _spawn_worker(sig: signal.Signals) -> None:
