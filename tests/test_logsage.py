@@ -112,7 +112,27 @@ def test_policy_matches_the_fault_table_for_every_injected_fault() -> None:
     for name, fault in FAULTS.items():
         assert logsage.POLICY[name].restart == fault.restart
         assert logsage.POLICY[name].category == fault.category
-    assert set(rules.WHAT_HAPPENED) == set(logsage.POLICY), "every cause needs its explanation wording"
+        assert logsage.POLICY[name].fault_type == name
+    assert set(logsage.POLICY) == set(rules.Cause), "the cause table has one row per cause"
+    assert all(policy.happened for policy in logsage.POLICY.values()), "every cause needs its explanation wording"
+    assert all(
+        logsage.POLICY[c].fault_type is None for c in set(rules.Cause) - set(FAULTS)
+    ), "only injected faults have a fault type"
+
+
+def test_every_rule_names_the_program_and_source_of_its_template() -> None:
+    for rule in logsage.RULES:
+        program, source = rule.origin
+        assert program and source, rule.name
+    hints = {rule.hint for rule in logsage.RULES if rule.kind != rules.SUMMARY} - {None}
+    assert hints <= set(rules.Cause), hints - set(rules.Cause)
+
+
+def test_attribute_holds_no_cause_literals() -> None:
+    """Causes are rules.Cause members, their meaning rules.POLICY: attribute.py only decides."""
+    text = (Path(rules.__file__).parent / "attribute.py").read_text()
+    quoted = {name for name in rules.Cause if f'"{name}"' in text or f"'{name}'" in text}
+    assert not quoted, quoted
 
 
 def test_every_rule_regex_needs_one_of_its_anchors() -> None:

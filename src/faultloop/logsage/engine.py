@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from faultloop.faults import ERRORS_NOT_FOUND, FAULTS, NO_LOGS, NONE, RESTART
+from faultloop.faults import ERRORS_NOT_FOUND, NO_LOGS, NONE, RESTART
 from faultloop.fingerprint import source_fingerprint
 from faultloop.logsage import records, scan
 from faultloop.logsage.attribute import LOW, attribute
 from faultloop.logsage.facts import MAX_EVIDENCE, Evidence, Facts
-from faultloop.logsage.rules import CHECKPOINT, POLICY, WHAT_HAPPENED
+from faultloop.logsage.rules import CHECKPOINT, POLICY
 
 PACKAGE = __name__.rpartition(".")[0]
 
@@ -156,7 +156,7 @@ def _analyze_path(path: Path, settings: Settings) -> Verdict:
         )
     cause, primary, secondary, keys = found.cause, found.primary, found.secondary, found.keys
     policy = POLICY[cause]
-    fault_type = cause if cause in FAULTS else None
+    fault_type = policy.fault_type
     who = (
         (f"Ranks {', '.join(map(str, primary))} each" if len(primary) > 1 else f"Rank {primary[0]}")
         if primary
@@ -168,7 +168,7 @@ def _analyze_path(path: Path, settings: Settings) -> Verdict:
         else ""
     )
     explanation = (
-        f"{who} {WHAT_HAPPENED.get(cause, cause.lower())} ({fault_type or cause}, {policy.category})."
+        f"{who} {policy.happened or cause.lower()} ({fault_type or cause}, {policy.category})."
         f"{victims} {'Restart' if policy.restart == RESTART else 'Do not restart'}: {policy.why}."
     )
     detail = found.reasoning + (f"; first evidence line {keys[0].line}: {keys[0].text[:200]}" if keys else "")

@@ -30,8 +30,9 @@ from faultloop.logsage.rules import (
     STACK_DUMP,
     TIMEOUT,
     TRACEBACK_CUT,
+    Cause,
 )
-from faultloop.logsage.scan import add, classify, resolve_rank, split_prefix
+from faultloop.logsage.scan import add, classify, drop, resolve_rank, split_prefix
 
 BLOCK_LINES = 400
 INNERMOST_FRAMES = 3  # how deep into a traceback "where it failed" looks
@@ -148,12 +149,12 @@ def exception_hint(tb: Traceback) -> str:
         return EXCEPTION_CAUSES[cls]
     innermost = tb.frames[-1] if tb.frames else Frame("", "")
     if _SIGNAL_NAME_RE.search(tb.message) or re.search(r"(?i)sig|signal", innermost.func):
-        return "SIGNAL_EXC"
+        return Cause.SIGNAL_EXC
     if not tb.message and not innermost.source.startswith("raise"):
-        return "ASYNC_EXC"
+        return Cause.ASYNC_EXC
     if DATA_FRAMES.search(tb.innermost) or DATA_FRAMES.search(tb.message):
-        return "DATA_ERROR"
-    return "WORKLOAD_EXC"
+        return Cause.DATA_ERROR
+    return Cause.WORKLOAD_EXC
 
 
 def _traceback_evidence(facts: Facts, tb: Traceback, source: Source) -> Evidence | None:
@@ -172,7 +173,7 @@ def _traceback_evidence(facts: Facts, tb: Traceback, source: Source) -> Evidence
                 rank,
                 "traceback_in_collective",
             )
-        hint = "DATA_ERROR" if DATA_FRAMES.search(tb.innermost) else "WORKLOAD_EXC"
+        hint = Cause.DATA_ERROR if DATA_FRAMES.search(tb.innermost) else Cause.WORKLOAD_EXC
         return Evidence(
             tb.line,
             f"traceback cut off before its exception line: {tb.innermost}",
@@ -201,4 +202,7 @@ def read_blocks(path: Path, facts: Facts) -> None:
             tb = parse_traceback(f, block)
             ev = _traceback_evidence(facts, tb, block.source) if tb else None
             if ev:
+                scanned = facts.first.get((ev.kind, ev.rank))
+                if scanned and scanned.line == ev.line:
+                    drop(facts, scanned)  # the exception line read alone: the whole traceback says more
                 add(facts, ev)

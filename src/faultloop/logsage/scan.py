@@ -29,6 +29,8 @@ from faultloop.logsage.rules import (
     CLOSED,
     COLLECTIVE,
     DEATH,
+    DIVERGED,
+    DIVERGED_SKIP_SHARE,
     EXITED,
     JOB_SIGNAL,
     KILLED,
@@ -48,7 +50,9 @@ from faultloop.logsage.rules import (
     TERMINATE,
     TIMEOUT,
     TRACEBACK,
+    WARMUP_SKIPS,
     WORK_RE,
+    Cause,
     Rule,
 )
 
@@ -333,13 +337,15 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
 def _keep(facts: Facts, rule: Rule, m: re.Match[str], ev: Evidence, source: Source) -> None:
     """What a classified line adds to the facts beyond its evidence."""
     groups = m.groupdict()
+    if rule.kind == DIVERGED and not _diverged(int(groups["step"] or 0), int(groups["skipped"] or 0)):
+        return
     if rule.kind == DEATH:
         _death(facts, rule, groups, ev, source)
         return
     if rule.kind in (SUMMARY, RECORD):
         _summary(facts, rule, groups, ev, source)
         return
-    if rule.kind in (STOPPING, JOB_SIGNAL) or (rule.kind == SLURM and rule.hint == "CANCELLED"):
+    if rule.kind in (STOPPING, JOB_SIGNAL) or (rule.kind == SLURM and rule.hint == Cause.CANCELLED):
         facts.stop_line = min(facts.stop_line, ev.line)
     if rule.kind == CLOSED:
         facts.closed_pids.setdefault(int(groups["pid"]), ev.line)
@@ -360,6 +366,11 @@ def _keep(facts: Facts, rule: Rule, m: re.Match[str], ev: Evidence, source: Sour
             facts.last_busy = ev  # the latest one-rank work before anyone timed out
         return
     add(facts, ev)
+
+
+def _diverged(step: int, skipped: int) -> bool:
+    """Most steps so far skipped on overflow, beyond what loss-scale warm-up skips."""
+    return skipped > WARMUP_SKIPS and skipped >= DIVERGED_SKIP_SHARE * step
 
 
 def _collective(facts: Facts, ev: Evidence) -> None:
