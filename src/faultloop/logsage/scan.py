@@ -29,15 +29,20 @@ from faultloop.logsage.rules import (
     CLOSED,
     COLLECTIVE,
     DEATH,
+    DEFAULT_GROUP_RE,
     DIVERGED,
     DIVERGED_SKIP_SHARE,
     EXITED,
+    GATHERS,
+    GPU,
+    GPU_HARDWARE,
     JOB_SIGNAL,
     KILLED,
     OOM_KIND,
     PROGRESS,
     RECORD,
     RULES,
+    SCATTERS,
     SIGNAL_FAULT,
     SIGNAL_NUMBERS,
     SLURM,
@@ -76,6 +81,9 @@ def _rules_by_anchor() -> dict[str, list[int]]:
 _RULES_BY_ANCHOR = _rules_by_anchor()
 _LABEL_RE = re.compile(r"^\s*(\d+): ")  # srun --label
 _HOST_RE = re.compile(r"^\s*(\d{1,3}(?:\.\d{1,3}){3}): ")  # pdsh (DeepSpeed's multi-node runner)
+_NCCL_RE = re.compile(r"^\s*[\w.-]+:\d+:\d+ \[(\d+)\] ")  # NCCL's own host:pid:tid [cuda device]
+DEVICE = "device"  # the role of NCCL's [N]: the local GPU index, a local rank where one rank drives one GPU
+_DEVICE_OWN_KINDS = (GPU, OOM_KIND, GPU_HARDWARE)  # what NCCL reports about its own GPU, not about a peer
 _INNER_AT_START_RE = re.compile(r"^\s*\[([a-z]+)(\d+)\]: ?")  # torch [rank3]: / torchrun [default3]:
 _INNER_IN_LEAD_RE = re.compile(r"\[(rank|default)(\d+)\]: ?")  # the same behind a timestamp or host tag
 _GLUE_RE = re.compile(r"(?:/s|/it)[^\]\n]{0,60}\](?=\S)")  # a progress bar's end with the next line glued on
@@ -110,6 +118,8 @@ def split_prefix(text: str) -> tuple[Source, str]:
     m = _INNER_AT_START_RE.match(text) or _INNER_IN_LEAD_RE.search(text, 0, LEAD_MAX)
     if m:
         role, inner, text = m.group(1), int(m.group(2)), text[m.end() :]
+    elif m := _NCCL_RE.match(text):
+        role, inner, text = DEVICE, int(m.group(1)), text[m.end() :]
     return Source(label, host, role, inner), text
 
 
@@ -154,8 +164,21 @@ def census(path: Path, facts: Facts) -> None:
     facts.several_processes |= facts.world_size > 1
 
 
+def _device_rank(facts: Facts, source: Source) -> int | None:
+    """The rank driving the GPU whose own failure NCCL reports: the GPU index is the local rank
+    (one rank per GPU); without an srun label that is the global rank only on one node, assumed."""
+    local = source.inner
+    if source.label is None:
+        if local is not None:
+            facts.assumed.setdefault(
+                local, ("medium", f"NCCL's GPU index [{local}] read as the rank (one node assumed)")
+            )
+        return local
+    return resolve_rank(facts, source._replace(role="default"), "")
+
+
 def note_rank(facts: Facts, source: Source) -> None:
-    if source.label is None and source.inner is None:
+    if source.role == DEVICE or (source.label is None and source.inner is None):
         return
     facts.labelled = True
     if len(facts.label_pairs) < MAX_LABEL_PAIRS:
@@ -209,6 +232,8 @@ def resolve_rank(facts: Facts, source: Source, text: str) -> int | None:
     names no rank); else the inner prefix; else a `[Rank N]` of the default process group in
     the text."""
     label, _, role, inner = source
+    if role == DEVICE:  # a GPU index names a rank only for that GPU's own failures (_device_rank)
+        inner = None
     per_node, node_labels, rank_is_local = _layout(facts)
     if inner is not None and role == "rank" and not rank_is_local:
         return inner
@@ -313,6 +338,8 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
             rule, m = found
             named = m.groupdict().get("rank")
             rank = int(named) if named is not None else resolve_rank(facts, source, text)
+            if rank is None and source.role == DEVICE and rule.kind in _DEVICE_OWN_KINDS:
+                rank = _device_rank(facts, source)
             if rank is None and rule.kind == COLLECTIVE and source == NO_SOURCE and previous[0] == hit.line - 1:
                 rank = previous[1]  # the rest of a wrapped line
             previous = (hit.line, rank)
@@ -381,6 +408,17 @@ def _collective(facts: Facts, ev: Evidence) -> None:
         if len(facts.collectives) < MAX_EVIDENCE:
             facts.collectives.setdefault(seq, set()).add((work.group(2), work.group(3)))
         facts.first_seq = seq if facts.first_seq is None else min(facts.first_seq, seq)
+        facts.world_size = max(facts.world_size, _group_size(work, ev.text))
+
+
+def _group_size(work: re.Match[str], text: str) -> int:
+    """The default group's size, where a timed-out gather or reduce-scatter of it states its
+    input and output sizes (0 where it does not)."""
+    op, numel_in, numel_out = work.group(2), int(work.group(3) or 0), int(work.group(4) or 0)
+    if not (numel_in and numel_out and DEFAULT_GROUP_RE.search(text)):
+        return 0
+    big, small = (numel_out, numel_in) if op in GATHERS else (numel_in, numel_out) if op in SCATTERS else (0, 1)
+    return big // small if big % small == 0 else 0
 
 
 def _number(groups: dict[str, str | None], name: str) -> int | None:
