@@ -23,6 +23,7 @@ from faultloop.logsage.rules import (
     DEVICE_WAIT_FRAMES,
     DONE,
     EXCEPTION_KIND,
+    EXITED,
     FATAL,
     FIRST_SEQ,
     GPU,
@@ -520,7 +521,7 @@ def _crash_cause(facts: Facts, rank: int | None) -> str:
     for kind in (DEATH, *WEAK_ORIGINS):
         if (kind, rank) in first and first[(kind, rank)].hint in POLICY:
             return first[(kind, rank)].hint or Cause.CRASH
-    if ex and ex.exitcode:
+    if (ex and ex.exitcode) or (EXITED, rank) in first:
         return Cause.WORKLOAD_EXC  # exit status 1 and the like: the program ended on an error of its own
     return Cause.CRASH
 

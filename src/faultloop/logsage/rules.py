@@ -196,6 +196,8 @@ RULES: tuple[Rule, ...] = (
     Rule("nccl_watchdog_stuck", TIMEOUT, ("imed out", "atchdog"),
          r"[Hh]eartbeat monitor timed out|watchdog got stuck|ProcessGroupNCCL watchdog hang", Cause.WATCHDOG_HANG, C10D_NCCL),
     Rule("nccl_ops_timed_out", TIMEOUT, ("imed out",), r"NCCL operations have failed or timed out", origin=C10D_NCCL),
+    Rule("setup_store_timeout", TIMEOUT, ("Timeout", "imed out"),
+         r"is setting up NCCL communicator and retrieving ncclUniqueId.*(?:Timeout|timed out)", Cause.SETUP_HANG, C10D_NCCL),
     Rule("dist_timeout", TIMEOUT, ("rror",), r"DistBackendError.*[Tt]ime(?:d ?out)", origin=C10D_BACKEND),
     Rule("store_timeout", TIMEOUT, ("Timeout", "rror"), r"Socket Timeout|DistStoreError.*[Tt]ime", origin=C10D_STORE),
     Rule("monitored_barrier", TIMEOUT, ("arrier",), r"Ranks? (?P<missing>[\d, ]+) failed to pass monitoredBarrier",
@@ -232,6 +234,8 @@ RULES: tuple[Rule, ...] = (
     Rule("store_peer_lost", PEER_LOST, ("crash",),
          r"possible application crash on rank|Did the remote server shutdown or crash", origin=C10D_STORE),
     Rule("broken_pipe", PEER_LOST, ("rror",), r"BrokenPipeError|Broken pipe", origin=CPYTHON),
+    Rule("nccl_usage", FATAL, ("rror",), r"NCCL error.*invalid (?:usage|argument) \(run with NCCL_DEBUG", Cause.WORKLOAD_EXC,
+         C10D_NCCL_UTILS),
     Rule("nccl_error", PEER_LOST, ("rror",), r"NCCL error", origin=C10D_NCCL_UTILS),
     # -- the job is misconfigured or its launch environment failed: every rank fails the same way
     Rule("config_error", FATAL, ("open file", "rror"),
@@ -247,7 +251,7 @@ RULES: tuple[Rule, ...] = (
          LIBSTDCXX),
     Rule("srun_task", DEATH, ("rror",), r"srun: error: \S+: tasks? (?P<tasks>[\d,\-]+): (?P<what>.+)", origin=SLURM_SRUN),
     Rule("shell_segv", FATAL, ("egmentat",), r"Segmentation fault", Cause.SEGFAULT, SHELL),
-    Rule("shell_abort", FATAL, ("borted",), r"Aborted \(core dumped\)", Cause.OS_ABORT, SHELL),
+    Rule("shell_abort", FATAL, ("borted",), r"Aborted\s+\(core dumped\)", Cause.OS_ABORT, SHELL),
     # -- a Python traceback (classified by its exception line, read after the scan) ----------
     Rule("traceback", TRACEBACK, ("Traceback",), r"^Traceback \(most recent call last\):", origin=CPYTHON),
     Rule("traceback_frame", TRACEBACK, ('File "',), r'^\s+File "[^"]*", line \d+, in ', origin=CPYTHON),  # lost header
