@@ -115,9 +115,9 @@ def test_policy_matches_the_fault_table_for_every_injected_fault() -> None:
         assert logsage.POLICY[name].fault_type == name
     assert set(logsage.POLICY) == set(rules.Cause), "the cause table has one row per cause"
     assert all(policy.happened for policy in logsage.POLICY.values()), "every cause needs its explanation wording"
-    assert all(
-        logsage.POLICY[c].fault_type is None for c in set(rules.Cause) - set(FAULTS)
-    ), "only injected faults have a fault type"
+    assert all(logsage.POLICY[c].fault_type is None for c in set(rules.Cause) - set(FAULTS)), (
+        "only injected faults have a fault type"
+    )
 
 
 def test_every_rule_names_the_program_and_source_of_its_template() -> None:
