@@ -674,3 +674,13 @@ def test_one_rank_work_of_a_rank_that_then_timed_out_explains_nothing() -> None:
     lines += [f"{r}: " + watchdog(r, 9843, "ALLREDUCE") for r in range(4) if r != 2]
     v = logsage.analyze_log([*lines, "srun: error: node-001: task 2: Killed"])
     assert (v.restart, v.primary_ranks, v.fault_category) == (RESTART, [2], "hang")
+
+
+def test_an_srun_label_over_a_torchrun_agent_is_a_node_even_when_one_rank_prefix_shows() -> None:
+    """The quick pool's SIGTERM cell (one node, srun label 0 over torchrun's 4 workers): only rank 2
+    printed a `[rank2]:` line, and the workers' `received SIGTERM` lines carry the label alone.
+    torchrun's own `local_rank: N` reports under label 0 make it a node's label, so those lines name
+    no rank, and the agent's record of local rank 1's SIGTERM death (its pid never sent a closing
+    signal) names the culprit."""
+    v = verdict("torchrun_srun_sigterm_1n.log")
+    assert (v.primary_ranks, v.fault_type, v.restart) == ([1], "SIGTERM", RESTART)

@@ -101,6 +101,9 @@ _WORLD_RES = tuple(
         r"dist_world_size=(\d+)",
     )
 )
+# torchrun's reports of its workers' local ranks (`failed (exitcode: 1) local_rank: 2`, `rank : 6
+# (local_rank: 2)`) under an srun label: the label is the agent's, so a node's, whatever else it shows
+_AGENT_LOCAL_RE = re.compile(r"^[ \t]*(\d+): [^\n]*?\blocal_rank: (\d+)", re.M)
 # signs that several processes wrote the log, even where its lines carry no rank prefix
 _SEVERAL_PROCESSES_RE = re.compile(r"\[Rank [1-9]|local_rank: [1-9]|closing signal|:\d+:\d+ \[[1-9]\d*\] NCCL")
 
@@ -157,6 +160,8 @@ def census(path: Path, facts: Facts) -> None:
                         int(m.group(3)) if m.group(3) else None,
                     ),
                 )
+        for m in _AGENT_LOCAL_RE.finditer(text):
+            note_rank(facts, Source(int(m.group(1)), None, "default", int(m.group(2))))
         for rx in _WORLD_RES:
             for m in rx.finditer(text):
                 facts.world_size = max(facts.world_size, int(m.group(1)))

@@ -1,0 +1,89 @@
+"""How people paste logs: the same log with its timestamps removed, its rank prefixes in another
+launcher's style, its head cut, its traceback header dropped, its lines wrapped, its ranks' lines
+interleaved differently. Each transformation maps a log's lines to the lines a reader might get."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from faultloop.logsage.facts import Source
+from faultloop.logsage.scan import split_prefix
+
+Lines = list[str]
+TAIL_LINES = 40
+WRAP_COLUMNS = 200
+_TIMESTAMP_RE = re.compile(
+    r"\[?\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?\]? ?"  # ISO date and time, bracketed or not
+    r"|(?<=[IWEF]\d{4}) \d\d:\d\d:\d\d\.\d+"  # glog (torch's C++ and the elastic agent)
+    r"|\b\d\d:\d\d:\d\d(?:[.,]\d+)? ?"  # a bare time of day
+)
+
+
+def strip_timestamps(lines: Lines) -> Lines:
+    return [_TIMESTAMP_RE.sub("", line) for line in lines]
+
+
+def other_launcher_prefixes(lines: Lines) -> Lines:
+    """srun's `N: ` labels become torch's `[rankN]:` and torch's `[rankN]:` alone an srun label;
+    where labels are node indices (one torchrun per node), the local `[rankN]:` of torchrun's role
+    prefix becomes its `[defaultN]:`."""
+    sources = [split_prefix(line) for line in lines]
+    inners_of: dict[int, set[int]] = {}
+    for source, _ in sources:
+        if source.label is not None and source.inner is not None:
+            inners_of.setdefault(source.label, set()).add(source.inner)
+    labels_are_nodes = any(len(inners) > 1 for inners in inners_of.values())
+    out = []
+    for line, (source, text) in zip(lines, sources, strict=True):
+        if source.host is not None or source.role == "device":
+            out.append(line)
+        elif labels_are_nodes:
+            inner = f"[default{source.inner}]:" if source.inner is not None else ""
+            out.append(f"{source.label}: {inner}{text}" if source.label is not None else line)
+        elif source.label is not None:
+            out.append(f"[rank{source.label}]:{text}")
+        elif source.role == "rank":
+            out.append(f"{source.inner}: {text}")
+        else:
+            out.append(line)
+    return out
+
+
+def tail(lines: Lines) -> Lines:
+    return lines[-TAIL_LINES:]
+
+
+def drop_traceback_header(lines: Lines) -> Lines:
+    return [line for line in lines if not split_prefix(line)[1].startswith("Traceback (most recent call last)")]
+
+
+def wrap(lines: Lines) -> Lines:
+    return [line[i : i + WRAP_COLUMNS] for line in lines for i in range(0, max(len(line), 1), WRAP_COLUMNS)]
+
+
+def interleave(lines: Lines) -> Lines:
+    """Adjacent lines of two different ranks swapped, as concurrent writers order them either way."""
+    out = list(lines)
+    i = 0
+    while i + 1 < len(out):
+        a, b = split_prefix(out[i])[0], split_prefix(out[i + 1])[0]
+        if a != b and _names_a_process(a) and _names_a_process(b):
+            out[i], out[i + 1] = out[i + 1], out[i]
+            i += 1
+        i += 1
+    return out
+
+
+def _names_a_process(source: Source) -> bool:
+    return source.label is not None or source.inner is not None
+
+
+TRANSFORMATIONS: dict[str, Callable[[Lines], Lines]] = {
+    "no timestamps": strip_timestamps,
+    "other prefixes": other_launcher_prefixes,
+    "last 40 lines": tail,
+    "no traceback header": drop_traceback_header,
+    "wrapped at 200": wrap,
+    "interleaved": interleave,
+}
