@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from faultloop.logsage import Settings, Verdict, analyze_log
 from faultloop.logsage.facts import Source
 from faultloop.logsage.scan import split_prefix
 
@@ -25,29 +26,36 @@ def strip_timestamps(lines: Lines) -> Lines:
 
 
 def other_launcher_prefixes(lines: Lines) -> Lines:
-    """srun's `N: ` labels become torch's `[rankN]:` and torch's `[rankN]:` alone an srun label;
-    where labels are node indices (one torchrun per node), the local `[rankN]:` of torchrun's role
-    prefix becomes its `[defaultN]:`."""
+    """srun's `N: ` labels become torch's `[rankN]:` and torch's `[rankN]:` alone an srun label.
+    Where labels are node indices (one torchrun per node), a local `[rankN]:` (torchrun's role
+    prefix, seen under several labels) becomes its `[defaultN]:`; with global `[rankN]:` prefixes
+    the node labels become pdsh host names (DeepSpeed's multi-node runner)."""
     sources = [split_prefix(line) for line in lines]
     inners_of: dict[int, set[int]] = {}
+    labels_of: dict[int, set[int]] = {}
     for source, _ in sources:
         if source.label is not None and source.inner is not None:
             inners_of.setdefault(source.label, set()).add(source.inner)
+            labels_of.setdefault(source.inner, set()).add(source.label)
     labels_are_nodes = any(len(inners) > 1 for inners in inners_of.values())
-    out = []
-    for line, (source, text) in zip(lines, sources, strict=True):
-        if source.host is not None or source.role == "device":
-            out.append(line)
-        elif labels_are_nodes:
-            inner = f"[default{source.inner}]:" if source.inner is not None else ""
-            out.append(f"{source.label}: {inner}{text}" if source.label is not None else line)
-        elif source.label is not None:
-            out.append(f"[rank{source.label}]:{text}")
-        elif source.role == "rank":
-            out.append(f"{source.inner}: {text}")
-        else:
-            out.append(line)
-    return out
+    rank_is_local = any(len(labels) > 1 for labels in labels_of.values())
+    return [
+        _restyle(line, source, text, labels_are_nodes, rank_is_local)
+        for line, (source, text) in zip(lines, sources, strict=True)
+    ]
+
+
+def _restyle(line: str, source: Source, text: str, labels_are_nodes: bool, rank_is_local: bool) -> str:
+    if source.host is not None or source.role == "device" or (source.label is None and source.role != "rank"):
+        return line
+    inner = f"[{source.role}{source.inner}]:" if source.inner is not None else ""
+    if labels_are_nodes and rank_is_local:
+        return f"{source.label}: {inner.replace('[rank', '[default')}{text}"
+    if labels_are_nodes:
+        return f"10.0.0.{source.label}: {inner}{text}"
+    if source.label is not None:
+        return f"[rank{source.label}]:{text}"
+    return f"{source.inner}: {text}"
 
 
 def tail(lines: Lines) -> Lines:
@@ -87,3 +95,31 @@ TRANSFORMATIONS: dict[str, Callable[[Lines], Lines]] = {
     "wrapped at 200": wrap,
     "interleaved": interleave,
 }
+
+
+SURVIVES, BROKEN, CUT, SAME = "yes", "no", "cut", "="
+
+
+def verdict_key(v: Verdict, named: bool) -> tuple[object, ...]:
+    """What must hold: category, restart, and the culprit where the original named one on more
+    than an assumption (a rank read as the only process's is no finding about a culprit)."""
+    return (v.fault_category, v.restart, tuple(v.primary_ranks) if named else None)
+
+
+def survival(lines: Lines) -> dict[str, str]:
+    """Per transformation: SURVIVES (same verdict), BROKEN, CUT (the last 40 lines lost the lines
+    the verdict rested on, so they cannot carry it) or SAME (the transformation changes nothing)."""
+    settings = Settings(prefilter="python")
+    base = analyze_log(lines, settings)
+    named = base.confidence != "low"
+    out = {}
+    for name, transform in TRANSFORMATIONS.items():
+        changed = transform(lines)
+        if changed == lines:
+            out[name] = SAME
+        elif transform is tail and min((e.line for e in base.evidence), default=0) <= len(lines) - TAIL_LINES:
+            out[name] = CUT
+        else:
+            same = verdict_key(analyze_log(changed, settings), named) == verdict_key(base, named)
+            out[name] = SURVIVES if same else BROKEN
+    return out

@@ -195,7 +195,7 @@ RULES: tuple[Rule, ...] = (
     Rule("nccl_watchdog_timeout", TIMEOUT, ("atchdog",), r"Watchdog caught collective", origin=C10D_NCCL),
     Rule("nccl_watchdog_stuck", TIMEOUT, ("imed out", "atchdog"),
          r"[Hh]eartbeat monitor timed out|watchdog got stuck|ProcessGroupNCCL watchdog hang", Cause.WATCHDOG_HANG, C10D_NCCL),
-    Rule("nccl_ops_timed_out", TIMEOUT, ("imed out",), r"NCCL operations have failed or timed out", origin=C10D_NCCL),
+
     Rule("setup_store_timeout", TIMEOUT, ("Timeout", "imed out"),
          r"is setting up NCCL communicator and retrieving ncclUniqueId.*(?:Timeout|timed out)", Cause.SETUP_HANG, C10D_NCCL),
     Rule("dist_timeout", TIMEOUT, ("rror",), r"DistBackendError.*[Tt]ime(?:d ?out)", origin=C10D_BACKEND),
@@ -230,6 +230,7 @@ RULES: tuple[Rule, ...] = (
     # -- peer lost: the rank's partner died or the link broke --------------------------------
     Rule("peer_closed", PEER_LOST, ("peer",), r"[Cc]onnection closed by (?:remote )?peer|reset by peer|remote peer",
          origin=GLOO_TCP),
+    Rule("nccl_ops_failed", PEER_LOST, ("imed out",), r"NCCL operations have failed or timed out", origin=C10D_NCCL),
     Rule("nccl_remote", PEER_LOST, ("rror",), r"ncclRemoteError|remote process exited", origin=NCCL_ERRORS),
     Rule("store_peer_lost", PEER_LOST, ("crash",),
          r"possible application crash on rank|Did the remote server shutdown or crash", origin=C10D_STORE),
