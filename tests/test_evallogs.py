@@ -13,7 +13,7 @@ import pytest
 
 from conftest import REAL_LOGS, needs_real_logs
 from faultloop import analyzers, evallogs
-from faultloop.faults import RESTART, STOP
+from faultloop.faults import ERRORS_NOT_FOUND, RESTART, STOP
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADER = "case\tsource\troot_cause_rank\tfault_class\texpected_restart\tjustification\n"
@@ -200,3 +200,44 @@ def test_any_configured_analyzer_is_graded_and_the_baseline_is_the_floor(tmp_pat
     mine = run("--analyzer", "mine", cwd=workdir)
     hangs = sum(1 for case in evallogs.load_cases(REAL_LOGS) if "hang" in case.categories)
     assert mine["category"]["right"] == hangs
+
+
+@needs_real_logs
+def test_no_log_labelled_with_a_failure_is_errors_not_found() -> None:
+    """A log whose only lines are plain failures is evidence, not `ERRORS NOT FOUND` (issue 20)."""
+    analyze = analyzers.resolve("builtin", {}).analyze
+    found_nothing = [
+        case.name
+        for case in evallogs.load_cases(REAL_LOGS)
+        if "none" not in case.categories and analyze(case.log)["restart"] == ERRORS_NOT_FOUND
+    ]
+    assert not found_nothing, found_nothing
+
+
+@needs_real_logs
+def test_short_excerpts_meet_their_own_floor() -> None:
+    """The gh/ collection (one to ten lines, what people paste most) is scored on its own too."""
+    evaluation = evallogs.evaluate(evallogs.load_cases(REAL_LOGS), analyzers.resolve("builtin", {}).analyze)
+    gh = evaluation.by_folder()["gh"]
+    assert gh.cases == 31
+    for tally in (gh.category, gh.restart, gh.culprit):
+        assert tally.rate is not None and tally.rate >= evallogs.Thresholds().per_folder, gh.to_json()
+
+
+def test_alternatives_and_subfolders(tmp_path: Path) -> None:
+    """`a|b` accepts either reading; a subfolder's labels are read beside the folder's own."""
+    labelled_dir(tmp_path, [("a", "x\n", "unknown", "oom|crash_signal", "unknown")])
+    sub = tmp_path / "gh"
+    sub.mkdir()
+    labelled_dir(sub, [("b", "y\n", "unknown", "hang", "RESTART")])
+    cases = evallogs.load_cases(tmp_path)
+    assert [(c.name, c.folder, c.categories) for c in cases] == [("a", ".", ("oom", "crash")), ("b", "gh", ("hang",))]
+    verdicts = {"a": {"fault_category": "crash", "restart": STOP}, "b": {"fault_category": "hang", "restart": STOP}}
+    result = evallogs.evaluate(cases, fixed_analyzer(verdicts))
+    assert result.overall.category.right == 2
+    assert result.failures(evallogs.Thresholds()) == [
+        "restart right 0/1 0% < 90%",
+        "gh: restart right 0/1 0% < 80%",
+    ]
+    with pytest.raises(evallogs.EvalError, match="labelled twice: b"):
+        evallogs.load_cases(tmp_path, sub)

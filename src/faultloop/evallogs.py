@@ -298,7 +298,8 @@ def load_cases(*directories: Path) -> list[Case]:
     for directory in directories:
         if not directory.is_dir():
             raise EvalError(f"{directory}: not a directory")
-        label_files = sorted(directory.rglob("labels_*.tsv"))
+        # the folder's own labels first, then its subfolders'
+        label_files = sorted(directory.rglob("labels_*.tsv"), key=lambda p: (len(p.relative_to(directory).parts), p))
         if not label_files:
             raise EvalError(f"{directory}: no labels_*.tsv beside the logs")
         for path in label_files:
