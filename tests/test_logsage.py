@@ -684,3 +684,14 @@ def test_an_srun_label_over_a_torchrun_agent_is_a_node_even_when_one_rank_prefix
     signal) names the culprit."""
     v = verdict("torchrun_srun_sigterm_1n.log")
     assert (v.primary_ranks, v.fault_type, v.restart) == ([1], "SIGTERM", RESTART)
+
+
+def test_restart_follows_from_the_cause_table() -> None:
+    """A GPU hardware fault stays until the device is reset or the node drained; a hang whose
+    culprit was busy in one-rank work recurs at the same step; a hang with no culprit is transient."""
+    policy = logsage.POLICY
+    assert policy[rules.Cause.GPU_ERROR].restart == STOP
+    assert policy[rules.Cause.SLOW_RANK].restart == STOP
+    assert policy[rules.Cause.HANG].restart == RESTART
+    lost = logsage.analyze_log(["Unable to determine the device handle for GPU 0000:02:00.0: GPU is lost."])
+    assert (lost.restart, lost.fault_category, lost.fault_type) == (STOP, "gpu_error", "GPU_ERROR")
