@@ -102,7 +102,8 @@ _WORLD_RES = tuple(
     )
 )
 # torchrun's reports of its workers' local ranks (`failed (exitcode: 1) local_rank: 2`, `rank : 6
-# (local_rank: 2)`) under an srun label: the label is the agent's, so a node's, whatever else it shows
+# (local_rank: 2)`) under an srun label: where the log has fewer labels than ranks, the label is
+# the agent's, so a node's, whatever else it shows
 _AGENT_LOCAL_RE = re.compile(r"^[ \t]*(\d+): [^\n]*?\blocal_rank: (\d+)", re.M)
 # signs that several processes wrote the log, even where its lines carry no rank prefix
 _SEVERAL_PROCESSES_RE = re.compile(r"\[Rank [1-9]|local_rank: [1-9]|closing signal|:\d+:\d+ \[[1-9]\d*\] NCCL")
@@ -147,6 +148,7 @@ def census(path: Path, facts: Facts) -> None:
             parts.append(f.read())
         elif size > CENSUS_BYTES:
             parts.append(f.read())
+    agent_locals: set[tuple[int, int]] = set()
     for part in parts:  # whole-block regexes: a Python loop per line would cost more than the scan
         text = part.decode("utf-8", "replace")
         for m in _LINE_PREFIX_RE.finditer(text):
@@ -160,13 +162,15 @@ def census(path: Path, facts: Facts) -> None:
                         int(m.group(3)) if m.group(3) else None,
                     ),
                 )
-        for m in _AGENT_LOCAL_RE.finditer(text):
-            note_rank(facts, Source(int(m.group(1)), None, "default", int(m.group(2))))
+        agent_locals.update((int(m.group(1)), int(m.group(2))) for m in _AGENT_LOCAL_RE.finditer(text))
         for rx in _WORLD_RES:
             for m in rx.finditer(text):
                 facts.world_size = max(facts.world_size, int(m.group(1)))
         facts.several_processes |= bool(_SEVERAL_PROCESSES_RE.search(text))
     facts.several_processes |= facts.world_size > 1
+    if len({label for label, _, _ in facts.label_pairs if label is not None}) < facts.world_size:
+        for label, local in agent_locals:  # fewer labels than ranks: they are the agents', so nodes
+            note_rank(facts, Source(label, None, "default", local))
 
 
 def _device_rank(facts: Facts, source: Source) -> int | None:
