@@ -10,6 +10,7 @@ rule only ever sees the message.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from faultloop.logsage import prefilter
@@ -104,7 +105,7 @@ _WORLD_RES = tuple(
 # torchrun's reports of its workers' local ranks (`failed (exitcode: 1) local_rank: 2`, `rank : 6
 # (local_rank: 2)`) under an srun label: where the log has fewer labels than ranks, the label is
 # the agent's, so a node's, whatever else it shows
-_AGENT_LOCAL_RE = re.compile(r"^[ \t]*(\d+): [^\n]*?\blocal_rank: (\d+)", re.M)
+_AGENT_LOCAL_RE = re.compile(r"local_rank: (\d+)")  # a literal first (no word boundary): the regex engine's fast search
 # signs that several processes wrote the log, even where its lines carry no rank prefix
 _SEVERAL_PROCESSES_RE = re.compile(r"\[Rank [1-9]|local_rank: [1-9]|closing signal|:\d+:\d+ \[[1-9]\d*\] NCCL")
 
@@ -162,7 +163,7 @@ def census(path: Path, facts: Facts) -> None:
                         int(m.group(3)) if m.group(3) else None,
                     ),
                 )
-        agent_locals.update((int(m.group(1)), int(m.group(2))) for m in _AGENT_LOCAL_RE.finditer(text))
+        agent_locals.update(_agent_locals(text))
         for rx in _WORLD_RES:
             for m in rx.finditer(text):
                 facts.world_size = max(facts.world_size, int(m.group(1)))
@@ -184,6 +185,14 @@ def _device_rank(facts: Facts, source: Source) -> int | None:
             )
         return local
     return resolve_rank(facts, source._replace(role="default"), "")
+
+
+def _agent_locals(text: str) -> Iterator[tuple[int, int]]:
+    """(srun label, local rank) of every torchrun report of a worker's local rank in the text."""
+    for m in _AGENT_LOCAL_RE.finditer(text):
+        label = _LABEL_RE.match(text, text.rfind("\n", 0, m.start()) + 1)
+        if label:
+            yield int(label.group(1)), int(m.group(1))
 
 
 def note_rank(facts: Facts, source: Source) -> None:
