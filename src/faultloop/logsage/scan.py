@@ -81,6 +81,7 @@ def _rules_by_anchor() -> dict[str, list[int]]:
 
 _RULES_BY_ANCHOR = _rules_by_anchor()
 _LABEL_RE = re.compile(r"^\s*(\d+): ")  # srun --label
+_LABEL_AT_RE = re.compile(r"[ \t]*(\d+): ")  # the same, matched at a line start inside a block
 _HOST_RE = re.compile(r"^\s*(\d{1,3}(?:\.\d{1,3}){3}): ")  # pdsh (DeepSpeed's multi-node runner)
 _NCCL_RE = re.compile(r"^\s*[\w.-]+:\d+:\d+ \[(\d+)\] ")  # NCCL's own host:pid:tid [cuda device]
 DEVICE = "device"  # the role of NCCL's [N]: the local GPU index, a local rank where one rank drives one GPU
@@ -190,7 +191,7 @@ def _device_rank(facts: Facts, source: Source) -> int | None:
 def _agent_locals(text: str) -> Iterator[tuple[int, int]]:
     """(srun label, local rank) of every torchrun report of a worker's local rank in the text."""
     for m in _AGENT_LOCAL_RE.finditer(text):
-        label = _LABEL_RE.match(text, text.rfind("\n", 0, m.start()) + 1)
+        label = _LABEL_AT_RE.match(text, text.rfind("\n", 0, m.start()) + 1)
         if label:
             yield int(label.group(1)), int(m.group(1))
 
