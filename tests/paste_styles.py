@@ -107,19 +107,20 @@ def verdict_key(v: Verdict, named: bool) -> tuple[object, ...]:
 
 
 def survival(lines: Lines) -> dict[str, str]:
-    """Per transformation: SURVIVES (same verdict), BROKEN, CUT (the last 40 lines lost the lines
-    the verdict rested on, so they cannot carry it) or SAME (the transformation changes nothing)."""
+    """Per transformation: SURVIVES (same verdict), CUT (another verdict, but the last 40 lines
+    lost lines the verdict rested on, so they cannot carry it), BROKEN (another verdict although
+    they could) or SAME (the transformation changes nothing)."""
     settings = Settings(prefilter="python")
     base = analyze_log(lines, settings)
     named = base.confidence != "low"
+    first_evidence = min((e.line for e in base.evidence), default=len(lines))
     out = {}
     for name, transform in TRANSFORMATIONS.items():
         changed = transform(lines)
         if changed == lines:
             out[name] = SAME
-        elif transform is tail and min((e.line for e in base.evidence), default=0) <= len(lines) - TAIL_LINES:
-            out[name] = CUT
+        elif verdict_key(analyze_log(changed, settings), named) == verdict_key(base, named):
+            out[name] = SURVIVES
         else:
-            same = verdict_key(analyze_log(changed, settings), named) == verdict_key(base, named)
-            out[name] = SURVIVES if same else BROKEN
+            out[name] = CUT if transform is tail and first_evidence <= len(lines) - TAIL_LINES else BROKEN
     return out
