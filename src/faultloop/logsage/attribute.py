@@ -557,8 +557,8 @@ DECISIONS: tuple[Callable[[Facts, _Timeline], Attribution | None], ...] = (
     _stopped_from_outside,  # 2. CANCELLED: it was stopped from outside before any rank failed
     _gpu_hardware,  # 3. GPU_ERROR: a GPU hardware fault (kernel or driver report) anywhere in the log
     _crash,  # 4. a crash: some rank failed on its own before anyone timed out -> the earliest such
-    #          rank and its evidence's cause (a job-wide cause first; a cut-off traceback, a bare exit
-    #          status or a plain error line counts only if nothing stronger does)
+    #          rank and its evidence's cause (a cut-off traceback, a bare exit status, a plain
+    #          `error:` line or a diverged run counts only if nothing stronger does)
     _hang,  # 5. a hang: ranks timed out first -> DESYNC, SETUP_HANG, SHUTDOWN_HANG, SLOW_RANK (one
     #         busy rank: STOP), WATCHDOG_HANG, the odd rank out's GPU_SLEEP / LOCK_GIL / SIGSTOP, or
     #         HANG with no culprit (RESTART)
