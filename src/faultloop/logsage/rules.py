@@ -334,7 +334,7 @@ class Policy:
 def _fault(name: Cause, happened: str) -> tuple[str, Policy]:
     """An injected fault's row: category, restart and rationale from faults.FAULTS (the one source)."""
     fault = FAULTS[name]
-    return name, Policy(fault.category, fault.restart, fault.rationale, happened, name)
+    return name, Policy(fault.category, fault.restart, fault.rationale, happened, fault.name)
 
 
 # POLICY, the cause table: cause -> policy. hard crash, code bug, GPU error, OOM, a setup or
