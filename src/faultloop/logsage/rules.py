@@ -302,9 +302,9 @@ RULES: tuple[Rule, ...] = (
          Cause.DONE, MEGATRON),
     # -- read what is there: a plain failure line with none of the context above ----------------
     Rule("exception_line", EXCEPTION_KIND, ("rror",),
-         r"^\s*(?:[A-Za-z_]\w*\.)*(?!ChildFailedError|CalledProcessError|nccl)[A-Za-z_]*Error(?::|$)", Cause.WORKLOAD_EXC,
+         r"^\s*(?:[A-Za-z_]\w*\.)*(?!ChildFailedError|CalledProcessError|nccl)[A-Za-z_]*Error(?::(?!\s*[\d.eE+-]+\s*$)|$)", Cause.WORKLOAD_EXC,
          CPYTHON),
-    Rule("program_error", REPORTED, ("rror",), r"^\s*[\w./-]+: [Ee]rror\b|\b[Ff]atal [Ee]rror\b", Cause.PROGRAM_ERROR,
+    Rule("program_error", REPORTED, ("rror",), r"^\s*[\w./-]+: [Ee]rror:|\b[Ff]atal [Ee]rror:", Cause.PROGRAM_ERROR,
          ("any program", "the `prog: error:` convention of C programs (err(3), SLURM's error()) and argparse")),
 )
 # fmt: on
