@@ -695,3 +695,25 @@ def test_restart_follows_from_the_cause_table() -> None:
     assert policy[rules.Cause.HANG].restart == RESTART
     lost = logsage.analyze_log(["Unable to determine the device handle for GPU 0000:02:00.0: GPU is lost."])
     assert (lost.restart, lost.fault_category, lost.fault_type) == (STOP, "gpu_error", "GPU_ERROR")
+
+
+@pytest.mark.parametrize(
+    "line, category",
+    [
+        (
+            "RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one.",
+            "exception",
+        ),
+        ("train.py: error: the following arguments are required: --config", "other"),
+        ("mpirun noticed that process rank 1 with PID xxxxxx on node xxxxxxxx exited on signal 9 (Killed).", "crash"),
+        ("MeanSquaredError: 0.125", "none"),
+        ("val: error 0.1 | acc 0.9", "none"),
+        ("Epoch 3: error rate 0.1", "none"),
+    ],
+)
+def test_a_plain_failure_line_is_evidence_and_a_metric_is_not(line: str, category: str) -> None:
+    """Read what is there: an exception line without its traceback, a program's `error:` line, a
+    death by signal; `ERRORS NOT FOUND` only where no line is a failure."""
+    v = logsage.analyze_log([line])
+    assert v.fault_category == category
+    assert (v.restart == ERRORS_NOT_FOUND) == (category == "none")
