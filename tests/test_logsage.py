@@ -717,3 +717,23 @@ def test_a_plain_failure_line_is_evidence_and_a_metric_is_not(line: str, categor
     v = logsage.analyze_log([line])
     assert v.fault_category == category
     assert (v.restart == ERRORS_NOT_FOUND) == (category == "none")
+
+
+def test_two_agents_summaries_are_ordered_by_their_failure_times() -> None:
+    """Each torchrun agent reports its own workers; the one whose worker failed first may print
+    its summary last. Of ranks that all failed before any symptom, the earliest time names the
+    culprit."""
+
+    def summary(rank: int, local: int, when: str) -> list[str]:
+        return [
+            "Root Cause (first observed failure):",
+            "[0]:",
+            f"  time      : 2026-12-01_10:{when}",
+            "  host      : node00",
+            f"  rank      : {rank} (local_rank: {local})",
+            f"  exitcode  : 1 (pid: {100 + rank})",
+            "============================================================",
+        ]
+
+    v = logsage.analyze_log([*summary(0, 0, "00:52"), *summary(4, 0, "00:01")])
+    assert (v.primary_ranks, v.fault_category) == ([4], "exception")

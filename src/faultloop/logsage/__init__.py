@@ -7,7 +7,8 @@ Deterministic and offline by default. The package, by concern:
   messages.py   the message catalog (catalog/*.tsv): the templates RULES are written against
   prefilter.py  finds the lines worth a look (ripgrep, GNU grep or Python)
   scan.py       reads each line's prefixes and rank and classifies it into bounded facts
-  records.py    multi-line records: tracebacks (whole, cut off, a launcher's), stack dumps
+  records.py    multi-line records: tracebacks (whole, cut off, a launcher's), stack dumps,
+                torchrun's summary records (their failure times)
   attribute.py  symptom vs origin, culprits, the cause and the confidence (DECISIONS: their order)
   engine.py     analyze_log and the Verdict (the logsage.json contract)
   modes.py      LLM and upstream modes, and the command line

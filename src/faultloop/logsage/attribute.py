@@ -267,7 +267,7 @@ def _crash(facts: Facts, tl: _Timeline) -> Attribution | None:
             "the failing line carries no rank prefix in a log of several processes",
         )
     early = sorted(r for r, e in ranked.items() if e.line < tl.first_symptom)
-    primary = early if len(early) > 1 else [min(ranked, key=lambda r: ranked[r].line)]
+    primary = _first_by_failure_time(facts, early) if len(early) > 1 else [min(ranked, key=lambda r: ranked[r].line)]
     keys = [ranked[r] for r in primary]
     cause = _crash_cause(facts, primary[0])
     others = (tl.victims | set(ranked)) - set(primary)
@@ -277,6 +277,16 @@ def _crash(facts: Facts, tl: _Timeline) -> Attribution | None:
         f"stopped by the launcher"
     )
     return _attribution(cause, primary, others, keys, why, *_crash_confidence(facts, tl, primary, ranked, weak))
+
+
+def _first_by_failure_time(facts: Facts, ranks: list[int]) -> list[int]:
+    """Of ranks that all failed before any symptom, those torchrun's summaries time first (several
+    agents each report their own workers: their sections' order says nothing, their times do)."""
+    times = {r: facts.failure_time[r] for r in ranks if r in facts.failure_time}
+    if len(times) < len(ranks):
+        return ranks
+    first = min(times.values())
+    return [r for r in ranks if times[r] == first]
 
 
 def _crash_confidence(

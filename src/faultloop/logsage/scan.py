@@ -63,7 +63,7 @@ from faultloop.logsage.rules import (
 )
 
 CENSUS_BYTES = 2 << 20
-MAX_BLOCKS_PER_SOURCE = {TRACEBACK: 2, STACK_DUMP: 16}  # a node label's source holds every rank's dump
+MAX_BLOCKS_PER_SOURCE = {TRACEBACK: 2, STACK_DUMP: 16, SUMMARY: 2}  # a node label's source holds every rank's dump
 FRAME_RUN_LINES = 6  # frame lines this close together belong to one traceback
 LEAD_MAX = 120  # how far into a line a torch rank prefix may sit behind timestamps or host tags
 
@@ -374,6 +374,9 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
                     facts.blocks.append(Block(rule.kind, hit.line, hit.offset, source, headless))
                 if rule.kind == TRACEBACK:
                     continue
+            if rule.kind == SUMMARY and block_count.get((SUMMARY, source), 0) < MAX_BLOCKS_PER_SOURCE[SUMMARY]:
+                block_count[(SUMMARY, source)] = block_count.get((SUMMARY, source), 0) + 1
+                facts.blocks.append(Block(SUMMARY, hit.line, hit.offset, source))  # its records' times
             if terminate and ev.line - terminate.line <= 2:
                 drop(facts, terminate)  # its what() line says why, and is kept instead
             terminate = ev if rule.kind == TERMINATE else None
