@@ -118,17 +118,16 @@ C10D_WRAPPER = ("torch", "torch/csrc/distributed/c10d/ProcessGroupWrapper.cpp")
 C10D_STORE = ("torch", "torch/csrc/distributed/c10d/TCPStore.cpp")
 C10D_PY = ("torch", "torch/distributed/distributed_c10d.py")
 C10D_BACKEND = ("torch", "torch/csrc/distributed/c10d/Backend.hpp")
-TORCH_DDP = ("torch", "torch/csrc/distributed/c10d/reducer.cpp")
 TORCH_DATALOADER = ("torch", "torch/csrc/DataLoader.cpp")
 TORCH_ALLOCATOR = ("torch", "c10/cuda/CUDACachingAllocator.cpp")
 TORCH_CUDA_CHECK = ("torch", "c10/cuda/CUDAException.cpp")
 TORCH_ELASTIC = ("torch", "torch/distributed/elastic/multiprocessing/api.py")
 TORCH_ELASTIC_ERRORS = ("torch", "torch/distributed/elastic/multiprocessing/errors/__init__.py")
 TORCH_ELASTIC_AGENT = ("torch", "torch/distributed/elastic/agent/server/api.py")
-TORCH_LAUNCH = ("torch", "torch/distributed/launch.py")
-NCCL_CHECKS = ("NCCL", "src/include/checks.h, src/include/cudawrap.h")
+NCCL_CHECKS = ("NCCL", "src/include/checks.h (CUDACHECK), src/include/cudawrap.h (CUCHECK)")
 NCCL_ERRORS = ("NCCL", "src/init.cc (ncclGetErrorString)")
-NCCL_IB = ("NCCL", "src/transport/net_ib.cc, src/misc/ibvwrap.cc")
+NCCL_IB = ("NCCL", "src/transport/net_ib.cc")
+NCCL_IBVWRAP = ("NCCL", "src/misc/ibvwrap.cc")
 NCCL_SHM = ("NCCL", "src/misc/shmutils.cc")
 NCCL_SOCKET = ("NCCL", "src/misc/socket.cc")
 CUDA_RUNTIME = ("CUDA runtime", "cuda_runtime_api.h (cudaGetErrorString), via c10/cuda/CUDAException.h")
@@ -142,8 +141,7 @@ OPEN_MPI = ("Open MPI", "ompi/errhandler/errhandler_predefined.c; prrte src/mca/
 HOROVOD = ("Horovod", "horovod/runner/gloo_run.py")
 DEEPSPEED_LAUNCHER = ("DeepSpeed", "deepspeed/launcher/launch.py")
 DEEPSPEED_ENGINE = ("DeepSpeed", "deepspeed/runtime/engine.py")
-ACCELERATE = ("accelerate", "accelerate/commands/launch.py")
-LIGHTNING = ("Lightning", "lightning/fabric/utilities/distributed.py")
+SIGNAL_REPORTS = ("Lightning, UCX", "lightning/pytorch/trainer/connectors/signal_connector.py; ucs/debug/debug.c")
 CPYTHON = ("CPython", "Python/pythonrun.c (the exception line), Modules/main.c")
 CPYTHON_FAULTHANDLER = ("CPython", "Modules/faulthandler.c")
 CPYTHON_IMPORT = ("CPython", "Python/import.c; Lib/argparse.py")
@@ -210,26 +208,30 @@ RULES: tuple[Rule, ...] = (
     # -- OOM and GPU errors (before the generic NCCL/CUDA rows) ------------------------------
     Rule("dataloader_killed", OOM_KIND, ("ignal",), r"DataLoader worker \(pid \d+\) is killed by signal: Killed",
          origin=TORCH_DATALOADER),
-    Rule("cuda_oom", OOM_KIND, ("of memory", "rror", "ailure"),
-         r"(?:CUDA|HIP) out of memory|OutOfMemoryError|CUDA error: out of memory|Cuda failure (?:\d+ )?'out of memory'",
+    Rule("cuda_oom", OOM_KIND, ("of memory", "rror"), r"(?:CUDA|HIP) out of memory|OutOfMemoryError|CUDA error: out of memory",
          origin=TORCH_ALLOCATOR),
-    Rule("host_oom", OOM_KIND, ("oom", "of memory", "rror"),
-         r"oom[-_]kill|Out of memory: Kill|\bMemoryError\b|[Mm]emory cgroup out of memory", origin=KERNEL_OOM),
+    Rule("nccl_cuda_oom", OOM_KIND, ("ailure",), r"Cuda failure (?:\d+ )?'out of memory'", origin=NCCL_CHECKS),
+    Rule("slurm_oom", OOM_KIND, ("oom",), r"oom_kill event", origin=SLURM_CGROUP),
+    Rule("host_oom", OOM_KIND, ("oom", "of memory"), r"oom[-_]kill|Out of memory: Kill|[Mm]emory cgroup out of memory",
+         origin=KERNEL_OOM),
+    Rule("python_oom", OOM_KIND, ("rror",), r"\bMemoryError\b", origin=CPYTHON),
     Rule("gpu_hardware", GPU_HARDWARE, ("Xid", "rror", "lost"),
          r"NVRM: Xid \(|[Uu]ncorrectable ECC error|ErrorECCUncorrectable|Unable to determine the device handle for GPU"
          r"|\bGPU is lost\b", Cause.GPU_ERROR, NVIDIA_DRIVER),
-    Rule("cuda_error", GPU, ("rror", "access", "ailure"),
-         r"CUDA error: \w|unhandled cuda error|ncclUnhandledCudaError|AcceleratorError|[Cc]u[Dd][Nn][Nn] error"
-         r"|illegal memory access|Memory access fault by GPU|device-side assert triggered|Cuda failure (?:\d+ )?'",
+    Rule("cuda_error", GPU, ("rror", "access"),
+         r"CUDA error: \w|AcceleratorError|[Cc]u[Dd][Nn][Nn] error|illegal memory access|device-side assert triggered",
          Cause.GPU_ERROR, CUDA_RUNTIME),
+    Rule("nccl_cuda_error", GPU, ("rror", "ailure"), r"unhandled cuda error|ncclUnhandledCudaError|Cuda failure (?:\d+ )?'",
+         Cause.GPU_ERROR, NCCL_CHECKS),
+    Rule("rocm_fault", GPU, ("access",), r"Memory access fault by GPU", Cause.GPU_ERROR, ROCM),
     Rule("cuda_hint", CUDA_HINT, ("rror",), r"errors might be asynchronously reported", Cause.GPU_ERROR, TORCH_CUDA_CHECK),
     # -- NCCL could not set up its transport: the node's system or configuration -------------
-    Rule("nccl_setup", NETWORK_KIND, ("rror",),
-         r"ncclSystemError|unhandled system error|Call to ibv_\w+ failed with error|Error while creating shared memory segment",
-         Cause.NCCL_SETUP, NCCL_ERRORS),
+    Rule("nccl_setup", NETWORK_KIND, ("rror",), r"ncclSystemError|unhandled system error", Cause.NCCL_SETUP, NCCL_ERRORS),
+    Rule("nccl_ibv", NETWORK_KIND, ("rror",), r"Call to ibv_\w+ failed with error", Cause.NCCL_SETUP, NCCL_IBVWRAP),
+    Rule("nccl_shm", NETWORK_KIND, ("rror",), r"Error while creating shared memory segment", Cause.NCCL_SETUP, NCCL_SHM),
     # -- peer lost: the rank's partner died or the link broke --------------------------------
-    Rule("peer_closed", PEER_LOST, ("peer",), r"[Cc]onnection closed by (?:remote )?peer|reset by peer|remote peer",
-         origin=GLOO_TCP),
+    Rule("nccl_peer_closed", PEER_LOST, ("peer",), r"Connection closed by remote peer", origin=NCCL_SOCKET),
+    Rule("peer_closed", PEER_LOST, ("peer",), r"[Cc]onnection closed by peer|reset by peer|remote peer", origin=GLOO_TCP),
     Rule("nccl_ops_failed", PEER_LOST, ("imed out",), r"NCCL operations have failed or timed out", origin=C10D_NCCL),
     Rule("nccl_remote", PEER_LOST, ("rror",), r"ncclRemoteError|remote process exited", origin=NCCL_ERRORS),
     Rule("store_peer_lost", PEER_LOST, ("crash",),
@@ -261,7 +263,7 @@ RULES: tuple[Rule, ...] = (
          r"Received \d+ death signal|SignalException: Process \d+ got signal|[Ll]auncher received a stop signal",
          origin=TORCH_ELASTIC_AGENT),
     Rule("signal_received", SIGNAL, ("ignal", "eceived SIG"),
-         r"\b(?:[Rr]eceived (?:signal[: ]*)?|(?:[Gg]ot|[Cc]aught) signal[: ]*)(?:SIG[A-Z0-9]+|\d+)", origin=CPYTHON),
+         r"\b(?:[Rr]eceived (?:signal[: ]*)?|(?:[Gg]ot|[Cc]aught) signal[: ]*)(?:SIG[A-Z0-9]+|\d+)", origin=SIGNAL_REPORTS),
     Rule("rank_failed", DEATH, ("exit",),
          r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+)(?: \(pid: (?P<pid>\d+)\))?", origin=TORCH_ELASTIC),
     Rule("mpirun_signal", DEATH, ("ignal",),
@@ -298,8 +300,8 @@ RULES: tuple[Rule, ...] = (
          origin=TRAINING_SCRIPTS),
     Rule("checkpoint_saved", CHECKPOINT, ("eckpoint",), r"\b[Ss]aved checkpoint|checkpoint (?:saved|written)",
          origin=TRAINING_SCRIPTS),
-    Rule("job_done", DONE, ("is done", "completed"), r"after training is done|[Tt]raining completed",
-         Cause.DONE, MEGATRON),
+    Rule("job_done", DONE, ("is done",), r"after training is done", Cause.DONE, MEGATRON),
+    Rule("trainer_done", DONE, ("completed",), r"[Tt]raining completed", Cause.DONE, TRANSFORMERS),
     # -- read what is there: a plain failure line with none of the context above ----------------
     Rule("exception_line", EXCEPTION_KIND, ("rror",),
          r"^\s*(?:[A-Za-z_]\w*\.)*(?!ChildFailedError|CalledProcessError|nccl)[A-Za-z_]*Error(?::(?!\s*[\d.eE+-]+\s*$)|$)", Cause.WORKLOAD_EXC,
