@@ -114,7 +114,27 @@ def test_policy_matches_the_fault_table_for_every_injected_fault() -> None:
     for name, fault in FAULTS.items():
         assert logsage.POLICY[name].restart == fault.restart
         assert logsage.POLICY[name].category == fault.category
-    assert set(rules.WHAT_HAPPENED) == set(logsage.POLICY), "every cause needs its explanation wording"
+        assert logsage.POLICY[name].fault_type == name
+    assert set(logsage.POLICY) == set(rules.Cause), "the cause table has one row per cause"
+    assert all(policy.happened for policy in logsage.POLICY.values()), "every cause needs its explanation wording"
+    assert all(logsage.POLICY[c].fault_type is None for c in set(rules.Cause) - set(FAULTS)), (
+        "only injected faults have a fault type"
+    )
+
+
+def test_every_rule_names_the_program_and_source_of_its_template() -> None:
+    for rule in logsage.RULES:
+        program, source = rule.origin
+        assert program and source, rule.name
+    hints = {rule.hint for rule in logsage.RULES if rule.kind != rules.SUMMARY} - {None}
+    assert hints <= set(rules.Cause), hints - set(rules.Cause)
+
+
+def test_attribute_holds_no_cause_literals() -> None:
+    """Causes are rules.Cause members, their meaning rules.POLICY: attribute.py only decides."""
+    text = (Path(rules.__file__).parent / "attribute.py").read_text()
+    quoted = {name for name in rules.Cause if f'"{name}"' in text or f"'{name}'" in text}
+    assert not quoted, quoted
 
 
 def test_every_rule_regex_needs_one_of_its_anchors() -> None:
@@ -656,3 +676,66 @@ def test_one_rank_work_of_a_rank_that_then_timed_out_explains_nothing() -> None:
     lines += [f"{r}: " + watchdog(r, 9843, "ALLREDUCE") for r in range(4) if r != 2]
     v = logsage.analyze_log([*lines, "srun: error: node-001: task 2: Killed"])
     assert (v.restart, v.primary_ranks, v.fault_category) == (RESTART, [2], "hang")
+
+
+def test_an_srun_label_over_a_torchrun_agent_is_a_node_even_when_one_rank_prefix_shows() -> None:
+    """The quick pool's SIGTERM cell (one node, srun label 0 over torchrun's 4 workers): only rank 2
+    printed a `[rank2]:` line, and the workers' `received SIGTERM` lines carry the label alone.
+    torchrun's own `local_rank: N` reports under label 0 make it a node's label, so those lines name
+    no rank, and the agent's record of local rank 1's SIGTERM death (its pid never sent a closing
+    signal) names the culprit."""
+    v = verdict("torchrun_srun_sigterm_1n.log")
+    assert (v.primary_ranks, v.fault_type, v.restart) == ([1], "SIGTERM", RESTART)
+
+
+def test_restart_follows_from_the_cause_table() -> None:
+    """A GPU hardware fault stays until the device is reset or the node drained; a hang whose
+    culprit was busy in one-rank work recurs at the same step; a hang with no culprit is transient."""
+    policy = logsage.POLICY
+    assert policy[rules.Cause.GPU_ERROR].restart == STOP
+    assert policy[rules.Cause.SLOW_RANK].restart == STOP
+    assert policy[rules.Cause.HANG].restart == RESTART
+    lost = logsage.analyze_log(["Unable to determine the device handle for GPU 0000:02:00.0: GPU is lost."])
+    assert (lost.restart, lost.fault_category, lost.fault_type) == (STOP, "gpu_error", "GPU_ERROR")
+
+
+@pytest.mark.parametrize(
+    "line, category",
+    [
+        (
+            "RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one.",
+            "exception",
+        ),
+        ("train.py: error: the following arguments are required: --config", "other"),
+        ("mpirun noticed that process rank 1 with PID xxxxxx on node xxxxxxxx exited on signal 9 (Killed).", "crash"),
+        ("MeanSquaredError: 0.125", "none"),
+        ("val: error 0.1 | acc 0.9", "none"),
+        ("Epoch 3: error rate 0.1", "none"),
+    ],
+)
+def test_a_plain_failure_line_is_evidence_and_a_metric_is_not(line: str, category: str) -> None:
+    """Read what is there: an exception line without its traceback, a program's `error:` line, a
+    death by signal; `ERRORS NOT FOUND` only where no line is a failure."""
+    v = logsage.analyze_log([line])
+    assert v.fault_category == category
+    assert (v.restart == ERRORS_NOT_FOUND) == (category == "none")
+
+
+def test_two_agents_summaries_are_ordered_by_their_failure_times() -> None:
+    """Each torchrun agent reports its own workers; the one whose worker failed first may print
+    its summary last. Of ranks that all failed before any symptom, the earliest time names the
+    culprit."""
+
+    def summary(rank: int, local: int, when: str) -> list[str]:
+        return [
+            "Root Cause (first observed failure):",
+            "[0]:",
+            f"  time      : 2026-12-01_10:{when}",
+            "  host      : node00",
+            f"  rank      : {rank} (local_rank: {local})",
+            f"  exitcode  : 1 (pid: {100 + rank})",
+            "============================================================",
+        ]
+
+    v = logsage.analyze_log([*summary(0, 0, "00:52"), *summary(4, 0, "00:01")])
+    assert (v.primary_ranks, v.fault_category) == ([4], "exception")

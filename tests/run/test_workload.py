@@ -296,7 +296,7 @@ def test_fr_names_the_injected_rank(cells, key):
     from faultloop.analyze.fr.analysis import analyze_dir
 
     result = analyze_dir(str(cells[key].dir / "checkpoints"), world_size=NODES * PER_NODE, gpus_per_node=PER_NODE)
-    assert result.suspect_ranks == [RANK], (key, result.to_json())
+    assert result.suspect_ranks == [RANK], (key, result.to_verdict().to_json())
     assert result.scope == "rank"
 
 

@@ -13,7 +13,9 @@ import pytest
 
 from conftest import REAL_LOGS, needs_real_logs
 from faultloop.analyze import registry as analyzers
-from faultloop.faults import RESTART, STOP
+from faultloop.cli import eval_logs as eval_logs_cli
+from faultloop.contracts import LogVerdict
+from faultloop.faults import ERRORS_NOT_FOUND, RESTART, STOP
 from faultloop.score import corpus as evallogs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,9 +32,15 @@ def labelled_dir(tmp_path: Path, rows: list[tuple[str, str, str, str, str]]) -> 
     return tmp_path
 
 
+def verdict(
+    fault_category: str, restart: str, primary_ranks: list[int] | None = None, confidence: str = "low"
+) -> LogVerdict:
+    return LogVerdict(restart, primary_ranks or [], [], fault_category, None, "", "", [], False, confidence)
+
+
 def fixed_analyzer(verdicts: dict[str, Mapping[str, Any]]) -> evallogs.Analyzer:
     """An analyzer that answers per log name: the evaluation must work with any analyzer."""
-    return lambda path: verdicts[path.stem]
+    return lambda path: verdict(**verdicts[path.stem])
 
 
 def test_scores_any_analyzer_and_lists_misses(tmp_path: Path) -> None:
@@ -72,10 +80,10 @@ def test_an_analyzer_that_fails_on_one_log_loses_that_case_only(tmp_path: Path) 
         tmp_path, [("ok", "x\n", "unknown", "none", "unknown"), ("bad", "y\n", "unknown", "none", "unknown")]
     )
 
-    def analyzer(path: Path) -> Mapping[str, Any]:
+    def analyzer(path: Path) -> LogVerdict:
         if path.stem == "bad":
             raise ValueError("cannot read")
-        return {"fault_category": "none", "restart": RESTART, "primary_ranks": []}
+        return verdict("none", RESTART, [])
 
     result = evallogs.evaluate(evallogs.load_cases(directory), analyzer)
     assert result.overall.category.right == 1
@@ -104,7 +112,7 @@ def test_bad_labels_name_the_file_row_and_field(tmp_path: Path, row: tuple[Any, 
 
 
 def test_a_folder_without_labels_is_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert evallogs.main([str(tmp_path)]) == 2
+    assert eval_logs_cli.main([str(tmp_path)]) == 2
     assert "no labels_*.tsv" in capsys.readouterr().err
 
 
@@ -158,11 +166,11 @@ def test_logsage_meets_the_thresholds_on_real_logs() -> None:
 
 @needs_real_logs
 def test_text_report_has_the_tables_and_every_miss(capsys: pytest.CaptureFixture[str]) -> None:
-    assert evallogs.main([str(REAL_LOGS)]) == 0
+    assert eval_logs_cli.main([str(REAL_LOGS)]) == 0
     text = capsys.readouterr().out
     assert "by labelled category" in text and "by launcher style" in text and "all thresholds met" in text
     builtin = analyzers.resolve("builtin", {})
-    evaluation = evallogs.evaluate(evallogs.load_cases(REAL_LOGS), lambda log: builtin.analyze(log).to_json())
+    evaluation = evallogs.evaluate(evallogs.load_cases(REAL_LOGS), builtin.analyze)
     for miss in evaluation.misses():
         assert f"  {miss.case.name:<8} [{miss.style}] " in text
 
@@ -200,5 +208,46 @@ def test_any_configured_analyzer_is_graded_and_the_baseline_is_the_floor(tmp_pat
         f"analyzers:\n  mine: {{kind: command, command: '{sys.executable} {script} {{log}}'}}\n"
     )
     mine = run("--analyzer", "mine", cwd=workdir)
-    hangs = sum(1 for case in evallogs.load_cases(REAL_LOGS) if case.category == "hang")
+    hangs = sum(1 for case in evallogs.load_cases(REAL_LOGS) if "hang" in case.categories)
     assert mine["category"]["right"] == hangs
+
+
+@needs_real_logs
+def test_no_log_labelled_with_a_failure_is_errors_not_found() -> None:
+    """A log whose only lines are plain failures is evidence, not `ERRORS NOT FOUND` (issue 20)."""
+    analyze = analyzers.resolve("builtin", {}).analyze
+    found_nothing = [
+        case.name
+        for case in evallogs.load_cases(REAL_LOGS)
+        if "none" not in case.categories and analyze(case.log).restart == ERRORS_NOT_FOUND
+    ]
+    assert not found_nothing, found_nothing
+
+
+@needs_real_logs
+def test_short_excerpts_meet_their_own_floor() -> None:
+    """The gh/ collection (one to ten lines, what people paste most) is scored on its own too."""
+    evaluation = evallogs.evaluate(evallogs.load_cases(REAL_LOGS), analyzers.resolve("builtin", {}).analyze)
+    gh = evaluation.by_folder()["gh"]
+    assert gh.cases == 31
+    for tally in (gh.category, gh.restart, gh.culprit):
+        assert tally.rate is not None and tally.rate >= evallogs.Thresholds().per_folder, gh.to_json()
+
+
+def test_alternatives_and_subfolders(tmp_path: Path) -> None:
+    """`a|b` accepts either reading; a subfolder's labels are read beside the folder's own."""
+    labelled_dir(tmp_path, [("a", "x\n", "unknown", "oom|crash_signal", "unknown")])
+    sub = tmp_path / "gh"
+    sub.mkdir()
+    labelled_dir(sub, [("b", "y\n", "unknown", "hang", "RESTART")])
+    cases = evallogs.load_cases(tmp_path)
+    assert [(c.name, c.folder, c.categories) for c in cases] == [("a", ".", ("oom", "crash")), ("b", "gh", ("hang",))]
+    verdicts = {"a": {"fault_category": "crash", "restart": STOP}, "b": {"fault_category": "hang", "restart": STOP}}
+    result = evallogs.evaluate(cases, fixed_analyzer(verdicts))
+    assert result.overall.category.right == 2
+    assert result.failures(evallogs.Thresholds()) == [
+        "restart right 0/1 0% < 90%",
+        "gh: restart right 0/1 0% < 80%",
+    ]
+    with pytest.raises(evallogs.EvalError, match="labelled twice: b"):
+        evallogs.load_cases(tmp_path, sub)

@@ -16,7 +16,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "cell": ("faultloop.cli.cell", "the per-cell workflow steps: run (run_job) and strip-log"),
     "run-job": ("faultloop.cli.run_job", "run one pool cell's training job and write its manifest"),
     "logsage": ("faultloop.cli.logsage", "attribute a failed job from its log"),
-    "eval-logs": ("faultloop.score.corpus", "score logsage on a folder of labelled real failure logs"),
+    "eval-logs": ("faultloop.cli.eval_logs", "score logsage on a folder of labelled real failure logs"),
     "analyzers": ("faultloop.cli.analyzers", "the configured log analyzers: list, try one on a log, run a cell's"),
     "fr": ("faultloop.cli.fr", "attribute a failed job from its flight-recorder dumps"),
     "fr-analyzers": ("faultloop.cli.fr_analyzers", "every configured FR analyzer on a cell's dumps (rule fr_analysis)"),

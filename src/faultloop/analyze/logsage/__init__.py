@@ -1,12 +1,15 @@
 """logsage: attribute a failed distributed job from its log (which rank, what fault, restart?).
 
 Deterministic and offline by default. The package, by concern:
-  rules.py      evidence kinds, RULES, POLICY and the small tables: THE FILE TO PATCH between loop
-                iterations (a missed line -> RULES; a wrong decision for a cause -> POLICY)
+  rules.py      evidence kinds, Cause, RULES, POLICY (the cause table) and the small tables: THE FILE
+                TO PATCH between loop iterations (a missed line -> RULES; a wrong decision for a
+                cause -> POLICY)
+  messages.py   the message catalog (catalog/*.tsv): the templates RULES are written against
   prefilter.py  finds the lines worth a look (ripgrep, GNU grep or Python)
   scan.py       reads each line's prefixes and rank and classifies it into bounded facts
-  records.py    multi-line records: tracebacks (whole, cut off, a launcher's), stack dumps
-  attribute.py  symptom vs origin, culprits, the cause and the confidence
+  records.py    multi-line records: tracebacks (whole, cut off, a launcher's), stack dumps,
+                torchrun's summary records (their failure times)
+  attribute.py  symptom vs origin, culprits, the cause and the confidence (DECISIONS: their order)
   engine.py     analyze_log and the Verdict (the logsage.json contract)
   modes.py      LLM and upstream modes (the command line is faultloop.cli.logsage)
 """
@@ -14,11 +17,12 @@ Deterministic and offline by default. The package, by concern:
 from faultloop.analyze.logsage.engine import Settings, Verdict, analyze_log, analyzer_fingerprint
 from faultloop.analyze.logsage.facts import Evidence
 from faultloop.analyze.logsage.modes import analyze_with_llm, run_upstream
-from faultloop.analyze.logsage.rules import POLICY, RULES, Rule
+from faultloop.analyze.logsage.rules import POLICY, RULES, Cause, Rule
 
 __all__ = [
     "POLICY",
     "RULES",
+    "Cause",
     "Evidence",
     "Rule",
     "Settings",

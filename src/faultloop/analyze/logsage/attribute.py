@@ -10,8 +10,9 @@ rank failed first, so the confidence says what the naming rests on.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from signal import Signals
 
 from faultloop.analyze.logsage.facts import NEVER, Evidence, Facts
 from faultloop.analyze.logsage.records import in_collective
@@ -22,6 +23,7 @@ from faultloop.analyze.logsage.rules import (
     DEVICE_WAIT_FRAMES,
     DONE,
     EXCEPTION_KIND,
+    EXITED,
     FATAL,
     FIRST_SEQ,
     GPU,
@@ -32,9 +34,9 @@ from faultloop.analyze.logsage.rules import (
     ORIGINS,
     PEER_LOST,
     POLICY,
+    SCHEDULER_CAUSES,
     SIGNAL,
     SIGNAL_FAULT,
-    SIGNAL_NUMBERS,
     SLURM,
     STACK_DUMP,
     STALL,
@@ -42,8 +44,10 @@ from faultloop.analyze.logsage.rules import (
     SYMPTOMS,
     TIMEOUT,
     WEAK_ORIGINS,
+    Cause,
 )
 from faultloop.analyze.logsage.scan import add, drop, seen_ranks
+from faultloop.signals import signal_name
 
 HIGH, MEDIUM, LOW = "high", "medium", "low"
 _LEVELS = (LOW, MEDIUM, HIGH)
@@ -104,7 +108,7 @@ def _reinterpret(facts: Facts) -> None:
     aborted = [
         r
         for r, ex in facts.exits.items()
-        if ex.signal == "SIGABRT" and not ex.stopped and not any((k, r) in facts.first for k in _OWN_ERRORS)
+        if ex.signal == Signals.SIGABRT.name and not ex.stopped and not any((k, r) in facts.first for k in _OWN_ERRORS)
     ]
     if len(aborted) > 1:
         for r in aborted:
@@ -144,27 +148,10 @@ def _timeline(facts: Facts) -> _Timeline:
 
 
 def attribute(facts: Facts) -> Attribution:
-    """The verdict's substance, trying in order:
-    1. the scheduler ended the job (preemption, node failure, time limit);
-    2. it was stopped from outside before any rank failed;
-    3. a GPU hardware fault (kernel or driver report) anywhere in the log;
-    4. a crash: some rank failed on its own before anyone timed out -> the earliest such rank
-       (a cut-off traceback or a bare exit status counts only if nothing stronger does);
-    5. a hang: ranks timed out first -> desync, setup, shutdown, one busy rank, or the odd rank
-       out that did not time out;
-    6. peers were lost and nobody failed visibly -> a rank that died silently, else the network;
-    7. no failure: the application finished, or no errors were found."""
+    """The verdict's substance: the first of DECISIONS that finds something, else a quiet end."""
     _reinterpret(facts)
     tl = _timeline(facts)
-    found = (
-        _scheduler(facts, tl)
-        or _stopped_from_outside(facts, tl)
-        or _gpu_hardware(facts, tl)
-        or _crash(facts, tl)
-        or _hang(facts, tl)
-        or _peer_lost(facts, tl)
-        or _quiet_end(facts)
-    )
+    found = next((a for decide in DECISIONS if (a := decide(facts, tl))), None) or _quiet_end(facts)
     return _with_confidence_caps(facts, found)
 
 
@@ -190,13 +177,13 @@ def _attribution(
 def _scheduler(facts: Facts, tl: _Timeline) -> Attribution | None:
     job = {ev.hint: ev for (k, _), ev in facts.first.items() if k == SLURM}
     everyone = set(tl.victims) | {r for r in tl.origin_at if r is not None}
-    for cause in ("PREEMPTION", "NODE_FAIL", "TIME_LIMIT"):
+    for cause in SCHEDULER_CAUSES:
         if cause in job:
             ev = job[cause]
             done = _evidence_of(facts, DONE)[:1]
-            if cause == "TIME_LIMIT" and done and done[0].line < ev.line:
+            if cause == Cause.TIME_LIMIT and done and done[0].line < ev.line:
                 return _attribution(
-                    "SHUTDOWN_HANG",
+                    Cause.SHUTDOWN_HANG,
                     [],
                     everyone,
                     [*done, ev],
@@ -213,11 +200,11 @@ def _scheduler(facts: Facts, tl: _Timeline) -> Attribution | None:
 
 def _stopped_from_outside(facts: Facts, tl: _Timeline) -> Attribution | None:
     job = {ev.hint: ev for (k, _), ev in facts.first.items() if k == SLURM}
-    stop = job.get("CANCELLED") or next((ev for (k, _), ev in facts.first.items() if k == JOB_SIGNAL), None)
+    stop = job.get(Cause.CANCELLED) or next((ev for (k, _), ev in facts.first.items() if k == JOB_SIGNAL), None)
     first_origin = min((e.line for e in (*tl.origin_at.values(), *tl.weak_at.values())), default=NEVER)
     if stop and stop.line < min(first_origin, tl.first_symptom):
         return _attribution(
-            "CANCELLED",
+            Cause.CANCELLED,
             [],
             tl.victims | {r for r in tl.origin_at if r is not None},
             [stop],
@@ -237,7 +224,7 @@ def _gpu_hardware(facts: Facts, tl: _Timeline) -> Attribution | None:
     ranks = sorted({ev.rank for ev in hardware if ev.rank is not None})
     if ranks:
         return _attribution(
-            "GPU_ERROR",
+            Cause.GPU_ERROR,
             ranks,
             tl.victims,
             hardware[:3],
@@ -247,7 +234,7 @@ def _gpu_hardware(facts: Facts, tl: _Timeline) -> Attribution | None:
         )
     stalled = _hang_culprits(facts, tl)[0] if tl.symptom_at else []
     return _attribution(
-        "GPU_ERROR",
+        Cause.GPU_ERROR,
         stalled if len(stalled) == 1 else [],
         tl.victims,
         hardware[:3],
@@ -280,7 +267,7 @@ def _crash(facts: Facts, tl: _Timeline) -> Attribution | None:
             "the failing line carries no rank prefix in a log of several processes",
         )
     early = sorted(r for r, e in ranked.items() if e.line < tl.first_symptom)
-    primary = early if len(early) > 1 else [min(ranked, key=lambda r: ranked[r].line)]
+    primary = _first_by_failure_time(facts, early) if len(early) > 1 else [min(ranked, key=lambda r: ranked[r].line)]
     keys = [ranked[r] for r in primary]
     cause = _crash_cause(facts, primary[0])
     others = (tl.victims | set(ranked)) - set(primary)
@@ -290,6 +277,16 @@ def _crash(facts: Facts, tl: _Timeline) -> Attribution | None:
         f"stopped by the launcher"
     )
     return _attribution(cause, primary, others, keys, why, *_crash_confidence(facts, tl, primary, ranked, weak))
+
+
+def _first_by_failure_time(facts: Facts, ranks: list[int]) -> list[int]:
+    """Of ranks that all failed before any symptom, those torchrun's summaries time first (several
+    agents each report their own workers: their sections' order says nothing, their times do)."""
+    times = {r: facts.failure_time[r] for r in ranks if r in facts.failure_time}
+    if len(times) < len(ranks):
+        return ranks
+    first = min(times.values())
+    return [r for r in ranks if times[r] == first]
 
 
 def _crash_confidence(
@@ -315,7 +312,7 @@ def _hang(facts: Facts, tl: _Timeline) -> Attribution | None:
     timeouts = _evidence_of(facts, TIMEOUT)
     keys, hints = timeouts[:3], {ev.hint for ev in timeouts if ev.hint}
     desynced = {seq: ops for seq, ops in facts.collectives.items() if len(ops) > 1}
-    if "DESYNC" in hints or desynced:
+    if Cause.DESYNC in hints or desynced:
         what = (
             "; ".join(
                 f"SeqNum {seq}: " + ", ".join(sorted(f"{op}({n or '?'})" for op, n in ops))
@@ -324,7 +321,7 @@ def _hang(facts: Facts, tl: _Timeline) -> Attribution | None:
             or "a collective mismatch was reported"
         )
         return _attribution(
-            "DESYNC",
+            Cause.DESYNC,
             [],
             tl.victims,
             keys,
@@ -332,9 +329,9 @@ def _hang(facts: Facts, tl: _Timeline) -> Attribution | None:
             MEDIUM,
             "the timed-out collectives disagree; no rank is singled out",
         )
-    if "SETUP_HANG" in hints or (facts.first_seq is not None and facts.first_seq <= FIRST_SEQ):
+    if Cause.SETUP_HANG in hints or (facts.first_seq is not None and facts.first_seq <= FIRST_SEQ):
         return _attribution(
-            "SETUP_HANG",
+            Cause.SETUP_HANG,
             [],
             tl.victims,
             keys,
@@ -344,19 +341,20 @@ def _hang(facts: Facts, tl: _Timeline) -> Attribution | None:
         )
     primary, why, level = _hang_culprits(facts, tl)
     level_reason = why
+    cause: str
     busy = facts.last_busy
     if _first_line(facts, [DONE]) < first_timeout:
-        cause = "SHUTDOWN_HANG"
+        cause = Cause.SHUTDOWN_HANG
         why = "the application reported that training finished before the timeouts; " + why
     elif busy and first_timeout - busy.line <= BUSY_WINDOW_LINES and (slow := _busy_rank(facts, tl, busy, primary)):
         primary, level, level_reason = slow
-        cause = "SLOW_RANK"
+        cause = Cause.SLOW_RANK
         why = f"one-rank work ({busy.text[:80]!r}, line {busy.line}) ran while the others timed out; {level_reason}"
         keys = [busy, *keys]
-    elif "WATCHDOG_HANG" in hints:
-        cause = "WATCHDOG_HANG"
+    elif Cause.WATCHDOG_HANG in hints:
+        cause = Cause.WATCHDOG_HANG
     else:
-        cause = _hang_cause(facts, primary[0]) if len(primary) == 1 else "HANG"
+        cause = _hang_cause(facts, primary[0]) if len(primary) == 1 else Cause.HANG
     return _attribution(cause, primary, tl.victims, keys, why, level, level_reason)
 
 
@@ -431,17 +429,19 @@ def _hang_cause(facts: Facts, rank: int) -> str:
         frames = outside[0] if len(outside) == 1 else None
     if _ranks_with(facts, [STALL]):  # the job has a Python stall watchdog: its silence means something
         if (STALL, rank) in facts.first:
-            return "GPU_SLEEP"
-        return "LOCK_GIL" if (STACK_DUMP, rank) in facts.first or frames else "SIGSTOP"
+            return Cause.GPU_SLEEP
+        return Cause.LOCK_GIL if (STACK_DUMP, rank) in facts.first or frames else Cause.SIGSTOP
     if frames and DEVICE_WAIT_FRAMES.search(frames[0]):
-        return "GPU_SLEEP"
+        return Cause.GPU_SLEEP
     if (facts.main_stacks or facts.loose_stacks) and not frames:
-        return "SIGSTOP"  # the others dumped stacks; a stopped process cannot
+        return Cause.SIGSTOP  # the others dumped stacks; a stopped process cannot
     killed = {facts.pid_rank[p] for p in facts.killed_pids if p in facts.pid_rank}
     ex = facts.exits.get(rank)
-    if rank in killed or (ex and ex.signal == "SIGKILL"):
-        return "SIGSTOP"
-    return "GPU_SLEEP" if (SIGNAL, rank) in facts.first or (ex and ex.signal == "SIGTERM") else "HANG"
+    if rank in killed or (ex and ex.signal == Signals.SIGKILL.name):
+        return Cause.SIGSTOP
+    return (
+        Cause.GPU_SLEEP if (SIGNAL, rank) in facts.first or (ex and ex.signal == Signals.SIGTERM.name) else Cause.HANG
+    )
 
 
 def _peer_lost(facts: Facts, tl: _Timeline) -> Attribution | None:
@@ -473,7 +473,7 @@ def _peer_lost(facts: Facts, tl: _Timeline) -> Attribution | None:
     if len(quiet) == 1 and not failed and in_view:  # no exit record: the one rank that lost no peer is the lost peer
         # nothing printed at all (no traceback, no fatal-error dump, no signal message): how SIGKILL ends a process
         return _attribution(
-            "SIGKILL",
+            Cause.SIGKILL,
             quiet,
             victims,
             keys,
@@ -482,7 +482,7 @@ def _peer_lost(facts: Facts, tl: _Timeline) -> Attribution | None:
             "the only rank that did not report a lost peer"
             + ("" if facts.world_size and world == known else "; the world size is inferred"),
         )
-    cause = next((ev.hint for ev in _evidence_of(facts, NETWORK_KIND) if ev.hint), "NETWORK")
+    cause = next((ev.hint for ev in _evidence_of(facts, NETWORK_KIND) if ev.hint), Cause.NETWORK)
     return _attribution(
         cause,
         [],
@@ -498,7 +498,7 @@ def _quiet_end(facts: Facts) -> Attribution:
     done = _evidence_of(facts, DONE)
     if done:
         return _attribution(
-            "DONE",
+            Cause.DONE,
             [],
             [],
             done[:1],
@@ -513,27 +513,27 @@ def _crash_cause(facts: Facts, rank: int | None) -> str:
     """The fault a failed rank's own evidence names, strongest evidence first."""
     first = facts.first
     if (GPU, rank) in first or (GPU_HARDWARE, rank) in first:
-        return "GPU_ERROR"
+        return Cause.GPU_ERROR
     if (OOM_KIND, rank) in first:
-        return "OOM"
+        return Cause.OOM
     if (FATAL, rank) in first:
-        return first[(FATAL, rank)].hint or "CRASH"
+        return first[(FATAL, rank)].hint or Cause.CRASH
     if (EXCEPTION_KIND, rank) in first:
-        return first[(EXCEPTION_KIND, rank)].hint or "WORKLOAD_EXC"
+        return first[(EXCEPTION_KIND, rank)].hint or Cause.WORKLOAD_EXC
     if (NETWORK_KIND, rank) in first:
-        return first[(NETWORK_KIND, rank)].hint or "NETWORK"
+        return first[(NETWORK_KIND, rank)].hint or Cause.NETWORK
     ex = facts.exits.get(rank) if rank is not None else None
     if (SIGNAL, rank) in first:
         sig = _signal_name(first[(SIGNAL, rank)].text)
-        return SIGNAL_FAULT.get(sig or "", "EXTERNAL_SIGNAL")
+        return SIGNAL_FAULT.get(sig or "", Cause.EXTERNAL_SIGNAL)
     if ex and ex.signal in SIGNAL_FAULT:
         return SIGNAL_FAULT[ex.signal]
     for kind in (DEATH, *WEAK_ORIGINS):
         if (kind, rank) in first and first[(kind, rank)].hint in POLICY:
-            return first[(kind, rank)].hint or "CRASH"
-    if ex and ex.exitcode:
-        return "WORKLOAD_EXC"  # exit status 1 and the like: the program ended on an error of its own
-    return "CRASH"
+            return first[(kind, rank)].hint or Cause.CRASH
+    if (ex and ex.exitcode) or (EXITED, rank) in first:
+        return Cause.WORKLOAD_EXC  # exit status 1 and the like: the program ended on an error of its own
+    return Cause.CRASH
 
 
 def _signal_name(text: str) -> str | None:
@@ -541,7 +541,7 @@ def _signal_name(text: str) -> str | None:
     if m:
         return m.group(0)
     m = re.search(r"signal[: ]*(\d+)", text, re.I)
-    return SIGNAL_NUMBERS.get(int(m.group(1))) if m else None
+    return signal_name(int(m.group(1))) if m else None
 
 
 def _with_confidence_caps(facts: Facts, found: Attribution) -> Attribution:
@@ -557,3 +557,21 @@ def _with_confidence_caps(facts: Facts, found: Attribution) -> Attribution:
 
 def _join(ranks: Iterable[int]) -> str:
     return ", ".join(map(str, ranks))
+
+
+# The order in which decisions are taken: the first that finds something decides. Each names the
+# causes it can give; what a cause means (category, restart, wording) is rules.POLICY.
+DECISIONS: tuple[Callable[[Facts, _Timeline], Attribution | None], ...] = (
+    _scheduler,  # 1. the scheduler ended the job (preemption, node failure, time limit; SHUTDOWN_HANG
+    #              when the application had said it was done)
+    _stopped_from_outside,  # 2. CANCELLED: it was stopped from outside before any rank failed
+    _gpu_hardware,  # 3. GPU_ERROR: a GPU hardware fault (kernel or driver report) anywhere in the log
+    _crash,  # 4. a crash: some rank failed on its own before anyone timed out -> the earliest such
+    #          rank and its evidence's cause (a cut-off traceback, a bare exit status, a plain
+    #          `error:` line or a diverged run counts only if nothing stronger does)
+    _hang,  # 5. a hang: ranks timed out first -> DESYNC, SETUP_HANG, SHUTDOWN_HANG, SLOW_RANK (one
+    #         busy rank: STOP), WATCHDOG_HANG, the odd rank out's GPU_SLEEP / LOCK_GIL / SIGSTOP, or
+    #         HANG with no culprit (RESTART)
+    _peer_lost,  # 6. peers were lost and nobody failed visibly -> a rank that died silently, else NETWORK
+)
+# 7. otherwise (_quiet_end): DONE when the application finished, else no errors found

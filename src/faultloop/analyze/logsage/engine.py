@@ -18,9 +18,9 @@ from typing import Any
 from faultloop.analyze.logsage import records, scan
 from faultloop.analyze.logsage.attribute import attribute
 from faultloop.analyze.logsage.facts import MAX_EVIDENCE, Evidence, Facts
-from faultloop.analyze.logsage.rules import CHECKPOINT, POLICY, WHAT_HAPPENED
+from faultloop.analyze.logsage.rules import CHECKPOINT, POLICY
 from faultloop.contracts import LogVerdict as Verdict  # the logsage.json contract
-from faultloop.faults import ERRORS_NOT_FOUND, FAULTS, NO_LOGS, NONE, RESTART
+from faultloop.faults import ERRORS_NOT_FOUND, NO_LOGS, NONE, RESTART
 from faultloop.fingerprint import source_fingerprint
 
 PACKAGE = __name__.rpartition(".")[0]
@@ -103,7 +103,7 @@ def _analyze_path(path: Path, settings: Settings) -> Verdict:
         )
     cause, primary, secondary, keys = found.cause, found.primary, found.secondary, found.keys
     policy = POLICY[cause]
-    fault_type = cause if cause in FAULTS else None
+    fault_type = policy.fault_type
     who = (
         (f"Ranks {', '.join(map(str, primary))} each" if len(primary) > 1 else f"Rank {primary[0]}")
         if primary
@@ -115,7 +115,7 @@ def _analyze_path(path: Path, settings: Settings) -> Verdict:
         else ""
     )
     explanation = (
-        f"{who} {WHAT_HAPPENED.get(cause, cause.lower())} ({fault_type or cause}, {policy.category})."
+        f"{who} {policy.happened or cause.lower()} ({fault_type or cause}, {policy.category})."
         f"{victims} {'Restart' if policy.restart == RESTART else 'Do not restart'}: {policy.why}."
     )
     detail = found.reasoning + (f"; first evidence line {keys[0].line}: {keys[0].text[:200]}" if keys else "")

@@ -1,5 +1,6 @@
 """Multi-line records, read after the scan by seeking to their byte offsets: Python tracebacks
-(whole, cut off, or a launcher's own) and faulthandler stack dumps.
+(whole, cut off, or a launcher's own), faulthandler stack dumps and the failure times of
+torchrun's summary records.
 
 A line belongs to a record when it comes from the same source (same prefixes) as the record's
 first line, so interleaved output of many ranks is untangled. Pasted excerpts lose heads and
@@ -28,10 +29,12 @@ from faultloop.analyze.logsage.rules import (
     OOM_KIND,
     PEER_LOST,
     STACK_DUMP,
+    SUMMARY,
     TIMEOUT,
     TRACEBACK_CUT,
+    Cause,
 )
-from faultloop.analyze.logsage.scan import add, classify, resolve_rank, split_prefix
+from faultloop.analyze.logsage.scan import add, classify, drop, resolve_rank, split_prefix
 
 BLOCK_LINES = 400
 INNERMOST_FRAMES = 3  # how deep into a traceback "where it failed" looks
@@ -39,6 +42,8 @@ INNERMOST_FRAMES = 3  # how deep into a traceback "where it failed" looks
 _EXCEPTION_LINE_KINDS = (TIMEOUT, PEER_LOST, GPU, GPU_HARDWARE, OOM_KIND, NETWORK_KIND)
 _FRAME_RE = re.compile(r'^\s+File "([^"]*)", line (\d+),? in (\S+)')
 _EXC_RE = re.compile(r"^([A-Za-z_][\w.]*)(?::\s?(.*))?$")
+_RECORD_TIME_RE = re.compile(r"^\s*time\s*:\s*(\d{4}-\d\d-\d\d_\d\d:\d\d:\d\d)")  # torchrun's record
+_RECORD_RANK_RE = re.compile(r"^\s*rank\s*:\s*(\d+)")
 _SIGNAL_NAME_RE = re.compile(r"\bSIG(?:USR[12]|HUP|TERM|INT|QUIT|ALRM)\b|\bsignal \d+\b", re.I)
 
 
@@ -148,12 +153,12 @@ def exception_hint(tb: Traceback) -> str:
         return EXCEPTION_CAUSES[cls]
     innermost = tb.frames[-1] if tb.frames else Frame("", "")
     if _SIGNAL_NAME_RE.search(tb.message) or re.search(r"(?i)sig|signal", innermost.func):
-        return "SIGNAL_EXC"
+        return Cause.SIGNAL_EXC
     if not tb.message and not innermost.source.startswith("raise"):
-        return "ASYNC_EXC"
+        return Cause.ASYNC_EXC
     if DATA_FRAMES.search(tb.innermost) or DATA_FRAMES.search(tb.message):
-        return "DATA_ERROR"
-    return "WORKLOAD_EXC"
+        return Cause.DATA_ERROR
+    return Cause.WORKLOAD_EXC
 
 
 def _traceback_evidence(facts: Facts, tb: Traceback, source: Source) -> Evidence | None:
@@ -172,7 +177,7 @@ def _traceback_evidence(facts: Facts, tb: Traceback, source: Source) -> Evidence
                 rank,
                 "traceback_in_collective",
             )
-        hint = "DATA_ERROR" if DATA_FRAMES.search(tb.innermost) else "WORKLOAD_EXC"
+        hint = Cause.DATA_ERROR if DATA_FRAMES.search(tb.innermost) else Cause.WORKLOAD_EXC
         return Evidence(
             tb.line,
             f"traceback cut off before its exception line: {tb.innermost}",
@@ -187,10 +192,30 @@ def _traceback_evidence(facts: Facts, tb: Traceback, source: Source) -> Evidence
     return Evidence(tb.line, tb.exc_text, EXCEPTION_KIND, rank, "python_exception", exception_hint(tb))
 
 
+def summary_times(f: IO[bytes], block: Block) -> dict[int, str]:
+    """rank -> failure time of each record of a torchrun failure summary section (`time : ...`
+    comes before `rank : N` in a record; the section ends at its `=====` rule)."""
+    times: dict[int, str] = {}
+    when = ""
+    for _, text in _same_source(f, block):
+        if text.startswith("="):
+            break
+        if m := _RECORD_TIME_RE.match(text):
+            when = m.group(1)
+        elif (m := _RECORD_RANK_RE.match(text)) and when:
+            times.setdefault(int(m.group(1)), when)
+    return times
+
+
 def read_blocks(path: Path, facts: Facts) -> None:
-    """Parse the tracebacks and stack dumps found by the scan; turn them into evidence."""
+    """Parse the tracebacks, stack dumps and torchrun summary sections found by the scan; turn them
+    into evidence (and the summaries' failure times)."""
     with open(path, "rb") as f:
         for block in facts.blocks:
+            if block.kind == SUMMARY:
+                for failed, when in summary_times(f, block).items():
+                    facts.failure_time.setdefault(failed, when)
+                continue
             if block.kind == STACK_DUMP:
                 rank = resolve_rank(facts, block.source, "")
                 if rank is None:
@@ -201,4 +226,7 @@ def read_blocks(path: Path, facts: Facts) -> None:
             tb = parse_traceback(f, block)
             ev = _traceback_evidence(facts, tb, block.source) if tb else None
             if ev:
+                scanned = facts.first.get((ev.kind, ev.rank))
+                if scanned and scanned.line == ev.line:
+                    drop(facts, scanned)  # the exception line read alone: the whole traceback says more
                 add(facts, ev)

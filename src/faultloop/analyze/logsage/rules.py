@@ -2,20 +2,26 @@
 
 HOW TO PATCH BETWEEN LOOP ITERATIONS
   * A log line is missed or misread -> edit RULES: one row per (anchor literals, regex, kind,
-    hint). The anchors must be substrings of every line the regex can match; they are the
-    prefilter. First matching row wins, so put specific rows above general ones. Named groups
-    carry facts: rank (global), local (local rank), pid, code (exit status), sig (signal),
-    tasks and what (srun), missing (ranks a barrier waited for), seq (a collective's number). A
-    rank group names the line's rank where its prefix cannot (a dump file named by rank).
-  * A decision is wrong for a whole cause -> edit POLICY (cause -> category, restart, why).
+    hint, origin). The regex matches a template a program prints (read it in that program's
+    source; origin names the program and the file), never one log's line. The anchors must be
+    substrings of every line the regex can match; they are the prefilter. First matching row
+    wins, so put specific rows above general ones. Named groups carry facts: rank (global),
+    local (local rank), pid, code (exit status), sig (signal), tasks and what (srun), missing
+    (ranks a barrier waited for), seq (a collective's number), step and skipped (DeepSpeed). A
+    rank group names the line's rank where its prefix cannot (a dump file named by rank). Add
+    the template to the message catalog too (catalog/*.tsv: template, program, source, meaning,
+    the verdict it should lead to); tests/test_logsage_catalog.py checks every row.
+  * A decision is wrong for a whole cause -> edit POLICY, the cause table (cause -> category,
+    restart, why, what happened, fault type, whether it blames a rank).
+  * The order in which decisions are taken is attribute.DECISIONS, documented there.
   * What a traceback, an exit status or a signal means -> the smaller tables at the end.
-A rule fixes a class of lines (a launcher's wording, a prefix style), never one log.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 
 from faultloop.faults import CRASH, EXCEPTION, EXTERNAL_SIGNAL, FAULTS, HANG, NETWORK, NONE, OOM, OTHER, RESTART, STOP
 
@@ -36,6 +42,8 @@ NETWORK_KIND = "network_error"
 EXITED = "exited"  # a non-zero exit status without a signal
 TRACEBACK_CUT = "traceback_cut"  # a traceback whose exception line is not in the log
 TERMINATE = "cpp_terminate"  # a C++ exception ended the process; its what() line says why
+REPORTED = "reported_error"  # a program's plain `error:` line
+DIVERGED = "diverged"  # the run goes on but learns nothing (nearly every step skipped on overflow)
 CUDA_HINT = "cuda_hint"  # the lines torch prints after a CUDA error; a GPU error if the error line is cut
 # block openers (read after the scan)
 TRACEBACK = "traceback"
@@ -58,227 +66,426 @@ DONE = "job_done"
 
 SYMPTOMS = (TIMEOUT, PEER_LOST)
 ORIGINS = (EXCEPTION_KIND, FATAL, GPU, GPU_HARDWARE, OOM_KIND, SIGNAL, DEATH, NETWORK_KIND)
-WEAK_ORIGINS = (EXITED, TRACEBACK_CUT, TERMINATE)
+WEAK_ORIGINS = (EXITED, TRACEBACK_CUT, TERMINATE, REPORTED, DIVERGED)
+
+
+class Cause(StrEnum):
+    """Every cause logsage can diagnose: the injected faults (faults.FAULTS, same names) and the
+    causes real jobs show. POLICY below says what each means."""
+
+    GPU_ERROR = "GPU_ERROR"
+    GPU_SLEEP = "GPU_SLEEP"
+    WORKLOAD_EXC = "WORKLOAD_EXC"
+    ASYNC_EXC = "ASYNC_EXC"
+    SIGNAL_EXC = "SIGNAL_EXC"
+    OS_ABORT = "OS_ABORT"
+    LOCK_GIL = "LOCK_GIL"
+    SEGFAULT = "SEGFAULT"
+    SIGINT = "SIGINT"
+    SIGKILL = "SIGKILL"
+    SIGTERM = "SIGTERM"
+    SIGSTOP = "SIGSTOP"
+    HANG = "HANG"
+    CRASH = "CRASH"
+    OOM = "OOM"
+    NETWORK = "NETWORK"
+    EXTERNAL_SIGNAL = "EXTERNAL_SIGNAL"
+    PREEMPTION = "PREEMPTION"
+    CANCELLED = "CANCELLED"
+    NODE_FAIL = "NODE_FAIL"
+    TIME_LIMIT = "TIME_LIMIT"
+    DONE = "DONE"
+    DESYNC = "DESYNC"
+    SETUP_HANG = "SETUP_HANG"
+    SHUTDOWN_HANG = "SHUTDOWN_HANG"
+    SLOW_RANK = "SLOW_RANK"
+    WATCHDOG_HANG = "WATCHDOG_HANG"
+    CONFIG_ERROR = "CONFIG_ERROR"
+    LAUNCH_ENV = "LAUNCH_ENV"
+    DATA_ERROR = "DATA_ERROR"
+    NCCL_SETUP = "NCCL_SETUP"
+    DIVERGED = "DIVERGED"
+    PROGRAM_ERROR = "PROGRAM_ERROR"
+
+
+# Where the lines a rule matches come from: (program, source file that prints the template).
+Origin = tuple[str, str]
+GLOO_TCP = ("gloo", "gloo/transport/tcp/pair.cc")
+C10D_NCCL = ("torch", "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp")
+C10D_NCCL_UTILS = ("torch", "torch/csrc/distributed/c10d/NCCLUtils.hpp")
+C10D_GLOO = ("torch", "torch/csrc/distributed/c10d/ProcessGroupGloo.cpp")
+C10D_WRAPPER = ("torch", "torch/csrc/distributed/c10d/ProcessGroupWrapper.cpp")
+C10D_STORE = ("torch", "torch/csrc/distributed/c10d/TCPStore.cpp")
+C10D_PY = ("torch", "torch/distributed/distributed_c10d.py")
+C10D_BACKEND = ("torch", "torch/csrc/distributed/c10d/Backend.hpp")
+TORCH_DATALOADER = ("torch", "torch/csrc/DataLoader.cpp")
+TORCH_ALLOCATOR = ("torch", "c10/cuda/CUDACachingAllocator.cpp")
+TORCH_CUDA_CHECK = ("torch", "c10/cuda/CUDAException.cpp")
+TORCH_ELASTIC = ("torch", "torch/distributed/elastic/multiprocessing/api.py")
+TORCH_ELASTIC_ERRORS = ("torch", "torch/distributed/elastic/multiprocessing/errors/__init__.py")
+TORCH_ELASTIC_AGENT = ("torch", "torch/distributed/elastic/agent/server/api.py")
+NCCL_CHECKS = ("NCCL", "src/include/checks.h (CUDACHECK), src/include/cudawrap.h (CUCHECK)")
+NCCL_ERRORS = ("NCCL", "src/init.cc (ncclGetErrorString)")
+NCCL_IB = ("NCCL", "src/transport/net_ib.cc")
+NCCL_IBVWRAP = ("NCCL", "src/misc/ibvwrap.cc")
+NCCL_SHM = ("NCCL", "src/misc/shmutils.cc")
+NCCL_SOCKET = ("NCCL", "src/misc/socket.cc")
+CUDA_RUNTIME = ("CUDA runtime", "cuda_runtime_api.h (cudaGetErrorString), via c10/cuda/CUDAException.h")
+NVIDIA_DRIVER = ("NVIDIA driver", "nvidia.ko (NVRM: Xid), nvidia-smi / NVML (nvmlErrorString)")
+ROCM = ("ROCm", "ROCR-Runtime src/core/runtime/runtime.cpp")
+KERNEL_OOM = ("Linux", "mm/oom_kill.c, mm/memcontrol.c")
+SLURM_STEPD = ("SLURM", "src/slurmd/slurmstepd/req.c")
+SLURM_SRUN = ("SLURM", "src/srun/launch.c, src/api/step_launch.c")
+SLURM_CGROUP = ("SLURM", "src/plugins/task/cgroup/task_cgroup_memory.c")
+OPEN_MPI = ("Open MPI", "ompi/errhandler/errhandler_predefined.c; prrte src/mca/errmgr/help-errmgr-base.txt")
+HOROVOD = ("Horovod", "horovod/runner/gloo_run.py")
+DEEPSPEED_LAUNCHER = ("DeepSpeed", "deepspeed/launcher/launch.py")
+DEEPSPEED_ENGINE = ("DeepSpeed", "deepspeed/runtime/engine.py")
+SIGNAL_REPORTS = ("Lightning, UCX", "lightning/pytorch/trainer/connectors/signal_connector.py; ucs/debug/debug.c")
+CPYTHON = ("CPython", "Python/pythonrun.c (the exception line), Modules/main.c")
+CPYTHON_FAULTHANDLER = ("CPython", "Modules/faulthandler.c")
+CPYTHON_IMPORT = ("CPython", "Python/import.c; Lib/argparse.py")
+CPYTHON_SUBPROCESS = ("CPython", "Lib/subprocess.py")
+LIBSTDCXX = ("libstdc++", "libsupc++/vterminate.cc")
+SHELL = ("bash", "jobs.c (the death of a foreground job)")
+MEGATRON = ("Megatron-LM", "megatron/training/training.py")
+TRANSFORMERS = ("transformers", "src/transformers/trainer.py")
+TRAINING_SCRIPTS = ("training scripts", "common wording of evaluation, checkpointing and preprocessing loops")
+FAULTLOOP_WORKLOAD = ("faultloop", "src/faultloop/run/workload.py (the built-in workload's stall watchdog)")
 
 
 @dataclass(frozen=True)
 class Rule:
-    """One log pattern: if any anchor is in the line and the regex matches, it is evidence of kind."""
+    """One log pattern: if any anchor is in the line and the regex matches, it is evidence of kind.
+    origin names the program that prints the template and the file it is printed from."""
 
     name: str
     kind: str
     anchors: tuple[str, ...]
     pattern: str
-    hint: str | None = None  # a fault type or cause this line points to
+    hint: str | None = None  # the cause this line points to (a Cause; "first"/"others" for a summary section)
+    origin: Origin = ("", "")
 
 
 # fmt: off
 # RULES: the table to patch (see "HOW TO PATCH" above). kind decides the role of a line: symptom,
-# origin, launcher/scheduler fact or context; hint names the fault or cause it points to.
-# Anchors are the prefilter's literals, searched all at once: reuse the short ones below ("rror",
-# "ignal", "exit", ...) rather than adding new ones. ripgrep runs a set of at most ~36 literals and
-# ~240 bytes with SIMD, several times faster than a bigger one (tests hold the table to that).
+# origin, launcher/scheduler fact or context; hint names the cause it points to; origin the
+# program and source file of the template. Anchors are the prefilter's literals, searched all at
+# once: reuse the short ones below ("rror", "ignal", "exit", ...) rather than adding new ones.
+# ripgrep runs a set of at most ~36 literals and ~240 bytes with SIMD, several times faster than a
+# bigger one (tests hold the table to that).
 RULES: tuple[Rule, ...] = (
     # -- the scheduler ended the job (these explain everything after them) --------------------
-    Rule("preempted", SLURM, ("CANCELLED", "reempt"), r"CANCELLED.*DUE TO PREEMPTION|\b[Pp]reempted\b", "PREEMPTION"),
-    Rule("time_limit", SLURM, ("CANCELLED",), r"CANCELLED.*DUE TO TIME LIMIT", "TIME_LIMIT"),
-    Rule("node_fail", SLURM, ("NODE_FAIL", "CANCELLED", "ailure"), r"NODE_FAIL|CANCELLED.*DUE TO NODE FAIL|[Nn]ode failure",
-         "NODE_FAIL"),
-    Rule("cancelled", SLURM, ("CANCELLED",), r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED", "CANCELLED"),
-    Rule("step_teardown", STOPPING, ("erminat", "borted"), r"Terminating StepId|forcing job termination|Job step aborted"),
+    Rule("preempted", SLURM, ("CANCELLED", "reempt"), r"CANCELLED.*DUE TO PREEMPTION|\b[Pp]reempted\b", Cause.PREEMPTION,
+         SLURM_STEPD),
+    Rule("time_limit", SLURM, ("CANCELLED",), r"CANCELLED.*DUE TO TIME LIMIT", Cause.TIME_LIMIT, SLURM_STEPD),
+    Rule("node_fail", SLURM, ("CANCELLED", "ailure"), r"CANCELLED.*DUE TO NODE FAIL|[Nn]ode failure", Cause.NODE_FAIL,
+         SLURM_SRUN),
+    Rule("cancelled", SLURM, ("CANCELLED",), r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED", Cause.CANCELLED, SLURM_STEPD),
+    Rule("step_teardown", STOPPING, ("erminat", "borted"), r"Terminating StepId|forcing job termination|Job step aborted",
+         origin=SLURM_SRUN),
+    # -- network errors on a line that also says "failed or timed out" (NCCL's flattened reports)
+    Rule("ib_error", NETWORK_KIND, ("peer",),
+         r"NET/IB\S* ?: Got completion from peer .*(?:error [1-9]|status=(?:[1-9]|[A-Z_]*ERR)|vendor[ _]err(?:=| )[1-9])",
+         origin=NCCL_IB),
     # -- hang symptoms: the rank waited for a peer that never came ---------------------------
-    Rule("gloo_timeout", TIMEOUT, ("imed out",), r"Timed out waiting \d+ ?ms for (?:recv|send) operation"),
-    Rule("nccl_watchdog_timeout", TIMEOUT, ("atchdog",), r"Watchdog caught collective"),  # often wrapped after it
+    Rule("gloo_timeout", TIMEOUT, ("imed out",), r"Timed out waiting \d+ ?ms for (?:recv|send) operation", origin=GLOO_TCP),
+    Rule("nccl_watchdog_timeout", TIMEOUT, ("atchdog",), r"Watchdog caught collective", origin=C10D_NCCL),
     Rule("nccl_watchdog_stuck", TIMEOUT, ("imed out", "atchdog"),
-         r"[Hh]eartbeat monitor timed out|watchdog got stuck|ProcessGroupNCCL watchdog hang", "WATCHDOG_HANG"),
-    Rule("nccl_ops_timed_out", TIMEOUT, ("imed out",), r"NCCL operations have failed or timed out"),
-    Rule("dist_timeout", TIMEOUT, ("rror",), r"DistBackendError.*[Tt]ime(?:d ?out)"),
-    Rule("store_timeout", TIMEOUT, ("Timeout", "rror"), r"Socket Timeout|DistStoreError.*[Tt]ime"),
-    Rule("monitored_barrier", TIMEOUT, ("arrier",), r"Ranks? (?P<missing>[\d, ]+) failed to pass monitoredBarrier"),
-    Rule("collective_mismatch", TIMEOUT, ("rror",), r"Error: Detected mismatch between collectives", "DESYNC"),
+         r"[Hh]eartbeat monitor timed out|watchdog got stuck|ProcessGroupNCCL watchdog hang", Cause.WATCHDOG_HANG, C10D_NCCL),
+
+    Rule("setup_store_timeout", TIMEOUT, ("Timeout", "imed out"),
+         r"is setting up NCCL communicator and retrieving ncclUniqueId.*(?:Timeout|timed out)", Cause.SETUP_HANG, C10D_NCCL),
+    Rule("dist_timeout", TIMEOUT, ("rror",), r"DistBackendError.*[Tt]ime(?:d ?out)", origin=C10D_BACKEND),
+    Rule("store_timeout", TIMEOUT, ("Timeout", "rror"), r"Socket Timeout|DistStoreError.*[Tt]ime", origin=C10D_STORE),
+    Rule("monitored_barrier", TIMEOUT, ("arrier",), r"Ranks? (?P<missing>[\d, ]+) failed to pass monitoredBarrier",
+         origin=C10D_GLOO),
+    Rule("collective_mismatch", TIMEOUT, ("rror",), r"Error: Detected mismatch between collectives", Cause.DESYNC,
+         C10D_WRAPPER),
     Rule("store_barrier", TIMEOUT, ("arrier",),
-         r"Waiting in store based barrier|[Tt]imed out initializing process group in store based barrier", "SETUP_HANG"),
+         r"Waiting in store based barrier|[Tt]imed out initializing process group in store based barrier", Cause.SETUP_HANG,
+         C10D_PY),
     # -- OOM and GPU errors (before the generic NCCL/CUDA rows) ------------------------------
-    Rule("dataloader_killed", OOM_KIND, ("ignal",), r"DataLoader worker \(pid \d+\) is killed by signal: Killed"),
-    Rule("cuda_oom", OOM_KIND, ("of memory", "rror"), r"(?:CUDA|HIP) out of memory|OutOfMemoryError|CUDA error: out of memory"),
-    Rule("host_oom", OOM_KIND, ("oom-", "oom_", "of memory", "rror"),
-         r"oom[-_]kill|Out of memory: Kill|\bMemoryError\b|[Mm]emory cgroup out of memory"),
-    Rule("gpu_hardware", GPU_HARDWARE, ("Xid", "rror"),
-         r"NVRM: Xid \(|[Uu]ncorrectable ECC error|ErrorECCUncorrectable|Unable to determine the device handle for GPU.*Error",
-         "GPU_ERROR"),
+    Rule("dataloader_killed", OOM_KIND, ("ignal",), r"DataLoader worker \(pid \d+\) is killed by signal: Killed",
+         origin=TORCH_DATALOADER),
+    Rule("cuda_oom", OOM_KIND, ("of memory", "rror"), r"(?:CUDA|HIP) out of memory|OutOfMemoryError|CUDA error: out of memory",
+         origin=TORCH_ALLOCATOR),
+    Rule("nccl_cuda_oom", OOM_KIND, ("ailure",), r"Cuda failure (?:\d+ )?'out of memory'", origin=NCCL_CHECKS),
+    Rule("slurm_oom", OOM_KIND, ("oom",), r"oom_kill event", origin=SLURM_CGROUP),
+    Rule("host_oom", OOM_KIND, ("oom", "of memory"), r"oom[-_]kill|Out of memory: Kill|[Mm]emory cgroup out of memory",
+         origin=KERNEL_OOM),
+    Rule("python_oom", OOM_KIND, ("rror",), r"\bMemoryError\b", origin=CPYTHON),
+    Rule("gpu_hardware", GPU_HARDWARE, ("Xid", "rror", "lost"),
+         r"NVRM: Xid \(|[Uu]ncorrectable ECC error|ErrorECCUncorrectable|Unable to determine the device handle for GPU"
+         r"|\bGPU is lost\b", Cause.GPU_ERROR, NVIDIA_DRIVER),
     Rule("cuda_error", GPU, ("rror", "access"),
-         r"CUDA error: \w|unhandled cuda error|AcceleratorError|[Cc]u[Dd][Nn][Nn] error|illegal memory access"
-         r"|Memory access fault by GPU|device-side assert triggered", "GPU_ERROR"),
-    Rule("cuda_hint", CUDA_HINT, ("rror",), r"errors might be asynchronously reported", "GPU_ERROR"),
+         r"CUDA error: \w|AcceleratorError|[Cc]u[Dd][Nn][Nn] error|illegal memory access|device-side assert triggered",
+         Cause.GPU_ERROR, CUDA_RUNTIME),
+    Rule("nccl_cuda_error", GPU, ("rror", "ailure"), r"unhandled cuda error|ncclUnhandledCudaError|Cuda failure (?:\d+ )?'",
+         Cause.GPU_ERROR, NCCL_CHECKS),
+    Rule("rocm_fault", GPU, ("access",), r"Memory access fault by GPU", Cause.GPU_ERROR, ROCM),
+    Rule("cuda_hint", CUDA_HINT, ("rror",), r"errors might be asynchronously reported", Cause.GPU_ERROR, TORCH_CUDA_CHECK),
     # -- NCCL could not set up its transport: the node's system or configuration -------------
-    Rule("nccl_setup", NETWORK_KIND, ("rror",),
-         r"ncclSystemError|unhandled system error|Call to ibv_\w+ failed with error|Error while creating shared memory segment",
-         "NCCL_SETUP"),
+    Rule("nccl_setup", NETWORK_KIND, ("rror",), r"ncclSystemError|unhandled system error", Cause.NCCL_SETUP, NCCL_ERRORS),
+    Rule("nccl_ibv", NETWORK_KIND, ("rror",), r"Call to ibv_\w+ failed with error", Cause.NCCL_SETUP, NCCL_IBVWRAP),
+    Rule("nccl_shm", NETWORK_KIND, ("rror",), r"Error while creating shared memory segment", Cause.NCCL_SETUP, NCCL_SHM),
     # -- peer lost: the rank's partner died or the link broke --------------------------------
-    Rule("ib_error", NETWORK_KIND, ("peer",), r"NET/IB.*Got completion from peer.*(?:[Ee]rror|status=[1-9]|err [1-9])"),
-    Rule("peer_closed", PEER_LOST, ("peer",), r"[Cc]onnection closed by (?:remote )?peer|reset by peer|remote peer"),
-    Rule("nccl_remote", PEER_LOST, ("rror",), r"ncclRemoteError|remote process exited"),
-    Rule("store_peer_lost", PEER_LOST, ("crash",), r"possible application crash on rank"),
-    Rule("broken_pipe", PEER_LOST, ("rror",), r"BrokenPipeError|Broken pipe"),
-    Rule("nccl_error", PEER_LOST, ("rror",), r"NCCL error"),
-    # -- the job is misconfigured: every rank fails the same way -----------------------------
+    Rule("nccl_peer_closed", PEER_LOST, ("peer",), r"Connection closed by remote peer", origin=NCCL_SOCKET),
+    Rule("peer_closed", PEER_LOST, ("peer",), r"[Cc]onnection closed by peer|reset by peer|remote peer", origin=GLOO_TCP),
+    Rule("nccl_ops_failed", PEER_LOST, ("imed out",), r"NCCL operations have failed or timed out", origin=C10D_NCCL),
+    Rule("nccl_remote", PEER_LOST, ("rror",), r"ncclRemoteError|remote process exited", origin=NCCL_ERRORS),
+    Rule("store_peer_lost", PEER_LOST, ("crash",),
+         r"possible application crash on rank|Did the remote server shutdown or crash", origin=C10D_STORE),
+    Rule("broken_pipe", PEER_LOST, ("rror",), r"BrokenPipeError|Broken pipe", origin=CPYTHON),
+    Rule("nccl_usage", FATAL, ("rror",), r"NCCL error.*invalid (?:usage|argument) \(run with NCCL_DEBUG", Cause.WORKLOAD_EXC,
+         C10D_NCCL_UTILS),
+    Rule("nccl_error", PEER_LOST, ("rror",), r"NCCL error", origin=C10D_NCCL_UTILS),
+    # -- the job is misconfigured or its launch environment failed: every rank fails the same way
     Rule("config_error", FATAL, ("open file", "rror"),
-         r"can't open file '[^']*': \[Errno|ModuleNotFoundError: No module named|error: unrecognized arguments", "CONFIG_ERROR"),
+         r"can't open file '[^']*': \[Errno|ModuleNotFoundError: No module named|error: unrecognized arguments",
+         Cause.CONFIG_ERROR, CPYTHON_IMPORT),
+    Rule("mpi_fatal", FATAL, ("rror",), r"\*\*\* An error occurred in MPI_", Cause.LAUNCH_ENV, OPEN_MPI),
     # -- fatal errors (faulthandler, shells, C++ runtime) -------------------------------------
-    Rule("fatal_segv", FATAL, ("rror",), r"Fatal Python error: Segmentation fault", "SEGFAULT"),
-    Rule("fatal_bus", FATAL, ("rror",), r"Fatal Python error: Bus error", "SEGFAULT"),
-    Rule("fatal_abort", FATAL, ("rror",), r"Fatal Python error: Aborted", "OS_ABORT"),
-    Rule("fatal_other", FATAL, ("rror",), r"Fatal Python error: "),
-    Rule("cpp_terminate", TERMINATE, ("erminat",), r"terminate called after throwing an instance of", "OS_ABORT"),
-    Rule("srun_task", DEATH, ("rror",), r"srun: error: \S+: tasks? (?P<tasks>[\d,\-]+): (?P<what>.+)"),
-    Rule("shell_segv", FATAL, ("egmentat",), r"Segmentation fault", "SEGFAULT"),
-    Rule("shell_abort", FATAL, ("borted",), r"Aborted \(core dumped\)", "OS_ABORT"),
+    Rule("fatal_segv", FATAL, ("rror",), r"Fatal Python error: Segmentation fault", Cause.SEGFAULT, CPYTHON_FAULTHANDLER),
+    Rule("fatal_bus", FATAL, ("rror",), r"Fatal Python error: Bus error", Cause.SEGFAULT, CPYTHON_FAULTHANDLER),
+    Rule("fatal_abort", FATAL, ("rror",), r"Fatal Python error: Aborted", Cause.OS_ABORT, CPYTHON_FAULTHANDLER),
+    Rule("fatal_other", FATAL, ("rror",), r"Fatal Python error: ", origin=CPYTHON_FAULTHANDLER),
+    Rule("cpp_terminate", TERMINATE, ("erminat",), r"terminate called after throwing an instance of", Cause.OS_ABORT,
+         LIBSTDCXX),
+    Rule("srun_task", DEATH, ("rror",), r"srun: error: \S+: tasks? (?P<tasks>[\d,\-]+): (?P<what>.+)", origin=SLURM_SRUN),
+    Rule("shell_segv", FATAL, ("egmentat",), r"Segmentation fault", Cause.SEGFAULT, SHELL),
+    Rule("shell_abort", FATAL, ("borted",), r"Aborted\s+\(core dumped\)", Cause.OS_ABORT, SHELL),
     # -- a Python traceback (classified by its exception line, read after the scan) ----------
-    Rule("traceback", TRACEBACK, ("Traceback",), r"^Traceback \(most recent call last\):"),
-    Rule("traceback_frame", TRACEBACK, ('File "',), r'^\s+File "[^"]*", line \d+, in '),  # an excerpt that lost the header
+    Rule("traceback", TRACEBACK, ("Traceback",), r"^Traceback \(most recent call last\):", origin=CPYTHON),
+    Rule("traceback_frame", TRACEBACK, ('File "',), r'^\s+File "[^"]*", line \d+, in ', origin=CPYTHON),  # lost header
     # -- launchers: torchrun / elastic agent, torch.distributed.launch, DeepSpeed, mpirun, horovod
     Rule("agent_signal", JOB_SIGNAL, ("ignal",),
-         r"Received \d+ death signal|SignalException: Process \d+ got signal|[Ll]auncher received a stop signal"),
+         r"Received \d+ death signal|SignalException: Process \d+ got signal|[Ll]auncher received a stop signal",
+         origin=TORCH_ELASTIC_AGENT),
     Rule("signal_received", SIGNAL, ("ignal", "eceived SIG"),
-         r"\b(?:[Rr]eceived (?:signal[: ]*)?|(?:[Gg]ot|[Cc]aught) signal[: ]*)(?:SIG[A-Z0-9]+|\d+)"),
+         r"\b(?:[Rr]eceived (?:signal[: ]*)?|(?:[Gg]ot|[Cc]aught) signal[: ]*)(?:SIG[A-Z0-9]+|\d+)", origin=SIGNAL_REPORTS),
     Rule("rank_failed", DEATH, ("exit",),
-         r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+)(?: \(pid: (?P<pid>\d+)\))?"),
+         r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+)(?: \(pid: (?P<pid>\d+)\))?", origin=TORCH_ELASTIC),
     Rule("mpirun_signal", DEATH, ("ignal",),
-         r"noticed that process rank (?P<rank>\d+) with PID (?P<pid>\d+) on node \S+ exited on signal (?P<sig>\d+)"),
-    Rule("horovod_exit", DEATH, ("exit",), r"Process (?P<rank>\d+) exit with status code (?P<code>-?\d+)"),
-    Rule("deepspeed_exit", DEATH, ("exit",), r"(?:--local_rank=(?P<local>\d+).*)?exits with return code = (?P<code>-?\d+)"),
+         r"noticed that process rank (?P<rank>\d+) with PID (?:(?P<pid>\d+)|x+) on node \S+ exited on signal (?P<sig>\d+)",
+         origin=OPEN_MPI),
+    Rule("horovod_exit", DEATH, ("exit",), r"Process (?P<rank>\d+) exit with status code (?P<code>-?\d+)", origin=HOROVOD),
+    Rule("deepspeed_exit", DEATH, ("exit",), r"(?:--local_rank=(?P<local>\d+).*)?exits with return code = (?P<code>-?\d+)",
+         origin=DEEPSPEED_LAUNCHER),
     Rule("launch_child_died", DEATH, ("ignal", "exit"),
-         r"(?:--local[_-]rank=(?P<local>\d+).*)?(?:died with <Signals\.(?P<sig>SIG[A-Z]+)|returned non-zero exit status (?P<code>\d+))"),
-    Rule("launcher_close", CLOSED, ("ignal",), r"Sending process (?P<pid>\d+) closing signal"),
-    Rule("launcher_kill", KILLED, ("exit",), r"Unable to shutdown process (?P<pid>\d+) via \d+, forcefully exiting"),
-    Rule("summary_first", SUMMARY, ("ailure",), r"Root Cause \(first observed failure\)", "first"),
-    Rule("summary_others", SUMMARY, ("ailure",), r"^Failures:", "others"),
+         r"(?:--local[_-]rank=(?P<local>\d+).*)?(?:died with <Signals\.(?P<sig>SIG[A-Z]+)|returned non-zero exit status (?P<code>\d+))",
+         origin=CPYTHON_SUBPROCESS),
+    Rule("launcher_close", CLOSED, ("ignal",), r"Sending process (?P<pid>\d+) closing signal", origin=TORCH_ELASTIC),
+    Rule("launcher_kill", KILLED, ("exit",), r"Unable to shutdown process (?P<pid>\d+) via \d+, forcefully exiting",
+         origin=TORCH_ELASTIC),
+    Rule("summary_first", SUMMARY, ("ailure",), r"Root Cause \(first observed failure\)", "first", TORCH_ELASTIC_ERRORS),
+    Rule("summary_others", SUMMARY, ("ailure",), r"^Failures:", "others", TORCH_ELASTIC_ERRORS),
     Rule("summary_record", RECORD, ("al_rank",),
-         r"\brank\s*:\s*(?P<rank>\d+) \(local_rank: (?P<local>\d+)\)(?:.*?exitcode\s*:\s*(?P<code>-?\d+)(?: \(pid: (?P<pid>\d+)\))?)?"),
-    Rule("summary_exit", RECORD, ("exit",), r"^\s*exitcode\s*:\s*(?P<code>-?\d+)(?: \(pid: (?P<pid>\d+)\))?"),
+         r"\brank\s*:\s*(?P<rank>\d+) \(local_rank: (?P<local>\d+)\)(?:.*?exitcode\s*:\s*(?P<code>-?\d+)(?: \(pid: (?P<pid>\d+)\))?)?",
+         origin=TORCH_ELASTIC_ERRORS),
+    Rule("summary_exit", RECORD, ("exit",), r"^\s*exitcode\s*:\s*(?P<code>-?\d+)(?: \(pid: (?P<pid>\d+)\))?",
+         origin=TORCH_ELASTIC_ERRORS),
+    # -- training that runs on but learns nothing -----------------------------------------------
+    Rule("skipped_steps", DIVERGED, ("kipped=",), r"\bstep=(?P<step>\d+), skipped=(?P<skipped>\d+)", Cause.DIVERGED,
+         DEEPSPEED_ENGINE),
     # -- context ------------------------------------------------------------------------------
-    Rule("stall_watchdog", STALL, ("progress",), r"no (?:training )?progress (?:for|in) \d"),
-    Rule("stall_dump", STALL, ("_dump_",), r"dumped \d+ bytes to \S*_dump_(?P<rank>\d+) \(stall\)"),  # names its rank
-    Rule("faulthandler_timeout", STACK_DUMP, ("Timeout",), r"^Timeout \(\d+:\d\d:\d\d"),
-    Rule("nccl_progress", PROGRESS, ("atchdog", "Timeout"), r"last enqueued (?:NCCL )?work: (?P<seq>-?\d+)"),
-    Rule("nccl_work", COLLECTIVE, ("SeqNum",), r"WorkNCCL\(SeqNum=\d+"),
+    Rule("stall_watchdog", STALL, ("progress",), r"no (?:training )?progress (?:for|in) \d", origin=FAULTLOOP_WORKLOAD),
+    Rule("stall_dump", STALL, ("_dump_",), r"dumped \d+ bytes to \S*_dump_(?P<rank>\d+) \(stall\)",
+         origin=FAULTLOOP_WORKLOAD),  # names its rank
+    Rule("faulthandler_timeout", STACK_DUMP, ("Timeout",), r"^Timeout \(\d+:\d\d:\d\d", origin=CPYTHON_FAULTHANDLER),
+    Rule("nccl_progress", PROGRESS, ("atchdog", "Timeout"), r"last enqueued (?:NCCL )?work: (?P<seq>-?\d+)", origin=C10D_NCCL),
+    Rule("nccl_work", COLLECTIVE, ("SeqNum",), r"WorkNCCL\(SeqNum=\d+", origin=C10D_NCCL),
     Rule("one_rank_work", BUSY, ("valuat", "alidat", "mAP@", "eckpoint", "okeniz"),
-         r"[Ee]valuating|[Vv]alidating|\bmAP@|[Ss]aving (?:the )?checkpoint|[Ss]aving model checkpoint|[Tt]okeniz(?:ing|er)"),
-    Rule("checkpoint_saved", CHECKPOINT, ("eckpoint",), r"\b[Ss]aved checkpoint|checkpoint (?:saved|written)"),
-    Rule("job_done", DONE, ("is done", "completed"), r"after training is done|[Tt]raining completed"),
+         r"[Ee]valuating|[Vv]alidating|\bmAP@|[Ss]aving (?:the )?checkpoint|[Ss]aving model checkpoint|[Tt]okeniz(?:ing|er)",
+         origin=TRAINING_SCRIPTS),
+    Rule("checkpoint_saved", CHECKPOINT, ("eckpoint",), r"\b[Ss]aved checkpoint|checkpoint (?:saved|written)",
+         origin=TRAINING_SCRIPTS),
+    Rule("job_done", DONE, ("is done",), r"after training is done", Cause.DONE, MEGATRON),
+    Rule("trainer_done", DONE, ("completed",), r"[Tt]raining completed", Cause.DONE, TRANSFORMERS),
+    # -- read what is there: a plain failure line with none of the context above ----------------
+    Rule("exception_line", EXCEPTION_KIND, ("rror",),
+         r"^\s*(?:[A-Za-z_]\w*\.)*(?!ChildFailedError|CalledProcessError|nccl)[A-Za-z_]*Error(?::(?!\s*[\d.eE+-]+\s*$)|$)", Cause.WORKLOAD_EXC,
+         CPYTHON),
+    Rule("program_error", REPORTED, ("rror",), r"^\s*[\w./-]+: [Ee]rror:|\b[Ff]atal [Ee]rror:", Cause.PROGRAM_ERROR,
+         ("any program", "the `prog: error:` convention of C programs (err(3), SLURM's error()) and argparse")),
 )
 # fmt: on
+
+# A DeepSpeed step report is a failure when most steps so far were skipped on fp16 overflow, and
+# more than loss-scale warm-up skips: the scale halves on each overflow, from 2**32 (DeepSpeed's
+# default initial_scale_power) down to 1 in 32 steps.
+DIVERGED_SKIP_SHARE = 0.5
+WARMUP_SKIPS = 32
 
 
 @dataclass(frozen=True)
 class Policy:
-    """What a diagnosed cause means: its category, whether an immediate restart can help, and
-    whether it is one rank's fault (job-wide causes name no primary rank)."""
+    """What a diagnosed cause means: its category, whether an immediate restart can help and why,
+    what the log shows happened (the explanation's wording), the injected fault it is (None for
+    a cause no fault injects), and whether it is one rank's fault (job-wide causes name no primary
+    rank)."""
 
     category: str
     restart: str
     why: str
+    happened: str = ""
+    fault_type: str | None = None
     blames_rank: bool = True
 
 
-# cause -> policy. The 12 injected faults come from faults.FAULTS (the one source of truth);
-# the rest are causes real jobs show. hard crash, code bug, GPU error, OOM, a setup or
-# configuration problem -> STOP; transient hang, external signal, preemption, network flap -> RESTART.
-POLICY: dict[str, Policy] = {
-    **{name: Policy(f.category, f.restart, f.rationale) for name, f in FAULTS.items()},
-    "HANG": Policy(HANG, RESTART, "transient hang"),
-    "CRASH": Policy(CRASH, STOP, "hard crash"),
-    "OOM": Policy(OOM, STOP, "out of memory: the same job will run out again"),
-    "NETWORK": Policy(NETWORK, RESTART, "network flap"),
-    "EXTERNAL_SIGNAL": Policy(EXTERNAL_SIGNAL, RESTART, "external signal"),
-    "PREEMPTION": Policy(EXTERNAL_SIGNAL, RESTART, "preempted by the scheduler", blames_rank=False),
-    "CANCELLED": Policy(EXTERNAL_SIGNAL, RESTART, "cancelled by the scheduler or an operator", blames_rank=False),
-    "NODE_FAIL": Policy(OTHER, RESTART, "node failure: restart on healthy nodes", blames_rank=False),
-    "TIME_LIMIT": Policy(OTHER, STOP, "time limit: a restart hits it again", blames_rank=False),
-    "DONE": Policy(NONE, STOP, "the application finished", blames_rank=False),
-    "DESYNC": Policy(
-        HANG, STOP, "ranks issued different collectives (desync): a code-path bug that recurs", blames_rank=False
-    ),
-    "SETUP_HANG": Policy(
-        HANG,
-        STOP,
-        "the ranks never got through setup (rendezvous or first collective): a launch or "
-        "environment problem that a restart repeats",
-        blames_rank=False,
-    ),
-    "SHUTDOWN_HANG": Policy(HANG, STOP, "the job hung after training finished: it hangs again at the same place"),
-    "SLOW_RANK": Policy(
-        HANG,
-        STOP,
-        "one rank's work (evaluation, checkpointing, preprocessing) outlasted the "
-        "collective timeout: it recurs until the timeout is raised or the work shrinks",
-    ),
-    "WATCHDOG_HANG": Policy(
-        HANG,
-        STOP,
-        "a CUDA/NCCL call blocked the NCCL watchdog itself (a deadlock or a stuck "
-        "teardown): it recurs with the same code and environment",
-    ),
-    "CONFIG_ERROR": Policy(
-        OTHER,
-        STOP,
-        "the job is misconfigured (missing file, module or argument): a restart fails the same way",
-        blames_rank=False,
-    ),
-    "DATA_ERROR": Policy(EXCEPTION, STOP, "reading the data failed: the same sample fails again"),
-    "NCCL_SETUP": Policy(
-        NETWORK,
-        STOP,
-        "NCCL could not set up its transport (devices, shared memory, InfiniBand): a "
-        "system or configuration problem that a restart on the same nodes repeats",
-        blames_rank=False,
-    ),
-}
+def _fault(name: Cause, happened: str) -> tuple[str, Policy]:
+    """An injected fault's row: category, restart and rationale from faults.FAULTS (the one source)."""
+    fault = FAULTS[name]
+    return name, Policy(fault.category, fault.restart, fault.rationale, happened, fault.name)
 
-# cause -> what the log shows happened (the explanation's wording)
-WHAT_HAPPENED: dict[str, str] = {
-    "GPU_ERROR": "hit a GPU error (CUDA error / Xid)",
-    "GPU_SLEEP": "stalled outside any collective with its threads alive, as on a stuck GPU kernel, and the "
-    "others timed out waiting for it",
-    "LOCK_GIL": "froze: its Python threads went silent while faulthandler still dumped its stacks (the GIL "
-    "was held), and the others timed out waiting for it",
-    "SIGSTOP": "went completely silent (a stopped process) and had to be killed, while the others timed out "
-    "waiting for it",
-    "HANG": "stopped making progress and the others timed out waiting for it",
-    "WORKLOAD_EXC": "raised an exception of its own",
-    "ASYNC_EXC": "was interrupted by an exception it did not raise (no message, no raise statement: raised "
-    "asynchronously from outside the code)",
-    "SIGNAL_EXC": "raised an exception from a signal handler",
-    "OS_ABORT": "aborted (SIGABRT)",
-    "SEGFAULT": "crashed with a segmentation fault",
-    "SIGKILL": "was killed by SIGKILL without a word",
-    "SIGTERM": "was terminated by SIGTERM from outside",
-    "SIGINT": "was interrupted by SIGINT",
-    "CRASH": "died without a word",
-    "OOM": "ran out of memory",
-    "NETWORK": "lost connections without any rank failing on its own (network)",
-    "EXTERNAL_SIGNAL": "received a signal from outside",
-    "PREEMPTION": "was preempted by the scheduler",
-    "CANCELLED": "was cancelled from outside",
-    "NODE_FAIL": "lost a node",
-    "TIME_LIMIT": "hit its time limit",
-    "DONE": "finished",
-    "DESYNC": "desynchronized: ranks waited in different collectives at the same sequence number",
-    "SETUP_HANG": "hung before training started (rendezvous or the first collective never completed)",
-    "SHUTDOWN_HANG": "hung after training had finished",
-    "SLOW_RANK": "was busy with one-rank work (evaluation, checkpointing, preprocessing) while the others timed out",
-    "WATCHDOG_HANG": "hung inside a CUDA/NCCL call that blocked the NCCL watchdog",
-    "CONFIG_ERROR": "could not start: its configuration names a file, module or argument that is not there",
-    "DATA_ERROR": "failed while reading its data",
-    "NCCL_SETUP": "could not set up NCCL's transport (devices, shared memory, InfiniBand)",
-}
+
+# POLICY, the cause table: cause -> policy. hard crash, code bug, GPU error, OOM, a setup or
+# configuration problem -> STOP; transient hang, external signal, preemption, network flap -> RESTART.
+POLICY: dict[str, Policy] = dict(
+    (
+        _fault(Cause.GPU_ERROR, "hit a GPU error (CUDA error / Xid)"),
+        _fault(
+            Cause.GPU_SLEEP,
+            "stalled outside any collective with its threads alive, as on a stuck GPU kernel, and the others timed "
+            "out waiting for it",
+        ),
+        _fault(Cause.WORKLOAD_EXC, "raised an exception of its own"),
+        _fault(
+            Cause.ASYNC_EXC,
+            "was interrupted by an exception it did not raise (no message, no raise statement: raised "
+            "asynchronously from outside the code)",
+        ),
+        _fault(Cause.SIGNAL_EXC, "raised an exception from a signal handler"),
+        _fault(Cause.OS_ABORT, "aborted (SIGABRT)"),
+        _fault(
+            Cause.LOCK_GIL,
+            "froze: its Python threads went silent while faulthandler still dumped its stacks (the GIL was held), "
+            "and the others timed out waiting for it",
+        ),
+        _fault(Cause.SEGFAULT, "crashed with a segmentation fault"),
+        _fault(Cause.SIGINT, "was interrupted by SIGINT"),
+        _fault(Cause.SIGKILL, "was killed by SIGKILL without a word"),
+        _fault(Cause.SIGTERM, "was terminated by SIGTERM from outside"),
+        _fault(
+            Cause.SIGSTOP,
+            "went completely silent (a stopped process) and had to be killed, while the others timed out waiting for it",
+        ),
+    )
+)
+POLICY.update(
+    {
+        Cause.HANG: Policy(
+            HANG, RESTART, "transient hang", "stopped making progress and the others timed out waiting for it"
+        ),
+        Cause.CRASH: Policy(CRASH, STOP, "hard crash", "died without a word"),
+        Cause.OOM: Policy(OOM, STOP, "out of memory: the same job will run out again", "ran out of memory"),
+        Cause.NETWORK: Policy(
+            NETWORK, RESTART, "network flap", "lost connections without any rank failing on its own (network)"
+        ),
+        Cause.EXTERNAL_SIGNAL: Policy(EXTERNAL_SIGNAL, RESTART, "external signal", "received a signal from outside"),
+        Cause.PREEMPTION: Policy(
+            EXTERNAL_SIGNAL, RESTART, "preempted by the scheduler", "was preempted by the scheduler", blames_rank=False
+        ),
+        Cause.CANCELLED: Policy(
+            EXTERNAL_SIGNAL,
+            RESTART,
+            "cancelled by the scheduler or an operator",
+            "was cancelled from outside",
+            blames_rank=False,
+        ),
+        Cause.NODE_FAIL: Policy(
+            OTHER, RESTART, "node failure: restart on healthy nodes", "lost a node", blames_rank=False
+        ),
+        Cause.TIME_LIMIT: Policy(
+            OTHER, STOP, "time limit: a restart hits it again", "hit its time limit", blames_rank=False
+        ),
+        Cause.DONE: Policy(NONE, STOP, "the application finished", "finished", blames_rank=False),
+        Cause.DESYNC: Policy(
+            HANG,
+            STOP,
+            "ranks issued different collectives (desync): a code-path bug that recurs",
+            "desynchronized: ranks waited in different collectives at the same sequence number",
+            blames_rank=False,
+        ),
+        Cause.SETUP_HANG: Policy(
+            HANG,
+            STOP,
+            "the ranks never got through setup (rendezvous or first collective): a launch or environment problem "
+            "that a restart repeats",
+            "hung before training started (rendezvous or the first collective never completed)",
+            blames_rank=False,
+        ),
+        Cause.SHUTDOWN_HANG: Policy(
+            HANG,
+            STOP,
+            "the job hung after training finished: it hangs again at the same place",
+            "hung after training had finished",
+        ),
+        Cause.SLOW_RANK: Policy(
+            HANG,
+            STOP,
+            "one rank's work (evaluation, checkpointing, preprocessing) outlasted the collective timeout: it "
+            "recurs at the same step until the timeout is raised or the work shrinks",
+            "was busy with one-rank work (evaluation, checkpointing, preprocessing) while the others timed out",
+        ),
+        Cause.WATCHDOG_HANG: Policy(
+            HANG,
+            STOP,
+            "a CUDA/NCCL call blocked the NCCL watchdog itself (a deadlock or a stuck teardown): it recurs with the "
+            "same code and environment",
+            "hung inside a CUDA/NCCL call that blocked the NCCL watchdog",
+        ),
+        Cause.CONFIG_ERROR: Policy(
+            OTHER,
+            STOP,
+            "the job is misconfigured (missing file, module or argument): a restart fails the same way",
+            "could not start: its configuration names a file, module or argument that is not there",
+            blames_rank=False,
+        ),
+        Cause.LAUNCH_ENV: Policy(
+            OTHER,
+            STOP,
+            "the launch environment failed (MPI could not initialize): a restart with the same settings fails "
+            "the same way",
+            "could not initialize its launch environment (MPI)",
+            blames_rank=False,
+        ),
+        Cause.DATA_ERROR: Policy(
+            EXCEPTION, STOP, "reading the data failed: the same sample fails again", "failed while reading its data"
+        ),
+        Cause.NCCL_SETUP: Policy(
+            NETWORK,
+            STOP,
+            "NCCL could not set up its transport (devices, shared memory, InfiniBand): a system or configuration "
+            "problem that a restart on the same nodes repeats",
+            "could not set up NCCL's transport (devices, shared memory, InfiniBand)",
+            blames_rank=False,
+        ),
+        Cause.DIVERGED: Policy(
+            OTHER,
+            STOP,
+            "nearly every step overflowed and was skipped: the same settings diverge again",
+            "ran on without learning: nearly every step was skipped on overflow",
+            blames_rank=False,
+        ),
+        Cause.PROGRAM_ERROR: Policy(
+            OTHER,
+            STOP,
+            "a program reported an error the log does not explain further: a plain restart is not known to help",
+            "reported an error",
+        ),
+    }
+)
+
+# The scheduler's causes, by precedence: the first one in the log's scheduler lines decides.
+SCHEDULER_CAUSES = (Cause.PREEMPTION, Cause.NODE_FAIL, Cause.TIME_LIMIT)
 
 # -- what a traceback says ------------------------------------------------------------------------
 # exception class (last dotted part) -> cause, where the class says more than "the program raised"
 EXCEPTION_CAUSES: dict[str, str] = {
-    "KeyboardInterrupt": "SIGINT",
-    "ModuleNotFoundError": "CONFIG_ERROR",
-    "ImportError": "CONFIG_ERROR",
+    "KeyboardInterrupt": Cause.SIGINT,
+    "ModuleNotFoundError": Cause.CONFIG_ERROR,
+    "ImportError": Cause.CONFIG_ERROR,
 }
 # frames of a launcher's own traceback (it reports a worker's failure; the worker's lines say why)
 LAUNCHER_FRAMES = re.compile(
@@ -296,40 +503,26 @@ DATA_FRAMES = re.compile(r"torch/utils/data/|__getitem__|(?i:data_?loader)")
 # a frame waiting on the device: a stalled rank stuck there hangs on the GPU
 DEVICE_WAIT_FRAMES = re.compile(r"synchroni[sz]e|cuda|wait_stream|\bEvent\b|_sleep")
 # a timed-out collective as NCCL describes it; ranks that disagree at one SeqNum desynchronized
-WORK_RE = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)(?:, NumelIn=(\d+))?")
+WORK_RE = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)(?:, NumelIn=(\d+))?(?:, NumelOut=(\d+))?")
+# a gather's output is its input times the group's size, a reduce-scatter's the other way round
+GATHERS = ("ALLGATHER", "_ALLGATHER_BASE", "ALLGATHER_COALESCED")
+SCATTERS = ("REDUCE_SCATTER", "_REDUCE_SCATTER_BASE")
+# a collective of the default process group: torch names it PG ID 0, older versions name no group
+DEFAULT_GROUP_RE = re.compile(r"\[PG ID 0 |^(?!.*\bPG\b)")
 FIRST_SEQ = 1  # a timeout at or below this collective number: the job never got going
 BUSY_WINDOW_LINES = 200  # one-rank work this close before the first timeout explains it
 
 # -- exit statuses and signals ---------------------------------------------------------------------
-# exit statuses that name a signal death: negative (Python's Popen), 128+n (shells), srun words
-SIGNAL_FAULT = {
-    "SIGKILL": "SIGKILL",
-    "SIGTERM": "SIGTERM",
-    "SIGINT": "SIGINT",
-    "SIGSEGV": "SEGFAULT",
-    "SIGABRT": "OS_ABORT",
-    "SIGBUS": "SEGFAULT",
-    "SIGHUP": "SIGTERM",
-}
-SIGNAL_NUMBERS = {
-    1: "SIGHUP",
-    2: "SIGINT",
-    6: "SIGABRT",
-    7: "SIGBUS",
-    9: "SIGKILL",
-    10: "SIGUSR1",
-    11: "SIGSEGV",
-    12: "SIGUSR2",
-    15: "SIGTERM",
-    19: "SIGSTOP",
-}
-SRUN_WORDS = {
-    "Killed": "SIGKILL",
-    "Segmentation fault": "SIGSEGV",
-    "Aborted": "SIGABRT",
-    "Terminated": "SIGTERM",
-    "Interrupt": "SIGINT",
-    "Bus error": "SIGBUS",
+# the cause a rank's death by each signal shows (exit statuses and srun's words are read into signal
+# names by faultloop.signals)
+SIGNAL_FAULT: dict[str, str] = {
+    "SIGKILL": Cause.SIGKILL,
+    "SIGTERM": Cause.SIGTERM,
+    "SIGINT": Cause.SIGINT,
+    "SIGSEGV": Cause.SEGFAULT,
+    "SIGABRT": Cause.OS_ABORT,
+    "SIGBUS": Cause.SEGFAULT,
+    "SIGHUP": Cause.SIGTERM,
 }
 # signals launchers and schedulers send to stop the rest of a job: a rank ended by one after the
 # stop began is a victim

@@ -10,6 +10,7 @@ rule only ever sees the message.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from faultloop.analyze.logsage import prefilter
@@ -29,17 +30,22 @@ from faultloop.analyze.logsage.rules import (
     CLOSED,
     COLLECTIVE,
     DEATH,
+    DEFAULT_GROUP_RE,
+    DIVERGED,
+    DIVERGED_SKIP_SHARE,
     EXITED,
+    GATHERS,
+    GPU,
+    GPU_HARDWARE,
     JOB_SIGNAL,
     KILLED,
     OOM_KIND,
     PROGRESS,
     RECORD,
     RULES,
+    SCATTERS,
     SIGNAL_FAULT,
-    SIGNAL_NUMBERS,
     SLURM,
-    SRUN_WORDS,
     STACK_DUMP,
     STOP_SIGNALS,
     STOPPING,
@@ -48,12 +54,15 @@ from faultloop.analyze.logsage.rules import (
     TERMINATE,
     TIMEOUT,
     TRACEBACK,
+    WARMUP_SKIPS,
     WORK_RE,
+    Cause,
     Rule,
 )
+from faultloop.signals import exit_signal, signal_name, srun_signal
 
 CENSUS_BYTES = 2 << 20
-MAX_BLOCKS_PER_SOURCE = {TRACEBACK: 2, STACK_DUMP: 16}  # a node label's source holds every rank's dump
+MAX_BLOCKS_PER_SOURCE = {TRACEBACK: 2, STACK_DUMP: 16, SUMMARY: 2}  # a node label's source holds every rank's dump
 FRAME_RUN_LINES = 6  # frame lines this close together belong to one traceback
 LEAD_MAX = 120  # how far into a line a torch rank prefix may sit behind timestamps or host tags
 
@@ -71,7 +80,11 @@ def _rules_by_anchor() -> dict[str, list[int]]:
 
 _RULES_BY_ANCHOR = _rules_by_anchor()
 _LABEL_RE = re.compile(r"^\s*(\d+): ")  # srun --label
+_LABEL_AT_RE = re.compile(r"[ \t]*(\d+): ")  # the same, matched at a line start inside a block
 _HOST_RE = re.compile(r"^\s*(\d{1,3}(?:\.\d{1,3}){3}): ")  # pdsh (DeepSpeed's multi-node runner)
+_NCCL_RE = re.compile(r"^\s*[\w.-]+:\d+:\d+ \[(\d+)\] ")  # NCCL's own host:pid:tid [cuda device]
+DEVICE = "device"  # the role of NCCL's [N]: the local GPU index, a local rank where one rank drives one GPU
+_DEVICE_OWN_KINDS = (GPU, OOM_KIND, GPU_HARDWARE)  # what NCCL reports about its own GPU, not about a peer
 _INNER_AT_START_RE = re.compile(r"^\s*\[([a-z]+)(\d+)\]: ?")  # torch [rank3]: / torchrun [default3]:
 _INNER_IN_LEAD_RE = re.compile(r"\[(rank|default)(\d+)\]: ?")  # the same behind a timestamp or host tag
 _GLUE_RE = re.compile(r"(?:/s|/it)[^\]\n]{0,60}\](?=\S)")  # a progress bar's end with the next line glued on
@@ -89,6 +102,10 @@ _WORLD_RES = tuple(
         r"dist_world_size=(\d+)",
     )
 )
+# torchrun's reports of its workers' local ranks (`failed (exitcode: 1) local_rank: 2`, `rank : 6
+# (local_rank: 2)`) under an srun label: where the log has fewer labels than ranks, the label is
+# the agent's, so a node's, whatever else it shows
+_AGENT_LOCAL_RE = re.compile(r"local_rank: (\d+)")  # a literal first (no word boundary): the regex engine's fast search
 # signs that several processes wrote the log, even where its lines carry no rank prefix
 _SEVERAL_PROCESSES_RE = re.compile(r"\[Rank [1-9]|local_rank: [1-9]|closing signal|:\d+:\d+ \[[1-9]\d*\] NCCL")
 
@@ -106,6 +123,8 @@ def split_prefix(text: str) -> tuple[Source, str]:
     m = _INNER_AT_START_RE.match(text) or _INNER_IN_LEAD_RE.search(text, 0, LEAD_MAX)
     if m:
         role, inner, text = m.group(1), int(m.group(2)), text[m.end() :]
+    elif m := _NCCL_RE.match(text):
+        role, inner, text = DEVICE, int(m.group(1)), text[m.end() :]
     return Source(label, host, role, inner), text
 
 
@@ -130,6 +149,7 @@ def census(path: Path, facts: Facts) -> None:
             parts.append(f.read())
         elif size > CENSUS_BYTES:
             parts.append(f.read())
+    agent_locals: set[tuple[int, int]] = set()
     for part in parts:  # whole-block regexes: a Python loop per line would cost more than the scan
         text = part.decode("utf-8", "replace")
         for m in _LINE_PREFIX_RE.finditer(text):
@@ -143,15 +163,40 @@ def census(path: Path, facts: Facts) -> None:
                         int(m.group(3)) if m.group(3) else None,
                     ),
                 )
+        agent_locals.update(_agent_locals(text))
         for rx in _WORLD_RES:
             for m in rx.finditer(text):
                 facts.world_size = max(facts.world_size, int(m.group(1)))
         facts.several_processes |= bool(_SEVERAL_PROCESSES_RE.search(text))
     facts.several_processes |= facts.world_size > 1
+    if len({label for label, _, _ in facts.label_pairs if label is not None}) < facts.world_size:
+        for label, local in agent_locals:  # fewer labels than ranks: they are the agents', so nodes
+            note_rank(facts, Source(label, None, "default", local))
+
+
+def _device_rank(facts: Facts, source: Source) -> int | None:
+    """The rank driving the GPU whose own failure NCCL reports: the GPU index is the local rank
+    (one rank per GPU); without an srun label that is the global rank only on one node, assumed."""
+    local = source.inner
+    if source.label is None:
+        if local is not None:
+            facts.assumed.setdefault(
+                local, ("medium", f"NCCL's GPU index [{local}] read as the rank (one node assumed)")
+            )
+        return local
+    return resolve_rank(facts, source._replace(role="default"), "")
+
+
+def _agent_locals(text: str) -> Iterator[tuple[int, int]]:
+    """(srun label, local rank) of every torchrun report of a worker's local rank in the text."""
+    for m in _AGENT_LOCAL_RE.finditer(text):
+        label = _LABEL_AT_RE.match(text, text.rfind("\n", 0, m.start()) + 1)
+        if label:
+            yield int(label.group(1)), int(m.group(1))
 
 
 def note_rank(facts: Facts, source: Source) -> None:
-    if source.label is None and source.inner is None:
+    if source.role == DEVICE or (source.label is None and source.inner is None):
         return
     facts.labelled = True
     if len(facts.label_pairs) < MAX_LABEL_PAIRS:
@@ -205,6 +250,8 @@ def resolve_rank(facts: Facts, source: Source, text: str) -> int | None:
     names no rank); else the inner prefix; else a `[Rank N]` of the default process group in
     the text."""
     label, _, role, inner = source
+    if role == DEVICE:  # a GPU index names a rank only for that GPU's own failures (_device_rank)
+        inner = None
     per_node, node_labels, rank_is_local = _layout(facts)
     if inner is not None and role == "rank" and not rank_is_local:
         return inner
@@ -257,13 +304,7 @@ def drop(facts: Facts, ev: Evidence) -> None:
 
 def signal_of(code: int | None) -> str | None:
     """The signal an exit status names: negative (Python's Popen) or 128+n (shells)."""
-    if code is None:
-        return None
-    if code < 0:
-        return SIGNAL_NUMBERS.get(-code, f"signal {-code}")
-    if code > 128 and code - 128 in SIGNAL_NUMBERS:
-        return SIGNAL_NUMBERS[code - 128]
-    return None
+    return exit_signal(code, shell=True)
 
 
 def record_exit(
@@ -309,6 +350,8 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
             rule, m = found
             named = m.groupdict().get("rank")
             rank = int(named) if named is not None else resolve_rank(facts, source, text)
+            if rank is None and source.role == DEVICE and rule.kind in _DEVICE_OWN_KINDS:
+                rank = _device_rank(facts, source)
             if rank is None and rule.kind == COLLECTIVE and source == NO_SOURCE and previous[0] == hit.line - 1:
                 rank = previous[1]  # the rest of a wrapped line
             previous = (hit.line, rank)
@@ -324,6 +367,9 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
                     facts.blocks.append(Block(rule.kind, hit.line, hit.offset, source, headless))
                 if rule.kind == TRACEBACK:
                     continue
+            if rule.kind == SUMMARY and block_count.get((SUMMARY, source), 0) < MAX_BLOCKS_PER_SOURCE[SUMMARY]:
+                block_count[(SUMMARY, source)] = block_count.get((SUMMARY, source), 0) + 1
+                facts.blocks.append(Block(SUMMARY, hit.line, hit.offset, source))  # its records' times
             if terminate and ev.line - terminate.line <= 2:
                 drop(facts, terminate)  # its what() line says why, and is kept instead
             terminate = ev if rule.kind == TERMINATE else None
@@ -333,13 +379,15 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
 def _keep(facts: Facts, rule: Rule, m: re.Match[str], ev: Evidence, source: Source) -> None:
     """What a classified line adds to the facts beyond its evidence."""
     groups = m.groupdict()
+    if rule.kind == DIVERGED and not _diverged(int(groups["step"] or 0), int(groups["skipped"] or 0)):
+        return
     if rule.kind == DEATH:
         _death(facts, rule, groups, ev, source)
         return
     if rule.kind in (SUMMARY, RECORD):
         _summary(facts, rule, groups, ev, source)
         return
-    if rule.kind in (STOPPING, JOB_SIGNAL) or (rule.kind == SLURM and rule.hint == "CANCELLED"):
+    if rule.kind in (STOPPING, JOB_SIGNAL) or (rule.kind == SLURM and rule.hint == Cause.CANCELLED):
         facts.stop_line = min(facts.stop_line, ev.line)
     if rule.kind == CLOSED:
         facts.closed_pids.setdefault(int(groups["pid"]), ev.line)
@@ -362,6 +410,11 @@ def _keep(facts: Facts, rule: Rule, m: re.Match[str], ev: Evidence, source: Sour
     add(facts, ev)
 
 
+def _diverged(step: int, skipped: int) -> bool:
+    """Most steps so far skipped on overflow, beyond what loss-scale warm-up skips."""
+    return skipped > WARMUP_SKIPS and skipped >= DIVERGED_SKIP_SHARE * step
+
+
 def _collective(facts: Facts, ev: Evidence) -> None:
     """Which collective a rank timed out on: ranks that disagree at one SeqNum desynchronized."""
     work = WORK_RE.search(ev.text)
@@ -370,6 +423,17 @@ def _collective(facts: Facts, ev: Evidence) -> None:
         if len(facts.collectives) < MAX_EVIDENCE:
             facts.collectives.setdefault(seq, set()).add((work.group(2), work.group(3)))
         facts.first_seq = seq if facts.first_seq is None else min(facts.first_seq, seq)
+        facts.world_size = max(facts.world_size, _group_size(work, ev.text))
+
+
+def _group_size(work: re.Match[str], text: str) -> int:
+    """The default group's size, where a timed-out gather or reduce-scatter of it states its
+    input and output sizes (0 where it does not)."""
+    op, numel_in, numel_out = work.group(2), int(work.group(3) or 0), int(work.group(4) or 0)
+    if not (numel_in and numel_out and DEFAULT_GROUP_RE.search(text)):
+        return 0
+    big, small = (numel_out, numel_in) if op in GATHERS else (numel_in, numel_out) if op in SCATTERS else (0, 1)
+    return big // small if big % small == 0 else 0
 
 
 def _number(groups: dict[str, str | None], name: str) -> int | None:
@@ -388,7 +452,7 @@ def _death(facts: Facts, rule: Rule, groups: dict[str, str | None], ev: Evidence
     code = _number(groups, "code")
     sig = groups.get("sig")
     if sig and sig.isdigit():
-        sig = SIGNAL_NUMBERS.get(int(sig), f"signal {sig}")
+        sig = signal_name(int(sig))
     pid = _number(groups, "pid")
     if groups.get("rank") is not None:
         record_exit(facts, int(groups["rank"] or 0), ev, code, sig, pid)
@@ -401,7 +465,7 @@ def _srun_tasks(facts: Facts, tasks: str, what: str, ev: Evidence) -> None:
     """`srun: error: node: task 3: Killed` -> rank 3 died by SIGKILL (srun task = rank, unless the
     labels show one task per node); `Out Of Memory` -> it was OOM-killed. A task terminated after
     the step's teardown began was stopped, not at fault."""
-    sig = next((s for word, s in SRUN_WORDS.items() if what.startswith(word)), None)
+    sig = srun_signal(what)
     code = re.search(r"exit code (\d+)", what)
     tasks_are_nodes = labels_are_nodes(facts)
     for part in tasks.split(","):

@@ -1,0 +1,80 @@
+"""The message catalog: the failure templates that the programs behind a training log print, read
+from their own source, with what each means and the verdict it should lead to (catalog/*.tsv).
+
+RULES are written against these templates, not against corpus lines; the tests instantiate every
+template with SAMPLE_VALUES and check that logsage classifies it as the catalog says. A template's
+`\\n` separates the lines of a multi-line record; `{name}` is a value the program fills in.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+from faultloop.faults import ERRORS_NOT_FOUND, RESTART, STOP
+
+CATALOG = Path(__file__).parent / "catalog"
+COLUMNS = ("program", "source", "template", "meaning", "category", "restart")
+RESTART_LABELS = {"RESTART": RESTART, "STOP": STOP, "NOT_FOUND": ERRORS_NOT_FOUND}
+# what a program fills in, one plausible value each (ranks and GPUs other than 0, so that a
+# verdict that falls back to rank 0 shows)
+SAMPLE_VALUES = {
+    "rank": "3",
+    "local": "3",
+    "dev": "3",
+    "pid": "4242",
+    "tid": "4250",
+    "host": "node07",
+    "port": "29500",
+    "job": "81234",
+    "bus": "0000:3b:00.0",
+    "seq": "1184",
+    "n": "58",
+    "ms": "600000",
+    "path": "/workspace/train.py",
+    "text": "bad value",
+}
+
+
+@dataclass(frozen=True)
+class Template:
+    """One failure message as its program prints it, and what logsage should make of it alone."""
+
+    program: str
+    source: str
+    template: str
+    meaning: str
+    category: str  # logsage's fault_category
+    restart: str  # the restart decision (RESTART, STOP or ERRORS NOT FOUND)
+    where: str  # catalog file and row, for messages
+
+    def example(self) -> list[str]:
+        """The template as a log shows it: sample values filled in, one string per line."""
+        return self.template.format(**SAMPLE_VALUES).split("\\n")
+
+
+def load_catalog(folder: Path = CATALOG) -> list[Template]:
+    """Every template of every catalog file, checked for its columns and labels."""
+    templates = []
+    for path in sorted(folder.glob("*.tsv")):
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+            if tuple(reader.fieldnames or ()) != COLUMNS:
+                raise ValueError(f"{path}: columns must be {', '.join(COLUMNS)}")
+            for row_no, row in enumerate(reader, start=2):
+                where = f"{path.name}:{row_no}"
+                if row["restart"] not in RESTART_LABELS or not all(row.values()):
+                    raise ValueError(f"{where}: every field is needed; restart is RESTART, STOP or NOT_FOUND")
+                templates.append(
+                    Template(
+                        row["program"],
+                        row["source"],
+                        row["template"],
+                        row["meaning"],
+                        row["category"],
+                        RESTART_LABELS[row["restart"]],
+                        where,
+                    )
+                )
+    return templates

@@ -1,0 +1,49 @@
+"""`faultloop eval-logs DIR [DIR ...] [--analyzer NAME]`: a log analyzer graded on labelled logs of
+real failures (faultloop.score.corpus), overall, by folder, category and launcher style."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from faultloop.analyze import registry as analyzers
+from faultloop.plan import config
+from faultloop.score import corpus
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="faultloop eval-logs", description="Score a log analyzer on labelled logs of real failures."
+    )
+    parser.add_argument(
+        "directories",
+        nargs="+",
+        type=Path,
+        help="folders of <case>.log files with labels_*.tsv beside them (their subfolders are read too)",
+    )
+    parser.add_argument(
+        "--analyzer",
+        default="builtin",
+        help="a configured analyzer's name (config/config.yaml, the site file) or a kind: builtin, "
+        "torchrun_root_cause, first_error, ... (default: builtin, faultloop's logsage)",
+    )
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a score is below its threshold")
+    args = parser.parse_args(argv)
+    try:
+        cases = corpus.load_cases(*args.directories)
+        settings = config.load({}) if Path("config/config.yaml").is_file() else {}
+        analyzer = analyzers.resolve(args.analyzer, settings)
+    except (corpus.EvalError, config.ConfigError) as exc:
+        print(f"faultloop eval-logs: {exc}", file=sys.stderr)
+        return 2
+    evaluation = corpus.evaluate(cases, analyzer.analyze)
+    bar = corpus.Thresholds()
+    if args.format == "json":
+        print(json.dumps(evaluation.to_json(bar), indent=1))
+    else:
+        where = ", ".join(map(str, args.directories))
+        print(evaluation.to_text(bar, f"{args.analyzer} on {len(cases)} labelled logs in {where}"), end="")
+    return 1 if args.check and evaluation.failures(bar) else 0
