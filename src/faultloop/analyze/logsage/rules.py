@@ -10,7 +10,7 @@ HOW TO PATCH BETWEEN LOOP ITERATIONS
     (ranks a barrier waited for), seq (a collective's number), step and skipped (DeepSpeed). A
     rank group names the line's rank where its prefix cannot (a dump file named by rank). Add
     the template to the message catalog too (catalog/*.tsv: template, program, source, meaning,
-    the verdict it should lead to); tests/test_logsage_catalog.py checks every row.
+    the verdict it should lead to); tests/analyze/test_logsage_catalog.py checks every row.
   * A decision is wrong for a whole cause -> edit POLICY, the cause table (cause -> category,
     restart, why, what happened, fault type, whether it blames a rank).
   * The order in which decisions are taken is attribute.DECISIONS, documented there.
