@@ -35,14 +35,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from faultloop import baselines, faults, layout, logsage
+from faultloop import baselines, faults, layout, logsage, nvrx
 from faultloop.config import ConfigError, load, parse_overrides
 from faultloop.faults import CATEGORIES, FAULTS, RESTART_DECISIONS
 from faultloop.fingerprint import source_fingerprint
 from faultloop.llm import LLMSettings
 
 BUILTIN, LLM, UPSTREAM, COMMAND = "builtin", "llm", "upstream", "command"
-KINDS = (BUILTIN, LLM, UPSTREAM, COMMAND, *baselines.BASELINES)
+KINDS = (BUILTIN, LLM, UPSTREAM, COMMAND, *baselines.BASELINES, *nvrx.LOG_KINDS)
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 RESERVED_NAMES = frozenset({"fr"})  # analysis/fr/ holds the flight-recorder analyzers
 DEFAULT_TIMEOUT_S = 600.0
@@ -79,6 +79,7 @@ class AnalyzerSpec:
     timeout_s: float = DEFAULT_TIMEOUT_S
     llm: dict[str, Any] = field(default_factory=dict)  # the endpoint of an llm analyzer
     fingerprint: str = ""
+    nvrx: dict[str, str] = field(default_factory=dict)  # an NVRx kind's nvrx.Checkout
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -163,6 +164,8 @@ class Analyzer:
                 raise AnalyzerFailure(f"LLM failed: {verdict.extra['llm_error']}")
             return normalize(verdict.to_json()), None
         with staged_log(path, staging) as neutral:
+            if kind in nvrx.LOG_KINDS:
+                return run_nvrx(self.spec, neutral)
             if kind == UPSTREAM:
                 try:
                     return normalize(logsage.run_upstream(neutral, logsage.Settings("upstream")).to_json()), None
@@ -211,11 +214,13 @@ def tail(path: Path, limit: int = TAIL_CHARS) -> str:
         return handle.read().decode("utf-8", "replace")
 
 
-def run_process(argv: list[str], stdout: Path, stderr: Path, timeout_s: float) -> int:
+def run_process(
+    argv: list[str], stdout: Path, stderr: Path, timeout_s: float, *, env: Mapping[str, str] | None = None
+) -> int:
     """Run a program in its own process group, so that a timeout kills everything it started;
     its exit status, or AnalyzerFailure with the tail of its stderr when it runs out of time."""
     with open(stdout, "wb") as so, open(stderr, "ab") as se:
-        proc = subprocess.Popen(argv, stdout=so, stderr=se, stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(argv, stdout=so, stderr=se, stdin=subprocess.DEVNULL, start_new_session=True, env=env)
         try:
             return proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -248,6 +253,31 @@ def run_command(spec: AnalyzerSpec, log: Path) -> tuple[str, str]:
     if source.stat().st_size > MAX_OUTPUT_BYTES:
         raise AnalyzerFailure(f"output larger than {MAX_OUTPUT_BYTES >> 20} MB", stderr_tail)
     return source.read_text(errors="replace"), stderr_tail
+
+
+def run_nvrx(spec: AnalyzerSpec, log: Path) -> tuple[dict[str, Any], str]:
+    """One of NVRx's log analyzers on the staged log, run from the user's checkout by its own
+    interpreter; its verdict mapped onto ours (faultloop.nvrx) and what it printed."""
+    checkout = nvrx.Checkout(**spec.nvrx)
+    if spec.kind == nvrx.RESTART_AGENT:
+        argv = nvrx.restart_agent_argv(checkout.python, log, spec.llm)
+    else:
+        argv = nvrx.logsage_argv(checkout.python, log, spec.llm)
+    stdout_path, stderr_path = log.parent / "stdout", log.parent / "stderr"
+    env = checkout.env(str(spec.llm.get("api_key_file") or ""))
+    status = run_process(argv, stdout_path, stderr_path, spec.timeout_s, env=env)
+    stderr_tail = tail(stderr_path)
+    if status != 0:
+        raise AnalyzerFailure(exit_reason(status), stderr_tail)
+    raw = stdout_path.read_text(errors="replace")
+    try:
+        if spec.kind == nvrx.RESTART_AGENT:
+            verdict = nvrx.restart_agent_verdict(nvrx.last_json_object(raw), l1=bool(spec.llm))
+        else:
+            verdict = nvrx.logsage_verdict(raw)
+    except nvrx.NvrxOutputError as exc:
+        raise AnalyzerFailure(str(exc), stderr_tail) from None
+    return normalize(verdict), raw
 
 
 def timed(work: Callable[[], tuple[dict[str, Any], str, str | None]]) -> Outcome:
@@ -395,6 +425,11 @@ def fingerprint(spec: AnalyzerSpec) -> str:
         return logsage.analyzer_fingerprint((UPSTREAM, package_version(UPSTREAM_DISTRIBUTION), source_fingerprint(own)))
     if spec.kind in baselines.BASELINES:
         return source_fingerprint(baselines, faults, own, settings=spec.kind)
+    if spec.kind in nvrx.LOG_KINDS:
+        endpoint = {k: v for k, v in sorted(spec.llm.items()) if "key" not in k}
+        checkout = nvrx.Checkout(**spec.nvrx)
+        settings = (spec.kind, checkout.digest(), checkout.python, endpoint, spec.timeout_s)
+        return source_fingerprint(nvrx, own, settings=settings)
     return source_fingerprint(own, settings=(spec.command, spec.timeout_s, _watched_digest(spec.watch, spec.name)))
 
 
@@ -432,7 +467,11 @@ def spec_from_config(name: str, entry: Mapping[str, Any] | None, config: Mapping
             f"{where}: kind upstream needs NVRx's log analyzer ({UPSTREAM_DISTRIBUTION}, "
             "package `logsage`), which is not installed"
         )
-    spec = AnalyzerSpec(name, kind, command, watch, timeout, endpoint)
+    checkout: dict[str, str] = {}
+    if kind in nvrx.LOG_KINDS:
+        checkout = asdict(nvrx.checkout(config, where, kind))
+        endpoint = nvrx.endpoint(config, entry, where, kind)
+    spec = AnalyzerSpec(name, kind, command, watch, timeout, endpoint, nvrx=checkout)
     return replace(spec, fingerprint=fingerprint(spec))
 
 

@@ -22,19 +22,19 @@ import re
 import sys
 import tempfile
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from faultloop import analyzers, fr, layout
+from faultloop import analyzers, fr, layout, nvrx
 from faultloop.analyzers import AnalyzerFailure, Outcome, RunRecord
 from faultloop.config import ConfigError
 from faultloop.fingerprint import source_fingerprint
 from faultloop.pool import Cell
 
 BUILTIN, TORCHFRTRACE = "builtin", "torchfrtrace"
-FR_KINDS = (BUILTIN, TORCHFRTRACE)
+FR_KINDS = (BUILTIN, TORCHFRTRACE, *nvrx.FR_KINDS)
 TORCHFRTRACE_MODULE = "torch.distributed.flight_recorder.fr_trace"
 PREFIX = "_dump_"
 _RANK_IN_NAME = re.compile(r"(\d+)(?:\.json)?$")
@@ -56,6 +56,7 @@ class FrSpec:
     kind: str
     timeout_s: float = analyzers.DEFAULT_TIMEOUT_S
     fingerprint: str = ""
+    nvrx: dict[str, str] = field(default_factory=dict)  # nvrx_fr's nvrx.Checkout
 
 
 def spec_from_config(name: str, entry: Mapping[str, Any] | None, config: Mapping[str, Any]) -> FrSpec:
@@ -72,6 +73,11 @@ def spec_from_config(name: str, entry: Mapping[str, Any] | None, config: Mapping
     shape = (config["gpus_per_node"], config["fr_segment_size"])
     if kind == BUILTIN:
         stamp = source_fingerprint(fr, settings=shape)
+    elif kind in nvrx.FR_KINDS:
+        checkout = nvrx.checkout(config, where, kind)
+        settings = (shape, timeout, checkout.digest(), checkout.python)
+        stamp = source_fingerprint(sys.modules[__name__], fr, nvrx, settings=settings)
+        return FrSpec(name, kind, timeout, stamp, asdict(checkout))
     else:
         stamp = source_fingerprint(
             sys.modules[__name__], fr, settings=(shape, timeout, analyzers.package_version("torch"))
@@ -147,8 +153,11 @@ def parse_torchfrtrace(output: str) -> tuple[list[dict[str, Any]], list[int]]:
     return reports, undecided
 
 
-def _copy_for_torch(paths: list[str], dest: Path) -> tuple[list[int], list[dict[str, str]], list[str]]:
-    """Sanitized pickles of the readable dumps; the files left out and why."""
+def _copy_for_torch(
+    paths: list[str], dest: Path, *, normalise: bool = True
+) -> tuple[list[int], list[dict[str, str]], list[str]]:
+    """Sanitized pickles of the readable dumps (normalised for torchfrtrace unless told not to);
+    the files left out and why."""
     ranks, skipped, notes = [], [], []
     for path in paths:
         match = _RANK_IN_NAME.search(os.path.basename(path))
@@ -160,7 +169,8 @@ def _copy_for_torch(paths: list[str], dest: Path) -> tuple[list[int], list[dict[
         except (ValueError, pickle.UnpicklingError) as exc:
             skipped.append({"file": path, "error": str(exc)})
             continue
-        notes += [f"{os.path.basename(path)}: {note}" for note in sanitize(dump)]
+        if normalise:
+            notes += [f"{os.path.basename(path)}: {note}" for note in sanitize(dump)]
         rank = int(match.group(1))
         (dest / f"{PREFIX}{rank}").write_bytes(pickle.dumps(dump, protocol=pickle.HIGHEST_PROTOCOL))
         ranks.append(rank)
@@ -231,6 +241,62 @@ def analyze_torchfrtrace(
     return verdict, output
 
 
+# ---- nvrx_fr: NVRx's fr_attribution ---------------------------------------------------------
+
+
+def analyze_nvrx_fr(
+    fr_path: str,
+    checkout: nvrx.Checkout,
+    *,
+    world_size: int | None,
+    gpus_per_node: int,
+    segment_size: int,
+    timeout_s: float,
+) -> tuple[dict[str, Any], str]:
+    """NVRx's fr_attribution on copies the restricted reader rewrote (it would `pickle.load` the
+    originals), not normalised: what it makes of the dumps as written is what is measured (on
+    gloo's it stops with KeyError '0', its recorded failure). Its verdict in the fr.json shape."""
+    paths = fr.find_dumps(fr_path)
+    expected = list(range(world_size)) if world_size else []
+    base: dict[str, Any] = {"tool": nvrx.FR, "expected_ranks": expected, "missing_ranks": [], "secondary_ranks": []}
+    if not paths:
+        empty = {"no_dumps": True, "dumps_read": [], "ranks_without_dump": expected, "skipped_files": []}
+        return {**base, **empty, "suspect_ranks": [], "scope": "none"}, "(no flight-recorder dumps found)\n"
+    with tempfile.TemporaryDirectory(prefix="nvrxfr-") as tmp:
+        folder = Path(tmp) / "dumps"
+        folder.mkdir()
+        ranks, skipped, _ = _copy_for_torch(paths, folder, normalise=False)
+        if not ranks:
+            raise AnalyzerFailure(
+                f"no dump fr_attribution may read ({len(skipped)} unsafe or unreadable)",
+                "\n".join(s["error"] for s in skipped)[-analyzers.TAIL_CHARS :],
+            )
+        log = Path(tmp) / "fr_attribution.out"
+        status = analyzers.run_process(nvrx.fr_argv(checkout.python, folder), log, log, timeout_s, env=checkout.env())
+        if status != 0:
+            raise AnalyzerFailure(
+                f"fr_attribution could not read the dump set ({analyzers.exit_reason(status)})", analyzers.tail(log)
+            )
+        if log.stat().st_size > analyzers.MAX_OUTPUT_BYTES:
+            raise AnalyzerFailure(f"fr_attribution printed more than {analyzers.MAX_OUTPUT_BYTES >> 20} MB")
+        output = log.read_text(errors="replace")
+    rows = nvrx.fr_rows(output)
+    suspects = nvrx.fr_suspects(rows)
+    verdict = {
+        **base,
+        "no_dumps": False,
+        "dumps_read": ranks,
+        "ranks_without_dump": [r for r in expected if r not in set(ranks)],
+        "skipped_files": skipped,
+        "missing_ranks": rows,
+        "suspect_ranks": suspects,
+        "scope": fr.scope_of(suspects, gpus_per_node, segment_size),
+    }
+    # Its table comes last, after a listing of every dump: keep both ends of a long printout.
+    shown = output if len(output) <= OUTPUT_CAP else f"{output[: OUTPUT_CAP // 2]}\n...\n{output[-OUTPUT_CAP // 2 :]}"
+    return verdict, shown
+
+
 # ---- running a cell's FR analyzers -----------------------------------------------------------
 
 
@@ -249,6 +315,16 @@ def attempt(spec: FrSpec, fr_path: str, *, world_size: int | None, gpus_per_node
                 fr_path, world_size=world_size, gpus_per_node=gpus_per_node, segment_size=segment_size
             )
             return {"tool": BUILTIN, **result.to_json()}, result.to_table(), None
+        if spec.kind in nvrx.FR_KINDS:
+            verdict, output = analyze_nvrx_fr(
+                fr_path,
+                nvrx.Checkout(**spec.nvrx),
+                world_size=world_size,
+                gpus_per_node=gpus_per_node,
+                segment_size=segment_size,
+                timeout_s=spec.timeout_s,
+            )
+            return verdict, output, output
         verdict, output = analyze_torchfrtrace(
             fr_path,
             world_size=world_size,
