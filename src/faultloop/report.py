@@ -29,7 +29,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
-from faultloop import adopt, layout
+from faultloop import adopt, differences, layout
 from faultloop.evidence import CellEvidence, CitedLine, EvidenceLine
 from faultloop.faults import FAULT_NAMES, FAULTS, HANG, RESTART, STOP
 from faultloop.history import Comparison, HistoryEntry, compare, read_history, record_history, stop_condition
@@ -871,6 +871,19 @@ def judge_section(rep: Report) -> list[Section]:
     ]
 
 
+def difference_sections(rep: Report) -> list[Section]:
+    """Restart decisions by policy, and the combined verdict against its inputs (faultloop.differences)."""
+    findings = differences.policy_findings(rep.log_views) + differences.combined_findings(rep.log_views, rep.fr_views)
+    return [
+        Section(
+            f.title,
+            [Table(b.header, b.rows, b.graded) if isinstance(b, differences.FindingTable) else b for b in f.blocks],
+            f.level,
+        )
+        for f in findings
+    ]
+
+
 def sections(rep: Report) -> list[Section]:
     return [
         summary_section(rep),
@@ -878,6 +891,7 @@ def sections(rep: Report) -> list[Section]:
         *rates_sections(rep),
         *side_by_side_sections(rep),
         *fr_sections(rep),
+        *difference_sections(rep),
         time_section(rep),
         failures_section(rep),
         patterns_section(rep),

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from faultloop import layout
+from faultloop import combined, layout
 from faultloop import llm as llm_client
 from faultloop.analyzers import OK, RunRecord, file_digest, read_index
 from faultloop.evidence import CellEvidence, cell_evidence
@@ -120,6 +120,7 @@ class ScoreRecord:
     evidence: CellEvidence | None = None  # log analyzers on valid runs: cited and expected lines
     files: list[FileLink] = field(default_factory=list)  # the analyzer's own files on the cell
     cell_files: list[FileLink] = field(default_factory=list)  # the run's: manifest, logs, dumps
+    restart_policy: str = ""  # the analyzer's own restart policy, where its verdict names one
 
     @property
     def values(self) -> dict[str, str]:
@@ -382,6 +383,9 @@ def score_cell(
     base.secondary_ranks = _ranks(ls.get("secondary_ranks"))
     base.fr_suspects = sorted(set(_ranks((fr or {}).get("suspect_ranks"))))
     base.restart_correct = _tf(base.logsage_restart == base.expected_restart)
+    if isinstance(policy := ls.get("policy"), Mapping):  # e.g. NVRx's retry budget (faultloop.nvrx)
+        named = " ".join(str(policy.get(k) or "") for k in ("policy_version", "rule")).strip()
+        base.restart_policy = f"{named} ({policy.get('decision_basis') or 'no basis'})"
     base.rank_primary = grade_rank_primary(cell.rank, base.primary_ranks)
     base.rank_any = _tf(cell.rank in base.primary_ranks or cell.rank in base.secondary_ranks)
     category_ok = fault is not None and ls.get("fault_category") == fault.category
@@ -606,14 +610,18 @@ def score_analyzers(
     llm: LLMSettings | None = None,
     version: str = "",
     fresh: bool = False,
+    combine: bool = False,
 ) -> list[ScoreRecord]:
-    """Score every analyzer the cell's indexes list: the log analyzers (graded with the first FR
+    """Score every analyzer the cell's indexes list (with combine, faultloop's combined verdict
+    after the log analyzers): the log analyzers (graded with the first FR
     analyzer's verdict, as upstream's table is), then each FR analyzer on its own. A score whose
     inputs are unchanged is reused (its file untouched); the LLM judge runs on valid runs when
     the mode asks for it. Each record carries what the report shows of the cell: the analyzer's
     cited and missed lines and the files to open."""
     log_runs = read_index(cell_dir / layout.LOGSAGE_INDEX)
     fr_runs = read_index(cell_dir / layout.FR_INDEX)
+    if combine:
+        log_runs.append(combined.combine_cell(cell_dir, log_runs, fr_runs, fresh=fresh))
     primary_fr = fr_runs[0] if fr_runs else None
     fr_primary = (
         _read_json(cell_dir / layout.fr_analyzer_dir(primary_fr.analyzer) / layout.FR_JSON)
@@ -827,6 +835,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--judge-mode", choices=JUDGE_MODES, default="code")
     p.add_argument("--version", default="", help="fingerprint of the scoring code and settings (reuse key)")
     p.add_argument("--fresh", type=int, default=0, help="1: score every analyzer again (--forcerun)")
+    p.add_argument("--combined", type=int, default=0, help="1: merge and score the combined verdict")
     llm_client.add_cli_arguments(p, timeout_s=120.0)
     args = p.parse_args(argv)
     try:
@@ -839,7 +848,14 @@ def main(argv: list[str]) -> int:
     )
     llm = llm_client.settings_from_args(args) if args.judge_mode != "code" else None
     scores = score_analyzers(
-        args.cell_dir, truth, job, judge_mode=args.judge_mode, llm=llm, version=args.version, fresh=bool(args.fresh)
+        args.cell_dir,
+        truth,
+        job,
+        judge_mode=args.judge_mode,
+        llm=llm,
+        version=args.version,
+        fresh=bool(args.fresh),
+        combine=bool(args.combined),
     )
     write_scores(scores, truth.cell.name, args.output)
     return 0

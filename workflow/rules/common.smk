@@ -15,7 +15,9 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 import faultloop.adopt as fl_adopt
 import faultloop.analyzers as fl_analyzers
+import faultloop.combined as fl_combined
 import faultloop.config as fl_config
+import faultloop.differences as fl_differences
 import faultloop.evidence as fl_evidence
 import faultloop.faults as fl_faults
 import faultloop.fingerprint as fl_fingerprint
@@ -78,6 +80,8 @@ try:
     CELLS = selected_cells(config, POOL)
     ANALYZERS = fl_analyzers.selected(config)
     FR_ANALYZERS = fl_frpeers.selected(config)
+    # faultloop's combined verdict (primary log + first FR analyzer), scored as a log analyzer.
+    COMBINED = fl_combined.enabled(config, [a.name for a in ANALYZERS])
 except (fl_config.PoolError, fl_config.ConfigError, fl_adopt.AdoptError) as error:
     raise WorkflowError(str(error)) from None
 
@@ -121,16 +125,19 @@ RUN_CELLS, _not_run = cell_targets(
 ANALYZER_SPECS = fl_analyzers.specs_json(ANALYZERS)
 FR_SPECS = fl_frpeers.specs_json(FR_ANALYZERS)
 # Every row of scores.tsv, per cell in this order: the log analyzers, then fr:<name>.
-SCORED_ANALYZERS = [a.name for a in ANALYZERS] + [
-    fl_score.FR_PREFIX + spec.name for spec in FR_ANALYZERS
-]
+SCORED_ANALYZERS = (
+    [a.name for a in ANALYZERS]
+    + ([fl_combined.NAME] if COMBINED else [])
+    + [fl_score.FR_PREFIX + spec.name for spec in FR_ANALYZERS]
+)
 SCORE_VERSION = fl_fingerprint.source_fingerprint(
-    fl_score, fl_evidence, fl_faults, settings=tool_config(config["judge"])
+    fl_score, fl_evidence, fl_faults, fl_combined, settings=tool_config(config["judge"])
 )
 # The report's code and its templates (package data, not modules).
 REPORT_VERSION = fl_fingerprint.source_fingerprint(
     fl_report,
     fl_history,
+    fl_differences,
     settings=sorted(
         (t.name, t.read_text())
         for t in (Path(fl_report.__file__).parent / "templates").glob("*.j2")

@@ -1,0 +1,271 @@
+"""NVRx's analyzers as faultloop kinds, without NVRx: the mapping on NVRx's recorded outputs, the
+config-time refusals, and the run path through a stand-in checkout (a fake `nvidia_resiliency_ext`
+whose fr_attribution unpickles whatever it is given, as the real one does)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from conftest import NVRX_FR, REPO, SHARED, needs_nvrx_dumps
+from faultloop import analyzers, frpeers, nvrx
+from faultloop.config import ConfigError
+from faultloop.faults import RESTART
+
+BASE = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+RECORDED = SHARED / "fixtures" / "nvrx_outputs"
+needs_recorded = pytest.mark.skipif(
+    not RECORDED.is_dir(),
+    reason=f"NVRx's recorded outputs not found at {RECORDED} (third-party data kept outside the repo, in ../shared)",
+)
+
+
+def recorded(path: str) -> Any:
+    return json.loads((RECORDED / path).read_text())
+
+
+# ---- the Restart Agent's mapping, on what it printed ---------------------------------------------
+
+
+@needs_recorded
+def test_restart_agent_cell_maps_decision_ranks_and_class() -> None:
+    verdict = analyzers.normalize(nvrx.restart_agent_verdict(recorded("restart_agent/cpu_cells/n2_SIGKILL_r1_i5.json")))
+    assert verdict["restart"] == RESTART  # its retry budget: a first failure restarts
+    assert verdict["primary_ranks"] == [0] and verdict["secondary_ranks"] == [1]  # cascade spread 0, 1
+    assert (verdict["fault_category"], verdict["fault_type"]) == ("exception", None)
+    assert verdict["evidence"][0]["line"] == 48 and "Connection closed by peer" in verdict["evidence"][0]["text"]
+    assert verdict["policy"] == {
+        "decision_basis": "general_retry_available",
+        "rule": "general_retry",
+        "policy_version": "retry_budget.v1",
+        "retry_budget_exhausted": False,
+    }
+
+
+@needs_recorded
+@pytest.mark.parametrize(
+    ("cell", "category", "fault_type"),
+    [
+        ("n1_SEGFAULT_r0_i5", "crash", "SEGFAULT"),  # framework_crash + segmentation_fault root
+        ("n1_GPU_ERROR_r0_i5", "gpu_error", "GPU_ERROR"),  # an illegal memory access, whatever raised it
+        ("n2_WORKLOAD_EXC_r1_i5", "exception", None),
+    ],
+)
+def test_failure_class_and_fingerprint_give_category_and_type(cell: str, category: str, fault_type: str | None) -> None:
+    verdict = nvrx.restart_agent_verdict(recorded(f"restart_agent/cpu_cells/{cell}.json"))
+    assert (verdict["fault_category"], verdict["fault_type"]) == (category, fault_type)
+
+
+@needs_recorded
+def test_every_recorded_response_maps() -> None:
+    files = sorted((RECORDED / "restart_agent").rglob("*.json"))
+    assert len(files) > 90
+    for path in files:
+        response = json.loads(path.read_text())
+        verdict = analyzers.normalize(nvrx.restart_agent_verdict(response))
+        rank = (response.get("primary_failure") or {}).get("rank")
+        assert verdict["primary_ranks"] == ([int(rank)] if rank is not None else []), path.name
+        assert not set(verdict["primary_ranks"]) & set(verdict["secondary_ranks"]), path.name
+        if response["primary_failure"] is None:
+            assert verdict["fault_category"] == "none", path.name
+
+
+@needs_recorded
+def test_hang_and_hardware_classes() -> None:
+    hang = nvrx.restart_agent_verdict(recorded("restart_agent/real_logs/gh_17.json"))
+    assert (hang["fault_category"], hang["primary_ranks"], hang["secondary_ranks"]) == ("hang", [13], [15])
+    assert nvrx.restart_agent_verdict(recorded("restart_agent/real_logs/gh_22.json"))["fault_type"] == "GPU_ERROR"
+
+
+def test_last_json_line_is_the_response_and_garbage_is_refused() -> None:
+    line = json.dumps({"schema_version": nvrx.RESTART_AGENT_SCHEMA, "decision": "STOP", "primary_failure": None})
+    response = nvrx.last_json_object(f"some log line\n{line}\n")
+    assert nvrx.restart_agent_verdict(response)["restart"] == "STOP - DONT RESTART IMMEDIATE"
+    with pytest.raises(nvrx.NvrxOutputError, match="not JSON"):
+        nvrx.last_json_object("Traceback ...\nKeyError: 'x'\n")
+    with pytest.raises(nvrx.NvrxOutputError, match="schema_version"):
+        nvrx.restart_agent_verdict({"decision": "RESTART"})
+
+
+# ---- fr_attribution's table -----------------------------------------------------------------------
+
+
+@needs_recorded
+@pytest.mark.parametrize(("case", "suspects"), [("gpu_error_2nd", [9, 14]), ("lock_gil_1st", [9, 14])])
+def test_fr_attribution_table_names_the_missing_ranks(case: str, suspects: list[int]) -> None:
+    rows = nvrx.fr_rows((RECORDED / "fr_attribution" / f"{case}.out").read_text())
+    assert nvrx.fr_suspects(rows) == suspects
+    assert {"pg_id": "72", "pg_desc": "EXPERT_MODEL_PARALLEL_GROUP,0", "missing_ranks": [9, 14]}.items() <= next(
+        r for r in rows if r["pg_id"] == "72"
+    ).items()
+
+
+@needs_recorded
+def test_fr_attribution_synthetic_and_crash() -> None:
+    synth = nvrx.fr_rows((RECORDED / "fr_attribution" / "synth_64ranks_hung21.out").read_text())
+    assert nvrx.fr_suspects(synth) == [21]
+    assert nvrx.fr_rows((RECORDED / "fr_attribution" / "gloo_n2_SIGKILL_r1_i5.out").read_text()) == []
+
+
+# ---- configuration ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(nvrx.SRC_ENV, raising=False)
+    monkeypatch.delenv(nvrx.PYTHON_ENV, raising=False)
+
+
+@pytest.mark.usefixtures("no_checkout")
+@pytest.mark.parametrize("kind", [nvrx.RESTART_AGENT, nvrx.LOGSAGE])
+def test_log_kinds_without_a_checkout_are_refused_in_one_line(kind: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        analyzers.resolve(kind, BASE)
+    assert str(error.value).count("\n") == 0
+    assert "set nvrx.src (or NVRX_SRC) to its src/ folder" in str(error.value)
+
+
+@pytest.mark.usefixtures("no_checkout")
+def test_fr_kind_without_a_checkout_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"fr_analyzers\.nvrx_fr.*set nvrx\.src"):
+        frpeers.spec_from_config("nvrx_fr", None, BASE)
+
+
+def test_a_folder_that_is_no_checkout_is_refused(tmp_path: Path) -> None:
+    config = {**BASE, "nvrx": {"src": str(tmp_path), "python": ""}}
+    with pytest.raises(ConfigError, match="is not an NVRx checkout's src/"):
+        analyzers.resolve(nvrx.RESTART_AGENT, config)
+
+
+def fake_checkout(root: Path, modules: dict[str, str]) -> Path:
+    """A stand-in NVRx checkout: each module a small script."""
+    src = root / "src"
+    for dotted, body in modules.items():
+        path = src / Path(*dotted.split(".")).with_suffix(".py")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(body)
+    (src / nvrx.PACKAGE / "attribution").mkdir(parents=True, exist_ok=True)
+    return src
+
+
+def test_llm_kind_without_endpoint_is_refused(tmp_path: Path) -> None:
+    config = {**BASE, "nvrx": {"src": str(fake_checkout(tmp_path, {})), "python": sys.executable}}
+    with pytest.raises(ConfigError) as error:
+        analyzers.resolve(nvrx.LOGSAGE, config)
+    assert "needs an LLM endpoint: set llm.base_url and llm.model" in str(error.value)
+    assert "\n" not in str(error.value)
+    ra = analyzers.resolve(nvrx.RESTART_AGENT, config)  # the Restart Agent runs without one
+    assert ra.spec.llm == {} and ra.spec.nvrx["python"] == sys.executable
+
+
+# ---- the run path, through a stand-in checkout -----------------------------------------------------
+
+FAKE_RESTART_AGENT = """
+import json, os, sys
+if os.environ.get("FAKE_FAIL"):
+    sys.stderr.write("Traceback (most recent call last):\\nKeyError: '0'\\n")
+    sys.exit(1)
+print("L0A ready", file=sys.stderr)
+print(json.dumps(json.load(open(os.environ["FAKE_RESPONSE"]))))
+"""
+# Reads every file as NVRx's fr_attribution does (plain pickle.load), prints its table.
+FAKE_FR = """
+import glob, os, pickle, sys
+folder = sys.argv[sys.argv.index("--fr-path") + 1]
+ranks = []
+for path in sorted(glob.glob(os.path.join(folder, "_dump_*"))):
+    with open(path, "rb") as handle:
+        pickle.load(handle)
+    ranks.append(int(path.rsplit("_", 1)[1]))
+print("PGID   | Process Group Desc        | Op Type    | Size | Dtype    | Missing Ranks")
+print(f"0      | default_pg,0              | nccl:all_reduce | 4 | Float | {max(ranks) + 1}")
+"""
+
+
+@pytest.fixture
+def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    src = fake_checkout(
+        tmp_path / "nvrx", {nvrx.MODULES[nvrx.RESTART_AGENT]: FAKE_RESTART_AGENT, nvrx.MODULES[nvrx.FR]: FAKE_FR}
+    )
+    monkeypatch.setenv(nvrx.SRC_ENV, str(src))
+    monkeypatch.setenv(nvrx.PYTHON_ENV, sys.executable)
+    return src
+
+
+@needs_recorded
+def test_restart_agent_runs_from_the_checkout_on_a_neutral_path(checkout: Path, tmp_path: Path) -> None:
+    os.environ["FAKE_RESPONSE"] = str(RECORDED / "restart_agent/cpu_cells/n2_SIGKILL_r1_i5.json")
+    try:
+        analyzer = analyzers.resolve(nvrx.RESTART_AGENT, BASE)
+        log = tmp_path / "n2_SIGKILL_r1_i5" / "main.log"
+        log.parent.mkdir()
+        log.write_text("0: [rank0]: RuntimeError: boom\n")
+        outcome = analyzer.attempt(log, staging=tmp_path / "staging")
+        assert outcome.error is None and outcome.verdict is not None
+        assert outcome.verdict["primary_ranks"] == [0] and outcome.verdict["mode"] == nvrx.RESTART_AGENT
+        assert outcome.raw is not None and '"restart_agent_response.v1"' in outcome.raw
+        os.environ["FAKE_FAIL"] = "1"
+        failed = analyzer.attempt(log, staging=tmp_path / "staging")
+        assert failed.verdict is None and failed.error == "exited with status 1"
+        assert "KeyError: '0'" in failed.stderr_tail
+    finally:
+        os.environ.pop("FAKE_RESPONSE", None)
+        os.environ.pop("FAKE_FAIL", None)
+
+
+def test_checkout_edit_changes_the_fingerprint(checkout: Path) -> None:
+    before = analyzers.resolve(nvrx.RESTART_AGENT, BASE).spec.fingerprint
+    (checkout / nvrx.PACKAGE / "attribution" / "patch.py").write_text("X = 1\n")
+    assert analyzers.resolve(nvrx.RESTART_AGENT, BASE).spec.fingerprint != before
+
+
+class _Exploit:
+    def __init__(self, sentinel: Path) -> None:
+        self.sentinel = sentinel
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return os.system, (f"touch {self.sentinel}",)
+
+
+def nvrx_fr_attempt(dumps: Path, world_size: int) -> analyzers.Outcome:
+    spec = frpeers.spec_from_config("nvrx_fr", None, BASE)
+    return frpeers.attempt(spec, str(dumps), world_size=world_size, gpus_per_node=4, segment_size=32)
+
+
+@needs_nvrx_dumps
+def test_nvrx_fr_never_sees_an_original_dump(checkout: Path, tmp_path: Path) -> None:
+    dumps = tmp_path / "checkpoints"
+    shutil.copytree(NVRX_FR / "gpu_error_2nd", dumps)
+    sentinel = tmp_path / "pwned"
+    (dumps / "_dump_3").write_bytes(pickle.dumps({"version": "2.9", "entries": [_Exploit(sentinel)]}))
+    outcome = nvrx_fr_attempt(dumps, 16)
+    assert not sentinel.exists()
+    assert outcome.error is None and outcome.verdict is not None
+    assert [s["file"].rsplit("/", 1)[1] for s in outcome.verdict["skipped_files"]] == ["_dump_3"]
+    assert outcome.verdict["dumps_read"] == [r for r in range(16) if r != 3]
+    assert outcome.verdict["suspect_ranks"] == [16]  # the stand-in's table, parsed
+
+
+def test_nvrx_fr_with_only_a_malicious_dump_is_a_recorded_failure(checkout: Path, tmp_path: Path) -> None:
+    sentinel = tmp_path / "pwned"
+    dumps = tmp_path / "checkpoints"
+    dumps.mkdir()
+    (dumps / "_dump_0").write_bytes(pickle.dumps({"entries": [_Exploit(sentinel)]}))
+    outcome = nvrx_fr_attempt(dumps, 4)
+    assert not sentinel.exists()
+    assert outcome.verdict is None and outcome.error == "no dump fr_attribution may read (1 unsafe or unreadable)"
+    assert "refused global" in outcome.stderr_tail
+
+
+def test_nvrx_fr_without_dumps(checkout: Path, tmp_path: Path) -> None:
+    outcome = nvrx_fr_attempt(tmp_path, 8)
+    assert outcome.verdict is not None and outcome.verdict["no_dumps"] is True
+    assert outcome.verdict["ranks_without_dump"] == list(range(8))
