@@ -170,6 +170,8 @@ def test_llm_kind_without_endpoint_is_refused(tmp_path: Path) -> None:
 
 FAKE_RESTART_AGENT = """
 import json, os, sys
+if not os.path.isabs(sys.argv[1]):
+    sys.exit("ValueError: log_path must be absolute")  # as the real agent refuses one
 if os.environ.get("FAKE_FAIL"):
     sys.stderr.write("Traceback (most recent call last):\\nKeyError: '0'\\n")
     sys.exit(1)
@@ -208,15 +210,17 @@ def test_restart_agent_runs_from_the_checkout_on_a_neutral_path(checkout: Path, 
         log = tmp_path / "n2_SIGKILL_r1_i5" / "main.log"
         log.parent.mkdir()
         log.write_text("0: [rank0]: RuntimeError: boom\n")
-        outcome = analyzer.attempt(log, staging=tmp_path / "staging")
+        os.chdir(tmp_path)  # the workflow stages logs under a relative session folder
+        outcome = analyzer.attempt(Path("n2_SIGKILL_r1_i5/main.log"), staging=Path("staging"))
         assert outcome.error is None and outcome.verdict is not None
         assert outcome.verdict["primary_ranks"] == [0] and outcome.verdict["mode"] == nvrx.RESTART_AGENT
         assert outcome.raw is not None and '"restart_agent_response.v1"' in outcome.raw
         os.environ["FAKE_FAIL"] = "1"
-        failed = analyzer.attempt(log, staging=tmp_path / "staging")
+        failed = analyzer.attempt(log, staging=Path("staging"))
         assert failed.verdict is None and failed.error == "exited with status 1"
         assert "KeyError: '0'" in failed.stderr_tail
     finally:
+        os.chdir(REPO)
         os.environ.pop("FAKE_RESPONSE", None)
         os.environ.pop("FAKE_FAIL", None)
 

@@ -122,8 +122,9 @@ def endpoint(config: Mapping[str, Any], entry: Mapping[str, Any], where: str, ki
 
 
 def restart_agent_argv(python: str, log: Path, llm: Mapping[str, Any]) -> list[str]:
-    """Deterministic (L0A-L4, `--disable-l1`) without an endpoint; with one, L1 enrichment on."""
-    argv = [python, "-m", MODULES[RESTART_AGENT], str(log)]
+    """Deterministic (L0A-L4, `--disable-l1`) without an endpoint; with one, L1 enrichment on.
+    The agent refuses a relative log path."""
+    argv = [python, "-m", MODULES[RESTART_AGENT], str(log.resolve())]
     if not llm:
         return [*argv, "--disable-l1"]
     argv += ["--enable-l1", "--llm-base-url", str(llm["base_url"]), "--llm-model", str(llm["model"])]
@@ -134,13 +135,13 @@ def restart_agent_argv(python: str, log: Path, llm: Mapping[str, Any]) -> list[s
 
 def logsage_argv(python: str, log: Path, llm: Mapping[str, Any]) -> list[str]:
     return [
-        python, "-m", MODULES[LOGSAGE], "--log-path", str(log), "-m", str(llm["model"]),
+        python, "-m", MODULES[LOGSAGE], "--log-path", str(log.resolve()), "-m", str(llm["model"]),
         "-b", str(llm["base_url"]), "--exclude_nvrx_logs", "--emit-stdout",
     ]  # fmt: skip
 
 
 def fr_argv(python: str, folder: Path) -> list[str]:
-    return [python, "-m", MODULES[FR], "--fr-path", str(folder), "-p", DUMP_PATTERN]
+    return [python, "-m", MODULES[FR], "--fr-path", str(folder.resolve()), "-p", DUMP_PATTERN]
 
 
 # ---- the Restart Agent -> logsage.json ---------------------------------------------------------
