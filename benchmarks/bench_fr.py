@@ -244,9 +244,8 @@ def main() -> None:
         )
         print(fmt(rows[-1]), flush=True)
     if checkout is not None:
-        print(
-            "\n| ranks x entries | faultloop s | nvrx_fr s | nvrx_fr GiB | nvrx_fr/faultloop | nvrx_fr suspects | ours |"
-        )
+        header = ("ranks x entries", "faultloop s", "nvrx_fr s", "nvrx_fr GiB", "nvrx_fr/faultloop", "nvrx_fr suspects")
+        print("\n| " + " | ".join((*header, "faultloop suspects")) + " |")
         print("|---|---|---|---|---|---|---|")
         for row in rows:
             print(fmt_nvrx(row), flush=True)
