@@ -18,7 +18,7 @@ import yaml
 from conftest import NVRX_FR, REPO, SHARED, needs_nvrx_dumps
 from faultloop import analyzers, frpeers, nvrx
 from faultloop.config import ConfigError
-from faultloop.faults import RESTART
+from faultloop.faults import RESTART, STOP
 
 BASE = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
 RECORDED = SHARED / "fixtures" / "nvrx_outputs"
@@ -93,6 +93,22 @@ def test_last_json_line_is_the_response_and_garbage_is_refused() -> None:
         nvrx.last_json_object("Traceback ...\nKeyError: 'x'\n")
     with pytest.raises(nvrx.NvrxOutputError, match="schema_version"):
         nvrx.restart_agent_verdict({"decision": "RESTART"})
+
+
+def test_nvrx_logsage_printout_both_forms() -> None:
+    text = "RESTART IMMEDIATE\nrank 3 hung\nAttribution: Primary issues: [3], Secondary issues: [0, 3, 5]\n\ncheckpoint_saved: true"
+    verdict = nvrx.logsage_verdict(text)
+    assert (verdict["restart"], verdict["primary_ranks"], verdict["secondary_ranks"]) == (RESTART, [3], [0, 5])
+    assert verdict["checkpoint_saved"] is True and verdict["fault_category"] is None
+    repr_form = (
+        "LogSageAnalysisResult(items=[RawAnalysisResultItem(raw_text='STOP - DONT RESTART IMMEDIATE', "
+        "auto_resume='STOP - DONT RESTART IMMEDIATE', checkpoint_saved_flag=0, action='STOP', "
+        "primary_issues=[1], secondary_issues=[0, 2])])"
+    )
+    parsed = nvrx.logsage_verdict(repr_form)
+    assert (parsed["restart"], parsed["primary_ranks"], parsed["secondary_ranks"]) == (STOP, [1], [0, 2])
+    with pytest.raises(nvrx.NvrxOutputError, match="no decision"):
+        nvrx.logsage_verdict("Traceback: ImportError: langchain_openai")
 
 
 # ---- fr_attribution's table -----------------------------------------------------------------------

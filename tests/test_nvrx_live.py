@@ -91,6 +91,8 @@ def test_restart_agent_l1_asks_the_endpoint(openai_server: OpenAIServer, tmp_pat
     assert all(r.headers.get("Authorization") == "Bearer test-key" for r in openai_server.requests)
     assert outcome.error is None and outcome.verdict is not None, outcome.stderr_tail
     assert outcome.verdict["mode"] == f"{nvrx.RESTART_AGENT}+l1" and outcome.verdict["restart"]
+    # "{}" is no L1 evidence: the agent says so and answers deterministically
+    assert outcome.verdict["l1_status"] == "failed"
 
 
 def test_nvrx_logsage_asks_the_endpoint(openai_server: OpenAIServer, tmp_path: Path) -> None:

@@ -242,6 +242,7 @@ def restart_agent_verdict(response: Mapping[str, Any], *, l1: bool = False) -> d
     fingerprint = primary_failure.get("root_fingerprint")
     category, fault_type = classify(failure_class, fingerprint)
     policy = response.get("retry_policy") or {}
+    provenance = response.get("result_provenance") or {}
     basis = str(response.get("decision_basis") or policy.get("decision_basis") or "")
     return {
         "restart": DECISIONS[decision],
@@ -258,6 +259,7 @@ def restart_agent_verdict(response: Mapping[str, Any], *, l1: bool = False) -> d
         ],
         "checkpoint_saved": False,
         "mode": f"{RESTART_AGENT}+l1" if l1 else RESTART_AGENT,
+        "l1_status": str(provenance.get("l1_execution_status") or "not_run"),  # failed: deterministic answer
         "policy": {
             "decision_basis": basis,
             "rule": str(policy.get("rule") or ""),
@@ -270,8 +272,11 @@ def restart_agent_verdict(response: Mapping[str, Any], *, l1: bool = False) -> d
 # ---- nvrx_logsage's printout -> logsage.json ---------------------------------------------------
 
 _DECISION_RE = re.compile("|".join(re.escape(d) for d in (*RESTART_DECISIONS, "LLM FAILURE")))
-_ATTRIBUTION_RE = re.compile(r"Primary issues:\s*\[([^\]]*)\],?\s*Secondary issues:\s*\[([^\]]*)\]")
-_CHECKPOINT_RE = re.compile(r"checkpoint_saved\W+(true|false)", re.IGNORECASE)
+_ATTRIBUTION_RE = re.compile(
+    r"Primary issues:\s*\[([^\]]*)\],?\s*Secondary issues:\s*\[([^\]]*)\]"
+    r"|primary_issues=\[([^\]]*)\],\s*secondary_issues=\[([^\]]*)\]"  # its result's repr
+)
+_CHECKPOINT_RE = re.compile(r"checkpoint_saved\W+(true|false)|checkpoint_saved_flag=(1|0)", re.IGNORECASE)
 
 
 def logsage_verdict(text: str) -> dict[str, Any]:
@@ -282,10 +287,10 @@ def logsage_verdict(text: str) -> dict[str, Any]:
     if decision is None:
         raise NvrxOutputError(f"nvrx_logsage printed no decision: {text.strip()[:120]!r}")
     attribution = _ATTRIBUTION_RE.search(text)
-    primary, secondary = (
-        [int(x) for x in re.findall(r"\d+", group)] for group in (attribution.groups() if attribution else ("", ""))
-    )
+    groups = [g for g in attribution.groups() if g is not None] if attribution else ["", ""]
+    primary, secondary = ([int(x) for x in re.findall(r"\d+", group)] for group in groups[:2])
     checkpoint = _CHECKPOINT_RE.search(text)
+    saved = bool(checkpoint and (checkpoint.group(1) or checkpoint.group(2) or "").lower() in ("true", "1"))
     return {
         "restart": decision.group(0),
         "primary_ranks": primary,
@@ -293,7 +298,7 @@ def logsage_verdict(text: str) -> dict[str, Any]:
         "fault_category": None,
         "fault_type": None,
         "explanation": text.strip()[:2000],
-        "checkpoint_saved": bool(checkpoint and checkpoint.group(1).lower() == "true"),
+        "checkpoint_saved": saved,
         "mode": LOGSAGE,
     }
 
