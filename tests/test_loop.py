@@ -67,7 +67,9 @@ def test_first_run_scores_every_cell(loop):
     assert (loop / SESSION / "experiments_report.md").is_file()
     session = loop / SESSION
     suites = {s.get("name"): s for s in ElementTree.parse(session / "junit.xml").iter("testsuite")}
-    assert list(suites) == ["builtin", "torchrun_root_cause", "first_error", "fr:builtin", "fr:torchfrtrace"]
+    assert list(suites) == [
+        "builtin", "torchrun_root_cause", "first_error", "combined", "fr:builtin", "fr:torchfrtrace",
+    ]  # fmt: skip
     cases = {c.get("name"): c for c in suites["builtin"].iter("testcase")}
     assert set(cases) == {"n1_SIGKILL_r1_i5", "n1_WORKLOAD_EXC_r1_i5"}
     assert "restart_correct" in cases["n1_SIGKILL_r1_i5"].find("failure").get("message")
