@@ -111,6 +111,28 @@ def test_nvrx_logsage_printout_both_forms() -> None:
         nvrx.logsage_verdict("Traceback: ImportError: langchain_openai")
 
 
+def test_combined_log_fr_answer() -> None:
+    output = (
+        "INFO:nvidia_resiliency_ext.attribution.log_analyzer.nvrx_logsage:RESTART IMMEDIATE\n"
+        "INFO:nvidia_resiliency_ext.attribution.combined_log_fr.combined_log_fr:attribution_result: "
+        "Summary of the log result: a peer died\n- List of ranks to be excluded: 9,14\n"
+        "- Proposed Solution with Ranks: exclude 9 and 14\n"
+        "INFO:nvidia_resiliency_ext.attribution.combined_log_fr.combined_log_fr:excluded_ranks: [9, 14]\n"
+    )
+    verdict = nvrx.combined_verdict(output)
+    assert (verdict["restart"], verdict["primary_ranks"]) == (RESTART, [9, 14])  # its log side's decision
+    assert "excluded_ranks" not in verdict["explanation"]
+    with pytest.raises(nvrx.NvrxOutputError, match="no attribution_result"):
+        nvrx.combined_verdict("INFO:x:input_data: ...\n")
+
+
+def test_dumps_beside_a_cells_stripped_log(tmp_path: Path) -> None:
+    assert nvrx.dumps_beside(tmp_path / "n1_X_r0_i5" / "analysis" / "main_workload.log") == (
+        tmp_path / "n1_X_r0_i5" / "checkpoints"
+    )
+    assert nvrx.dumps_beside(tmp_path / "corpus" / "nc_01.log") is None
+
+
 # ---- fr_attribution's table -----------------------------------------------------------------------
 
 
@@ -172,10 +194,11 @@ def fake_checkout(root: Path, modules: dict[str, str]) -> Path:
     return src
 
 
-def test_llm_kind_without_endpoint_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", [nvrx.LOGSAGE, nvrx.COMBINED])
+def test_llm_kind_without_endpoint_is_refused(tmp_path: Path, kind: str) -> None:
     config = {**BASE, "nvrx": {"src": str(fake_checkout(tmp_path, {})), "python": sys.executable}}
     with pytest.raises(ConfigError) as error:
-        analyzers.resolve(nvrx.LOGSAGE, config)
+        analyzers.resolve(kind, config)
     assert "needs an LLM endpoint: set llm.base_url and llm.model" in str(error.value)
     assert "\n" not in str(error.value)
     ra = analyzers.resolve(nvrx.RESTART_AGENT, config)  # the Restart Agent runs without one

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from conftest import NVRX_FR, REPO, SHARED, copy_workflow, needs_nvrx_dumps, snakemake
-from faultloop import analyzers, frpeers, nvrx
+from faultloop import analyzers, frpeers, layout, nvrx
 from faultloop.faults import RESTART_DECISIONS
 from openai_server import OpenAIServer, Reply, openai_server
 
@@ -103,6 +103,23 @@ def test_nvrx_logsage_asks_the_endpoint(openai_server: OpenAIServer, tmp_path: P
     assert openai_server.requests, "nvrx_logsage sent no request"
     assert outcome.error is None and outcome.verdict is not None, outcome.stderr_tail
     assert outcome.verdict["mode"] == nvrx.LOGSAGE and outcome.verdict["restart"] in (*RESTART_DECISIONS, "LLM FAILURE")
+
+
+@needs_nvrx_dumps
+def test_nvrx_combined_merges_through_the_endpoint(openai_server: OpenAIServer, tmp_path: Path) -> None:
+    cell = tmp_path / "n4_GPU_ERROR_r9_i5"
+    log = cell / layout.STRIPPED_LOG
+    log.parent.mkdir(parents=True)
+    shutil.copy(CELLS / "n2_SIGKILL_r1_i5.log", log)
+    shutil.copytree(NVRX_FR / "gpu_error_2nd", cell / "checkpoints")
+    merged = "- List of ranks to be excluded: 9,14\n- Proposed Solution with Ranks: STOP - DONT RESTART IMMEDIATE"
+    openai_server.script(*[Reply(merged)] * 20)
+    config = {**BASE, "analyzers": {"cb": {"kind": nvrx.COMBINED, "llm": endpoint(openai_server, tmp_path)}}}
+    outcome = analyzers.resolve("cb", config).attempt(log, staging=tmp_path / "staging")
+    assert openai_server.requests, "combined_log_fr sent no request"
+    assert outcome.error is None and outcome.verdict is not None, outcome.stderr_tail
+    assert outcome.verdict["primary_ranks"] == [9, 14] and outcome.verdict["mode"] == nvrx.COMBINED
+    assert outcome.verdict["restart"] == "STOP - DONT RESTART IMMEDIATE"
 
 
 # ---- the quick pool, NVRx's analyzers beside the defaults -------------------------------------------

@@ -35,7 +35,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from faultloop import baselines, faults, layout, logsage, nvrx
+from faultloop import baselines, faults, fr, layout, logsage, nvrx
 from faultloop.config import ConfigError, load, parse_overrides
 from faultloop.faults import CATEGORIES, FAULTS, RESTART_DECISIONS
 from faultloop.fingerprint import source_fingerprint
@@ -165,7 +165,7 @@ class Analyzer:
             return normalize(verdict.to_json()), None
         with staged_log(path, staging) as neutral:
             if kind in nvrx.LOG_KINDS:
-                return run_nvrx(self.spec, neutral)
+                return run_nvrx(self.spec, neutral, source=path)
             if kind == UPSTREAM:
                 try:
                     return normalize(logsage.run_upstream(neutral, logsage.Settings("upstream")).to_json()), None
@@ -255,14 +255,21 @@ def run_command(spec: AnalyzerSpec, log: Path) -> tuple[str, str]:
     return source.read_text(errors="replace"), stderr_tail
 
 
-def run_nvrx(spec: AnalyzerSpec, log: Path) -> tuple[dict[str, Any], str]:
+def run_nvrx(spec: AnalyzerSpec, log: Path, *, source: Path) -> tuple[dict[str, Any], str]:
     """One of NVRx's log analyzers on the staged log, run from the user's checkout by its own
-    interpreter; its verdict mapped onto ours (faultloop.nvrx) and what it printed."""
+    interpreter; its verdict mapped onto ours (faultloop.nvrx) and what it printed. combined_log_fr
+    also reads the cell's dumps beside the source log, as copies the restricted reader rewrote."""
     checkout = nvrx.Checkout(**spec.nvrx)
     if spec.kind == nvrx.RESTART_AGENT:
         argv = nvrx.restart_agent_argv(checkout.python, log, spec.llm)
-    else:
+    elif spec.kind == nvrx.LOGSAGE:
         argv = nvrx.logsage_argv(checkout.python, log, spec.llm)
+    else:
+        copies = log.parent / "dumps"
+        copies.mkdir()
+        dumps = nvrx.dumps_beside(source)
+        nvrx.copy_dumps(fr.find_dumps(str(dumps)) if dumps else [], copies)
+        argv = nvrx.combined_argv(checkout.python, log, copies, spec.llm)
     stdout_path, stderr_path = log.parent / "stdout", log.parent / "stderr"
     env = checkout.env(str(spec.llm.get("api_key_file") or ""))
     status = run_process(argv, stdout_path, stderr_path, spec.timeout_s, env=env)
@@ -273,8 +280,10 @@ def run_nvrx(spec: AnalyzerSpec, log: Path) -> tuple[dict[str, Any], str]:
     try:
         if spec.kind == nvrx.RESTART_AGENT:
             verdict = nvrx.restart_agent_verdict(nvrx.last_json_object(raw), l1=bool(spec.llm))
-        else:
+        elif spec.kind == nvrx.LOGSAGE:
             verdict = nvrx.logsage_verdict(raw)
+        else:
+            verdict = nvrx.combined_verdict(raw)
     except nvrx.NvrxOutputError as exc:
         raise AnalyzerFailure(str(exc), stderr_tail) from None
     return normalize(verdict), raw

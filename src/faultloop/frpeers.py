@@ -153,11 +153,8 @@ def parse_torchfrtrace(output: str) -> tuple[list[dict[str, Any]], list[int]]:
     return reports, undecided
 
 
-def _copy_for_torch(
-    paths: list[str], dest: Path, *, normalise: bool = True
-) -> tuple[list[int], list[dict[str, str]], list[str]]:
-    """Sanitized pickles of the readable dumps (normalised for torchfrtrace unless told not to);
-    the files left out and why."""
+def _copy_for_torch(paths: list[str], dest: Path) -> tuple[list[int], list[dict[str, str]], list[str]]:
+    """Sanitized pickles of the readable dumps; the files left out and why."""
     ranks, skipped, notes = [], [], []
     for path in paths:
         match = _RANK_IN_NAME.search(os.path.basename(path))
@@ -169,8 +166,7 @@ def _copy_for_torch(
         except (ValueError, pickle.UnpicklingError) as exc:
             skipped.append({"file": path, "error": str(exc)})
             continue
-        if normalise:
-            notes += [f"{os.path.basename(path)}: {note}" for note in sanitize(dump)]
+        notes += [f"{os.path.basename(path)}: {note}" for note in sanitize(dump)]
         rank = int(match.group(1))
         (dest / f"{PREFIX}{rank}").write_bytes(pickle.dumps(dump, protocol=pickle.HIGHEST_PROTOCOL))
         ranks.append(rank)
@@ -265,7 +261,7 @@ def analyze_nvrx_fr(
     with tempfile.TemporaryDirectory(prefix="nvrxfr-") as tmp:
         folder = Path(tmp) / "dumps"
         folder.mkdir()
-        ranks, skipped, _ = _copy_for_torch(paths, folder, normalise=False)
+        ranks, skipped = nvrx.copy_dumps(paths, folder)
         if not ranks:
             raise AnalyzerFailure(
                 f"no dump fr_attribution may read ({len(skipped)} unsafe or unreadable)",

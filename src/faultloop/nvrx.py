@@ -4,9 +4,10 @@ NVIDIA's nvidia-resiliency-ext (NVRx) is not on the package index in a version w
 `attribution/` package, and its code is never copied here: users point faultloop at their checkout
 (`nvrx.src`, default the `NVRX_SRC` environment variable) and at the interpreter that has its
 dependencies (`nvrx.python`, default `NVRX_PYTHON`, else the project's). This module holds the
-kinds, their settings, the command lines and the tables that map NVRx's outputs onto faultloop's
-verdict contracts (logsage.json, fr.json); running them is the analyzers' and frpeers' business.
-It imports nothing above `config`, so both can use it.
+kinds, their settings, the command lines, the sanitized dump copies NVRx's tools read, and the
+tables that map NVRx's outputs onto faultloop's verdict contracts (logsage.json, fr.json); running
+them is the analyzers' and frpeers' business. It imports nothing above `config` and `fr`, so both
+can use it.
 
 Mapping (docs/analyzers.md, "NVRx's analyzers"): the Restart Agent's `decision` is the restart
 decision; `primary_failure.rank` the primary rank; the ranks of its cascades and secondary failures
@@ -19,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import re
 import sys
 from collections.abc import Mapping
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from faultloop import fr, layout
 from faultloop.config import ConfigError
 from faultloop.faults import (
     CRASH,
@@ -42,7 +45,7 @@ from faultloop.faults import (
 )
 
 RESTART_AGENT, LOGSAGE, COMBINED, FR = "nvrx_restart_agent", "nvrx_logsage", "nvrx_combined", "nvrx_fr"
-LOG_KINDS = (RESTART_AGENT, LOGSAGE)
+LOG_KINDS = (RESTART_AGENT, LOGSAGE, COMBINED)
 FR_KINDS = (FR,)
 # Kinds that cannot run without an OpenAI-compatible endpoint (the Restart Agent only uses one
 # for its optional L1 stage).
@@ -142,6 +145,50 @@ def logsage_argv(python: str, log: Path, llm: Mapping[str, Any]) -> list[str]:
 
 def fr_argv(python: str, folder: Path) -> list[str]:
     return [python, "-m", MODULES[FR], "--fr-path", str(folder.resolve()), "-p", DUMP_PATTERN]
+
+
+# combined_log_fr only logs its merged answer, at INFO, without configuring logging: the runner turns
+# INFO records on (on stdout, in logging's default format) and then runs the module as its own main.
+COMBINED_RUNNER = (
+    "import logging, runpy, sys; logging.basicConfig(level=logging.INFO, stream=sys.stdout); "
+    "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)"
+)
+
+
+def combined_argv(python: str, log: Path, dumps: Path, llm: Mapping[str, Any]) -> list[str]:
+    return [
+        python, "-c", COMBINED_RUNNER, MODULES[COMBINED], "--log-path", str(log.resolve()),
+        "--fr-path", str(dumps.resolve()), "-m", str(llm["model"]), "-b", str(llm["base_url"]), "--exclude_nvrx_logs",
+    ]  # fmt: skip
+
+
+def dumps_beside(log: Path) -> Path | None:
+    """A cell's dump folder, for the cell's stripped log (elsewhere, e.g. a corpus log: None)."""
+    if not log.as_posix().endswith(layout.STRIPPED_LOG):
+        return None
+    cell_dir = log.parents[len(Path(layout.STRIPPED_LOG).parts) - 1]
+    return cell_dir / Path(layout.FR_DUMP_PREFIX).parent
+
+
+def copy_dumps(paths: list[str], dest: Path) -> tuple[list[int], list[dict[str, str]]]:
+    """Copies an NVRx tool may read (it would `pickle.load` the originals): each dump read by
+    faultloop's restricted unpickler and pickled again as `_dump_<rank>`, not normalised. The
+    ranks copied, and the files left out with why."""
+    ranks, skipped = [], []
+    for path in paths:
+        match = re.search(r"(\d+)(?:\.json)?$", os.path.basename(path))
+        if match is None:
+            skipped.append({"file": path, "error": "no rank in the file name"})
+            continue
+        try:
+            dump = fr.load_dump(path)
+        except (ValueError, pickle.UnpicklingError) as exc:
+            skipped.append({"file": path, "error": str(exc)})
+            continue
+        rank = int(match.group(1))
+        (dest / f"_dump_{rank}").write_bytes(pickle.dumps(dump, protocol=pickle.HIGHEST_PROTOCOL))
+        ranks.append(rank)
+    return sorted(ranks), skipped
 
 
 # ---- the Restart Agent -> logsage.json ---------------------------------------------------------
@@ -339,3 +386,30 @@ def fr_rows(output: str) -> list[dict[str, Any]]:
 def fr_suspects(rows: list[dict[str, Any]]) -> list[int]:
     """Every rank a table row says is missing: what a reader of fr_attribution's output takes."""
     return sorted({r for row in rows for r in row["missing_ranks"]})
+
+
+# ---- combined_log_fr's merged answer -> logsage.json -------------------------------------------
+
+_MERGED_RE = re.compile(r"attribution_result: (.*?)(?=^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):|\Z)", re.S | re.M)
+_EXCLUDED_RE = re.compile(r"list of ranks to be excluded:([^\n]*)", re.I)
+
+
+def combined_verdict(output: str) -> dict[str, Any]:
+    """combined_log_fr's merged answer (its last `attribution_result` record): the ranks it would
+    exclude are the primaries; the restart decision is the one the answer states, else its log
+    side's (nvrx_logsage's, earlier in the printout). It states no category or fault type."""
+    answers = _MERGED_RE.findall(output)
+    if not answers:
+        raise NvrxOutputError("combined_log_fr logged no attribution_result")
+    answer = answers[-1].strip()
+    excluded = _EXCLUDED_RE.search(answer)
+    decision = _DECISION_RE.search(answer) or _DECISION_RE.search(output)
+    return {
+        "restart": decision.group(0) if decision else "ERRORS NOT FOUND",
+        "primary_ranks": sorted({int(r) for r in re.findall(r"\d+", excluded.group(1))}) if excluded else [],
+        "secondary_ranks": [],
+        "fault_category": None,
+        "fault_type": None,
+        "explanation": answer[:2000],
+        "mode": COMBINED,
+    }
