@@ -45,8 +45,10 @@ def fr_verdict(suspects: list[int], *, no_dumps: bool = False) -> dict[str, Any]
         (log_verdict([]), fr_verdict([2]), combined.FR_FILLS, [2], []),
         (log_verdict([2]), fr_verdict([2]), combined.AGREE, [2], []),
         (log_verdict([1, 2, 3]), fr_verdict([2]), combined.FR_NARROWS, [2], [1, 3]),
-        (log_verdict([0], [1, 2], category="hang"), fr_verdict([3]), combined.FR_OVERRIDES_HANG, [3], [0, 1, 2]),
-        (log_verdict([1], category="crash"), fr_verdict([3]), combined.LOG_STANDS, [1], [3]),
+        (log_verdict([0], [1, 2], category="hang"), fr_verdict([3]), combined.FR_OVERRIDES, [3], [0, 1, 2]),
+        (log_verdict([1], category="crash", confidence="high"), fr_verdict([3]), combined.LOG_STANDS, [1], [3]),
+        (log_verdict([1], category="crash", confidence="medium"), fr_verdict([3]), combined.FR_OVERRIDES, [3], [1]),
+        (log_verdict([1], category="exception"), fr_verdict([3]), combined.FR_OVERRIDES, [3], [1]),  # no confidence
         (log_verdict([0], category="hang"), fr_verdict([3, 5]), combined.LOG_STANDS, [0], [3, 5]),
     ],
 )
@@ -99,7 +101,7 @@ def test_scored_beside_the_log_analyzers_and_reused(cell: Path) -> None:
     assert by_name["builtin"].rank_primary == "false"
     assert by_name["combined"].rank_primary == "true" and by_name["combined"].restart_correct == "true"
     merged = json.loads((cell / layout.analyzer_dir("combined") / layout.LOGSAGE_JSON).read_text())
-    assert merged["merge_rule"] == combined.FR_OVERRIDES_HANG and merged["inputs"] == {
+    assert merged["merge_rule"] == combined.FR_OVERRIDES and merged["inputs"] == {
         "log": "builtin",
         "fr": "builtin",
     }

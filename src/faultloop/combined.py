@@ -13,12 +13,15 @@ order (docs/analyzers.md, "The combined verdict"):
 4. The FR suspects are the log's primaries: kept (`agree`).
 5. The FR suspects are some of the log's primaries: narrowed to them, the others secondary
    (`fr_narrows`).
-6. The log calls it a hang and FR names one rank the log did not make primary: FR's rank is
-   primary, the log's secondary (`fr_overrides_hang`). In a hang the rank missing from the
-   collective is the origin, while the log mostly shows its victims timing out.
-7. Otherwise (a crash, exception or signal the log pins on a rank): the log stands, FR's other
-   suspects become secondary (`log_stands`). A rank that died leaves no dump or a stale one: FR
-   sees it missing but cannot tell a death from a hang, and the log's death line can.
+6. FR names one rank the log did not make primary, and the log calls it a hang or does not name
+   its culprit with high confidence: FR's rank is primary, the log's secondary (`fr_overrides`).
+   In a hang the rank missing from the collective is the origin, while the log mostly shows its
+   victims timing out; a log reader that is unsure (or states no confidence, as naive readers
+   and NVRx's do) has only the first error line, often a victim's.
+7. Otherwise (a crash, exception or signal the log pins on a rank with high confidence, or FR
+   names several ranks): the log stands, FR's other suspects become secondary (`log_stands`).
+   A rank that died leaves no dump or a stale one: FR sees it missing but cannot tell a death
+   from a hang, and the log's own death line for that rank can.
 """
 
 from __future__ import annotations
@@ -36,9 +39,10 @@ from faultloop.faults import ERRORS_NOT_FOUND, HANG
 from faultloop.fingerprint import source_fingerprint
 
 NAME = KIND = "combined"
-LOG_ONLY, FR_FILLS, AGREE, FR_NARROWS, FR_OVERRIDES_HANG, LOG_STANDS, FR_ONLY = (
-    "log_only", "fr_fills", "agree", "fr_narrows", "fr_overrides_hang", "log_stands", "fr_only",
+LOG_ONLY, FR_FILLS, AGREE, FR_NARROWS, FR_OVERRIDES, LOG_STANDS, FR_ONLY = (
+    "log_only", "fr_fills", "agree", "fr_narrows", "fr_overrides", "log_stands", "fr_only",
 )  # fmt: skip
+HIGH = "high"  # the log analyzer's confidence that its culprit's own line shows the fault
 
 
 def enabled(config: Mapping[str, Any], log_names: list[str]) -> bool:
@@ -76,9 +80,11 @@ def merge(log: Mapping[str, Any] | None, fr: Mapping[str, Any] | None) -> dict[s
     if set(suspects) < set(primary):
         rest = sorted(set(primary) - set(suspects) | set(secondary))
         return _verdict(log, suspects, rest, FR_NARROWS, "FR narrows the log's primaries")
-    if log.get("fault_category") == HANG and len(suspects) == 1:
+    unsure = log.get("fault_category") == HANG or log.get("confidence") != HIGH
+    if unsure and len(suspects) == 1:
         rest = sorted((set(primary) | set(secondary)) - set(suspects))
-        return _verdict(log, suspects, rest, FR_OVERRIDES_HANG, "a hang: the rank missing from the collective")
+        why = "a hang" if log.get("fault_category") == HANG else "the log is not sure of its rank"
+        return _verdict(log, suspects, rest, FR_OVERRIDES, f"{why}: the rank missing from the collective")
     rest = sorted((set(secondary) | set(suspects)) - set(primary))
     return _verdict(log, primary, rest, LOG_STANDS, "the log pins the fault on its rank; FR's suspects secondary")
 
