@@ -612,12 +612,12 @@ def score_analyzers(
     fresh: bool = False,
     combine: bool = False,
 ) -> list[ScoreRecord]:
-    """Score every analyzer the cell's indexes list (with combine, faultloop's combined verdict
-    after the log analyzers): the log analyzers (graded with the first FR
+    """Score every analyzer the cell's indexes list: the log analyzers (graded with the first FR
     analyzer's verdict, as upstream's table is), then each FR analyzer on its own. A score whose
     inputs are unchanged is reused (its file untouched); the LLM judge runs on valid runs when
     the mode asks for it. Each record carries what the report shows of the cell: the analyzer's
-    cited and missed lines and the files to open."""
+    cited and missed lines and the files to open. With combine, faultloop's combined verdict
+    (faultloop.combined) is merged first and scored after the log analyzers."""
     log_runs = read_index(cell_dir / layout.LOGSAGE_INDEX)
     fr_runs = read_index(cell_dir / layout.FR_INDEX)
     if combine:
