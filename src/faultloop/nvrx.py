@@ -80,7 +80,7 @@ class Checkout:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (self.src, env.get("PYTHONPATH", "")) if p)
         env.pop("LLM_API_KEY", None)  # only the configured key file, never a key from our environment
         if key_file:
-            env[KEY_FILE_ENV] = key_file
+            env[KEY_FILE_ENV] = os.path.expanduser(key_file)
         return env
 
     def digest(self) -> str:
@@ -132,7 +132,7 @@ def restart_agent_argv(python: str, log: Path, llm: Mapping[str, Any]) -> list[s
         return [*argv, "--disable-l1"]
     argv += ["--enable-l1", "--llm-base-url", str(llm["base_url"]), "--llm-model", str(llm["model"])]
     if llm.get("api_key_file"):
-        argv += ["--llm-api-key-file", str(llm["api_key_file"])]
+        argv += ["--llm-api-key-file", os.path.expanduser(str(llm["api_key_file"]))]
     return [*argv, "--llm-timeout-seconds", str(float(llm.get("timeout_s", 60)))]
 
 
