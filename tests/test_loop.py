@@ -224,4 +224,4 @@ def test_killed_snakemake_loses_no_finished_cell(loop):
     after = {name: json.loads((session / name / "job.json").read_text())["job_id"] for name in finished}
     assert after == before, "finished cells keep their runs"
     rows = list(csv.DictReader(open(session / "scores.tsv"), delimiter="\t", quoting=csv.QUOTE_NONE))
-    assert len(rows) == 3 * 5 and all(r["STATUS"] == "scored" for r in rows)  # 3 cells x 5 analyzers
+    assert len(rows) == 3 * 6 and all(r["STATUS"] == "scored" for r in rows)  # 3 cells x 6 analyzers (combined)
