@@ -3,7 +3,9 @@
 On the same synthetic dumps in the same run, each tool runs as its own process; the table shows
 wall time and CPU time, peak memory (sum of RSS over the tool's process tree, sampled every
 20 ms), ratios,
-and whether faultloop's suspects equal the ranks torchfrtrace reports missing.
+and whether faultloop's suspects equal the ranks torchfrtrace reports missing. With an NVRx checkout
+(`--nvrx-src`, default $NVRX_SRC; its interpreter `--nvrx-python`, default $NVRX_PYTHON), NVRx's
+fr_attribution (faultloop's nvrx_fr kind) is timed on the same dumps, in a second table.
 
 usage: python benchmarks/bench_fr.py [--sizes 64 1024] [--entries 2000] [--torch-max 8192] [--with-missing]
 """
@@ -19,8 +21,12 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))  # fr_synth
+from faultloop.analyze import nvrx
+from faultloop.analyze.nvrx import outputs as nvrx_outputs
+from faultloop.analyze.nvrx import tools as nvrx_tools
 from fr_synth import generate
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -65,13 +71,13 @@ def _tree_rss(root: int) -> int:
     return total
 
 
-def measure(cmd: list[str], timeout: float, mem_limit: int | None = None) -> Run:
+def measure(cmd: list[str], timeout: float, mem_limit: int | None = None, env: dict[str, str] | None = None) -> Run:
     def limit() -> None:
         if mem_limit:
             resource.setrlimit(resource.RLIMIT_AS, (mem_limit, mem_limit))
 
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=limit)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=limit, env=env)
     peak = 0
     out_parts: list[str] = []
     import threading
@@ -110,7 +116,14 @@ def torch_missing(stdout: str) -> set[int]:
 
 
 def bench(
-    size: int, entries: int, torch_max: int, torch_timeout: float, out_root: str, with_missing: bool, repeat: int
+    size: int,
+    entries: int,
+    torch_max: int,
+    torch_timeout: float,
+    out_root: str,
+    with_missing: bool,
+    repeat: int,
+    checkout: nvrx_tools.Checkout | None = None,
 ) -> dict:
     # torchfrtrace names no rank once a dump is missing, so agreement is checked on hangs only
     hung, missing = {size // 3}, ({size // 2 + 1} if with_missing else set())
@@ -138,6 +151,7 @@ def bench(
         "floor": floor,
         "faultloop": ours,
         "torch": None,
+        "nvrx": None,
         "suspects": suspects,
         "truth": sorted(hung | missing),
     }
@@ -147,7 +161,21 @@ def bench(
             timeout=torch_timeout,
             mem_limit=16 << 30,
         )
+    if checkout is not None:
+        row["nvrx"] = measure(nvrx_tools.fr_argv(checkout.python, Path(out)), timeout=torch_timeout, env=checkout.env())
     return row
+
+
+def fmt_nvrx(row: dict) -> str:
+    """NVRx's fr_attribution beside faultloop's fr on the same dumps."""
+    ours, theirs = row["faultloop"], row["nvrx"]
+    named = nvrx_outputs.fr_suspects(nvrx_outputs.fr_rows(theirs.stdout)) if theirs.ok else None
+    wall = f"{theirs.seconds:.2f} ({theirs.cpu_seconds:.1f})" if theirs.ok else f"failed ({theirs.note})"
+    return (
+        f"| {row['ranks']} x {row['entries']} | {ours.seconds:.2f} ({ours.cpu_seconds:.1f}) | {wall} | "
+        f"{theirs.peak_bytes / (1 << 30):.2f} | {theirs.seconds / ours.seconds:.1f}x | {named} | "
+        f"{row['suspects']} (truth {row['truth']}) |"
+    )
 
 
 def fmt(row: dict) -> str:
@@ -190,7 +218,10 @@ def main() -> None:
     parser.add_argument("--out", default=os.path.join(HERE, "out"))
     parser.add_argument("--with-missing", action="store_true", help="also drop one rank's dump")
     parser.add_argument("--repeat", type=int, default=3, help="runs of faultloop and the floor (fastest kept)")
+    parser.add_argument("--nvrx-src", default=os.environ.get(nvrx.SRC_ENV, ""), help="an NVRx checkout's src/")
+    parser.add_argument("--nvrx-python", default=os.environ.get(nvrx.PYTHON_ENV, "") or sys.executable)
     args = parser.parse_args()
+    checkout = nvrx_tools.Checkout(args.nvrx_src, args.nvrx_python) if args.nvrx_src else None
     print(
         f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
         "times are wall seconds (CPU seconds of the process tree)"
@@ -201,13 +232,27 @@ def main() -> None:
         "agree with torchfrtrace |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
+    rows = []
     for size in args.sizes:
-        print(
-            fmt(
-                bench(size, args.entries, args.torch_max, args.torch_timeout, args.out, args.with_missing, args.repeat)
-            ),
-            flush=True,
+        rows.append(
+            bench(
+                size,
+                args.entries,
+                args.torch_max,
+                args.torch_timeout,
+                args.out,
+                args.with_missing,
+                args.repeat,
+                checkout,
+            )
         )
+        print(fmt(rows[-1]), flush=True)
+    if checkout is not None:
+        header = ("ranks x entries", "faultloop s", "nvrx_fr s", "nvrx_fr GiB", "nvrx_fr/faultloop", "nvrx_fr suspects")
+        print("\n| " + " | ".join((*header, "faultloop suspects")) + " |")
+        print("|---|---|---|---|---|---|---|")
+        for row in rows:
+            print(fmt_nvrx(row), flush=True)
 
 
 if __name__ == "__main__":

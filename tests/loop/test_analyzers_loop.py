@@ -34,7 +34,7 @@ analyzers:
   hangs: {kind: command, command: "sleep 600 # {log}", timeout_s: 3}
 """
 ANALYZERS = ["builtin", "torchrun_root_cause", "first_error", "mine", "crashes", "garbage", "hangs"]
-ALL = [*ANALYZERS, "fr:builtin", "fr:torchfrtrace"]
+ALL = [*ANALYZERS, "combined", "fr:builtin", "fr:torchfrtrace"]  # combined: faultloop's merged verdict
 
 
 def rows(work: Path) -> list[dict[str, str]]:

@@ -66,7 +66,9 @@ def test_first_run_scores_every_cell(loop):
     assert (loop / SESSION / "experiments_report.md").is_file()
     session = loop / SESSION
     suites = {s.get("name"): s for s in ElementTree.parse(session / "junit.xml").iter("testsuite")}
-    assert list(suites) == ["builtin", "torchrun_root_cause", "first_error", "fr:builtin", "fr:torchfrtrace"]
+    assert list(suites) == [
+        "builtin", "torchrun_root_cause", "first_error", "combined", "fr:builtin", "fr:torchfrtrace",
+    ]  # fmt: skip
     cases = {c.get("name"): c for c in suites["builtin"].iter("testcase")}
     assert set(cases) == {"n1_SIGKILL_r1_i5", "n1_WORKLOAD_EXC_r1_i5"}
     assert "restart_correct" in cases["n1_SIGKILL_r1_i5"].find("failure").get("message")
@@ -221,4 +223,4 @@ def test_killed_snakemake_loses_no_finished_cell(loop):
     after = {name: json.loads((session / name / "job.json").read_text())["job_id"] for name in finished}
     assert after == before, "finished cells keep their runs"
     rows = list(csv.DictReader(open(session / "scores.tsv"), delimiter="\t", quoting=csv.QUOTE_NONE))
-    assert len(rows) == 3 * 5 and all(r["STATUS"] == "scored" for r in rows)  # 3 cells x 5 analyzers
+    assert len(rows) == 3 * 6 and all(r["STATUS"] == "scored" for r in rows)  # 3 cells x 6 analyzers (combined)

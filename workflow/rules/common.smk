@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 import faultloop.adopt.session as fl_adopt
 import faultloop.adopt.tracking as fl_tracking
+import faultloop.analyze.combined as fl_combined
 import faultloop.analyze.registry as fl_analyzers
 import faultloop.plan.config as fl_config
 import faultloop.score.evidence as fl_evidence
@@ -81,6 +82,8 @@ try:
     CELLS = selected_cells(config, POOL)
     ANALYZERS = fl_analyzers.selected(config)
     FR_ANALYZERS = fl_frpeers.selected(config)
+    # faultloop's combined verdict (primary log + first FR analyzer), scored as a log analyzer.
+    COMBINED = fl_combined.enabled(config, [a.name for a in ANALYZERS])
 except (fl_config.PoolError, fl_config.ConfigError, fl_tracking.AdoptError) as error:
     raise WorkflowError(str(error)) from None
 
@@ -109,9 +112,11 @@ RUN_CELLS, _not_run = cell_targets(
 ANALYZER_SPECS = fl_analyzers.specs_json(ANALYZERS)
 FR_SPECS = fl_frpeers.specs_json(FR_ANALYZERS)
 # Every row of scores.tsv, per cell in this order: the log analyzers, then fr:<name>.
-SCORED_ANALYZERS = [a.name for a in ANALYZERS] + [
-    fl_contracts.FR_PREFIX + spec.name for spec in FR_ANALYZERS
-]
+SCORED_ANALYZERS = (
+    [a.name for a in ANALYZERS]
+    + ([fl_combined.NAME] if COMBINED else [])
+    + [fl_contracts.FR_PREFIX + spec.name for spec in FR_ANALYZERS]
+)
 SCORE_VERSION = fl_fingerprint.source_fingerprint(
     fl_score_cells,
     fl_grade,
@@ -120,6 +125,7 @@ SCORE_VERSION = fl_fingerprint.source_fingerprint(
     fl_contracts,
     fl_faults,
     fl_marker,
+    fl_combined,
     settings=tool_config(config["judge"]),
 )
 # The report's code and its templates (package data, not modules).

@@ -23,11 +23,13 @@ rule judge_score:
         mode=config["judge"]["mode"],
         llm=llm_flags(config["judge"]) if config["judge"]["mode"] != "code" else "",
         version=SCORE_VERSION,
+        combined=int(COMBINED),
     shell:
         '{params.cli} score --cell-dir "$(dirname {input.manifest:q})"'
         " --gpus-per-node {params.gpus_per_node} --segment-size {params.segment_size}"
         " --judge-mode {params.mode} {params.llm} --version {params.version}"
-        " --fresh {resources.fresh} --output {output.score:q} > {log:q} 2>&1"
+        " --fresh {resources.fresh} --combined {params.combined}"
+        " --output {output.score:q} > {log:q} 2>&1"
 
 
 rule score:

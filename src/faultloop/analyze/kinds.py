@@ -1,6 +1,7 @@
 """How each kind of log analyzer reads a log and answers a `LogVerdict`: faultloop's logsage
 (`builtin`), its LLM mode (`llm`), NVRx's analyzer (`upstream`), the naive baselines, and any
 command a user points at (`command`), whose output is faultloop JSON or upstream's text form.
+NVRx's analyzers run from a checkout are kinds too; they are run and read in `analyze.nvrx`.
 A failure (a crash, output that is neither form, a hang past the timeout) raises AnalyzerFailure."""
 
 from __future__ import annotations
@@ -17,14 +18,14 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from faultloop.analyze import baselines, logsage
+from faultloop.analyze import baselines, logsage, nvrx
 from faultloop.analyze.llm import LLMSettings
 from faultloop.analyze.running import AnalyzerFailure, exit_reason, run_process, tail
 from faultloop.contracts import LogVerdict, RecordError
 from faultloop.faults import RESTART_DECISIONS
 
 BUILTIN, LLM, UPSTREAM, COMMAND = "builtin", "llm", "upstream", "command"
-KINDS = (BUILTIN, LLM, UPSTREAM, COMMAND, *baselines.BASELINES)
+KINDS = (BUILTIN, LLM, UPSTREAM, COMMAND, *baselines.BASELINES, *nvrx.LOG_KINDS)  # NVRx's: analyze.nvrx
 MAX_OUTPUT_BYTES = 16 << 20
 # Upstream's decisions plus the one its analyzer prints when its LLM fails.
 DECISIONS = (*RESTART_DECISIONS, "LLM FAILURE")

@@ -23,9 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from faultloop import faults
-from faultloop.analyze import baselines, kinds, logsage
+from faultloop.analyze import baselines, kinds, logsage, nvrx
 from faultloop.analyze.kinds import BUILTIN, COMMAND, KINDS, LLM, UPSTREAM
 from faultloop.analyze.llm import LLMSettings
+from faultloop.analyze.nvrx import run as nvrx_run
+from faultloop.analyze.nvrx import tools as nvrx_tools
 from faultloop.analyze.running import (
     DEFAULT_TIMEOUT_S,
     NAME_RE,
@@ -56,6 +58,7 @@ class AnalyzerSpec:
     timeout_s: float = DEFAULT_TIMEOUT_S
     llm: dict[str, Any] = field(default_factory=dict)  # the endpoint of an llm analyzer
     fingerprint: str = ""
+    nvrx: dict[str, str] = field(default_factory=dict)  # an NVRx kind's checkout (nvrx.tools.Checkout)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -100,6 +103,9 @@ class Analyzer:
         if kind == LLM:
             return kinds.llm(path, llm_settings(self.spec.llm)), None
         with kinds.staged_log(path, staging) as neutral:
+            if kind in nvrx.LOG_KINDS:
+                checkout = nvrx_tools.Checkout(**self.spec.nvrx)
+                return nvrx_run.analyze_log(kind, checkout, self.spec.llm, self.spec.timeout_s, neutral, source=path)
             if kind == UPSTREAM:
                 return kinds.upstream(neutral), None
             return kinds.command(self.spec.command, self.spec.timeout_s, neutral)
@@ -143,6 +149,11 @@ def fingerprint(spec: AnalyzerSpec) -> str:
         return logsage.analyzer_fingerprint((UPSTREAM, version, source_fingerprint(*own)))
     if spec.kind in baselines.BASELINES:
         return source_fingerprint(baselines, faults, *own, settings=spec.kind)
+    if spec.kind in nvrx.LOG_KINDS:
+        endpoint = {k: v for k, v in sorted(spec.llm.items()) if "key" not in k}
+        checkout = nvrx_tools.Checkout(**spec.nvrx)
+        settings = (spec.kind, checkout.digest(), checkout.python, endpoint, spec.timeout_s)
+        return source_fingerprint(nvrx, *own, settings=settings)
     return source_fingerprint(*own, settings=(spec.command, spec.timeout_s, _watched_digest(spec.watch, spec.name)))
 
 
@@ -180,7 +191,11 @@ def spec_from_config(name: str, entry: Mapping[str, Any] | None, config: Mapping
             f"{where}: kind upstream needs NVRx's log analyzer ({UPSTREAM_DISTRIBUTION}, "
             "package `logsage`), which is not installed"
         )
-    spec = AnalyzerSpec(name, kind, command, watch, timeout, endpoint)
+    checkout: dict[str, str] = {}
+    if kind in nvrx.LOG_KINDS:
+        checkout = asdict(nvrx_tools.checkout(config, where, kind))
+        endpoint = nvrx_tools.endpoint(config, entry, where, kind)
+    spec = AnalyzerSpec(name, kind, command, watch, timeout, endpoint, nvrx=checkout)
     return replace(spec, fingerprint=fingerprint(spec))
 
 

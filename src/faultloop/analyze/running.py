@@ -13,7 +13,7 @@ import signal
 import subprocess
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,11 +73,14 @@ def tail(path: Path, limit: int = TAIL_CHARS) -> str:
         return handle.read().decode("utf-8", "replace")
 
 
-def run_process(argv: list[str], stdout: Path, stderr: Path, timeout_s: float) -> int:
+def run_process(
+    argv: list[str], stdout: Path, stderr: Path, timeout_s: float, *, env: Mapping[str, str] | None = None
+) -> int:
     """Run a program in its own process group, so that a timeout kills everything it started;
-    its exit status, or AnalyzerFailure with the tail of its stderr when it runs out of time."""
+    its exit status, or AnalyzerFailure with the tail of its stderr when it runs out of time.
+    env: the program's whole environment (default: this process's)."""
     with open(stdout, "wb") as so, open(stderr, "ab") as se:
-        proc = subprocess.Popen(argv, stdout=so, stderr=se, stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(argv, stdout=so, stderr=se, stdin=subprocess.DEVNULL, start_new_session=True, env=env)
         try:
             return proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:

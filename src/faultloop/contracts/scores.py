@@ -101,6 +101,7 @@ class ScoreRecord:
     evidence: CellEvidence | None = None  # log analyzers on valid runs: cited and expected lines
     files: list[FileLink] = field(default_factory=list)  # the analyzer's own files on the cell
     cell_files: list[FileLink] = field(default_factory=list)  # the run's: manifest, logs, dumps
+    restart_policy: str = ""  # the analyzer's own restart policy, where its verdict names one (not in scores.tsv)
 
     def grade(self, dimension: str) -> Grade:
         return self.grades.get(dimension, Grade.NA)

@@ -22,6 +22,7 @@ from faultloop.contracts import (
     upstream_table_columns,
 )
 from faultloop.plan import layout
+from faultloop.report import differences
 from faultloop.report.history import analyzer_versions, pick_fingerprint
 from faultloop.report.model import (
     Report,
@@ -490,6 +491,19 @@ def judge_section(rep: Report) -> list[Section]:
     ]
 
 
+def difference_sections(rep: Report) -> list[Section]:
+    """Restart decisions by policy, and the combined verdict against its inputs (report.differences)."""
+    findings = differences.policy_findings(rep.log_views) + differences.combined_findings(rep.log_views, rep.fr_views)
+    return [
+        Section(
+            f.title,
+            [Table(b.header, b.rows, b.graded) if isinstance(b, differences.FindingTable) else b for b in f.blocks],
+            f.level,
+        )
+        for f in findings
+    ]
+
+
 def sections(rep: Report) -> list[Section]:
     return [
         summary_section(rep),
@@ -497,6 +511,7 @@ def sections(rep: Report) -> list[Section]:
         *rates_sections(rep),
         *side_by_side_sections(rep),
         *fr_sections(rep),
+        *difference_sections(rep),
         time_section(rep),
         failures_section(rep),
         patterns_section(rep),

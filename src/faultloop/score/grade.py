@@ -7,7 +7,7 @@ verdict has its grader in `GRADERS`, a function of the truth, the log verdict an
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from faultloop.contracts import (
@@ -102,6 +102,16 @@ GRADERS: dict[str, Grader] = {
 }
 
 
+def restart_policy(log: LogVerdict) -> str:
+    """The restart policy a verdict names of its own (its `policy`, e.g. NVRx's retry budget:
+    analyze.nvrx.outputs), as `<version> <rule> (<basis>)`; empty where it names none."""
+    policy = log.extra.get("policy")
+    if not isinstance(policy, Mapping):
+        return ""
+    named = " ".join(str(policy.get(k) or "") for k in ("policy_version", "rule")).strip()
+    return f"{named} ({policy.get('decision_basis') or 'no basis'})"
+
+
 def _notes(truth: Truth, s: ScoreRecord, log: LogVerdict | None, problems: list[str]) -> str:
     """One sentence naming the gaps in order of importance, or confirming success."""
     fault = FAULTS.get(truth.cell.fault_type)
@@ -186,6 +196,7 @@ def score_cell(
     if log is not None:
         base.logsage_restart = log.restart
         base.primary_ranks, base.secondary_ranks = list(log.primary_ranks), list(log.secondary_ranks)
+        base.restart_policy = restart_policy(log)
     base.fr_suspects = sorted(set(fr.suspect_ranks)) if fr else []
     _grade(base, truth, log, fr, {Reads.LOG, Reads.FR})
     base.judge_notes = _notes(truth, base, log, problems)

@@ -1,4 +1,5 @@
-"""Flight-recorder analyzers side by side: faultloop's own (`fr`) and torch's `torchfrtrace`.
+"""Flight-recorder analyzers side by side: faultloop's own (`fr`), torch's `torchfrtrace` and NVRx's
+`nvrx_fr` (its fr_attribution from a checkout, run by `analyze.nvrx.run` on copies of its own).
 
 Dumps are untrusted, and torchfrtrace reads them with a plain `pickle.load`. So it never sees
 the originals: each dump is read with faultloop's restricted unpickler (`dumps.load_dump`, which
@@ -20,13 +21,16 @@ import re
 import sys
 import tempfile
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from faultloop.analyze import nvrx
 from faultloop.analyze.fr import analysis, dumps
 from faultloop.analyze.fr.analysis import BUILTIN
+from faultloop.analyze.nvrx import run as nvrx_run
+from faultloop.analyze.nvrx import tools as nvrx_tools
 from faultloop.analyze.registry import package_version
 from faultloop.analyze.running import (
     DEFAULT_TIMEOUT_S,
@@ -48,7 +52,7 @@ from faultloop.plan import layout
 from faultloop.plan.config import ConfigError
 
 TORCHFRTRACE = "torchfrtrace"
-FR_KINDS = (BUILTIN, TORCHFRTRACE)
+FR_KINDS = (BUILTIN, TORCHFRTRACE, *nvrx.FR_KINDS)
 TORCHFRTRACE_MODULE = "torch.distributed.flight_recorder.fr_trace"
 PREFIX = "_dump_"
 _RANK_IN_NAME = re.compile(r"(\d+)(?:\.json)?$")
@@ -70,6 +74,7 @@ class FrSpec:
     kind: str
     timeout_s: float = DEFAULT_TIMEOUT_S
     fingerprint: str = ""
+    nvrx: dict[str, str] = field(default_factory=dict)  # nvrx_fr's checkout (nvrx.tools.Checkout)
 
 
 def spec_from_config(name: str, entry: Mapping[str, Any] | None, config: Mapping[str, Any]) -> FrSpec:
@@ -86,6 +91,11 @@ def spec_from_config(name: str, entry: Mapping[str, Any] | None, config: Mapping
     shape = (config["gpus_per_node"], config["fr_segment_size"])
     if kind == BUILTIN:
         stamp = source_fingerprint(analysis, dumps, verdicts, settings=shape)
+    elif kind in nvrx.FR_KINDS:
+        checkout = nvrx_tools.checkout(config, where, kind)
+        settings = (shape, timeout, checkout.digest(), checkout.python)
+        stamp = source_fingerprint(sys.modules[__name__], dumps, verdicts, nvrx, settings=settings)
+        return FrSpec(name, kind, timeout, stamp, asdict(checkout))
     else:
         stamp = source_fingerprint(
             sys.modules[__name__], dumps, verdicts, settings=(shape, timeout, package_version("torch"))
@@ -251,6 +261,16 @@ def attempt(spec: FrSpec, fr_path: str, *, world_size: int | None, gpus_per_node
                 fr_path, world_size=world_size, gpus_per_node=gpus_per_node, segment_size=segment_size
             )
             return result.to_verdict(), result.to_table(), None
+        if spec.kind in nvrx.FR_KINDS:
+            verdict, output = nvrx_run.analyze_fr(
+                fr_path,
+                nvrx_tools.Checkout(**spec.nvrx),
+                world_size=world_size,
+                gpus_per_node=gpus_per_node,
+                segment_size=segment_size,
+                timeout_s=spec.timeout_s,
+            )
+            return verdict, output, output
         verdict, output = analyze_torchfrtrace(
             fr_path,
             world_size=world_size,

@@ -1,0 +1,163 @@
+"""faultloop's combined verdict: the primary log analyzer's and the first FR analyzer's verdicts of
+a cell merged into one (which rank, which fault, restart), deterministically, scored as the log
+analyzer `combined` beside the others. It runs in rule judge_score (`score.cells`), on the two
+verdicts the analysis rules wrote, into analysis/combined/.
+
+The log says what happened (a death signal, an exception, a timeout) and what to do; the flight
+recorder says which rank did not join the collective everyone else waited in. Merge rules, in
+order (docs/analyzers.md, "The combined verdict"):
+
+1. restart, category, fault type, evidence and checkpoint_saved are the log's: the dumps say
+   nothing about them. Without a log verdict the restart is ERRORS NOT FOUND.
+2. No usable FR verdict (it failed, no dumps, no suspect): the log's ranks (`log_only`).
+3. The log names no primary rank: the FR suspects are the primaries (`fr_fills`).
+4. The FR suspects are the log's primaries: kept (`agree`).
+5. The FR suspects are some of the log's primaries: narrowed to them, the others secondary
+   (`fr_narrows`).
+6. FR names one rank the log did not make primary, and the log calls it a hang or does not name
+   its culprit with high confidence: FR's rank is primary, the log's secondary (`fr_overrides`).
+   In a hang the rank missing from the collective is the origin, while the log mostly shows its
+   victims timing out; a log reader that is unsure (or states no confidence, as naive readers
+   and NVRx's do) has only the first error line, often a victim's.
+7. Otherwise (a crash, exception or signal the log pins on a rank with high confidence, or FR
+   names several ranks): the log stands, FR's other suspects become secondary (`log_stands`).
+   A rank that died leaves no dump or a stale one: FR sees it missing but cannot tell a death
+   from a hang, and the log's own death line for that rank can.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+from faultloop.analyze.running import AnalyzerFailure, Outcome, file_digest, run_with_reuse, timed
+from faultloop.contracts import OK, FrVerdict, LogVerdict, RecordError, RunRecord, verdicts
+from faultloop.faults import ERRORS_NOT_FOUND, HANG
+from faultloop.fingerprint import source_fingerprint
+from faultloop.plan import layout
+from faultloop.plan.config import ConfigError
+
+NAME = KIND = "combined"
+LOG_ONLY, FR_FILLS, AGREE, FR_NARROWS, FR_OVERRIDES, LOG_STANDS, FR_ONLY = (
+    "log_only", "fr_fills", "agree", "fr_narrows", "fr_overrides", "log_stands", "fr_only",
+)  # fmt: skip
+HIGH = "high"  # the log analyzer's confidence that its culprit's own line shows the fault
+V = TypeVar("V", LogVerdict, FrVerdict)
+
+
+def enabled(config: Mapping[str, Any], log_names: list[str]) -> bool:
+    """Whether the invocation scores the combined verdict (`combined`, default on); its name is
+    refused for a log analyzer then, since both would write analysis/combined/."""
+    on = bool(config.get("combined", True))
+    if on and NAME in log_names:
+        raise ConfigError(f"config key 'analyzers.{NAME}': the name is the combined verdict's (or set combined: false)")
+    return on
+
+
+def _suspects(fr: FrVerdict | None) -> list[int]:
+    if fr is None or fr.no_dumps:
+        return []
+    return sorted(set(fr.suspect_ranks))
+
+
+def merge(log: LogVerdict | None, fr: FrVerdict | None) -> LogVerdict:
+    """One verdict from a log verdict and an FR verdict (either may be None), by the rules above;
+    its `merge_rule` (in `extra`) says which applied."""
+    suspects = _suspects(fr)
+    if log is None:
+        if not suspects:
+            raise AnalyzerFailure("neither the log analyzer nor the FR analyzer gave a verdict to merge")
+        nothing = LogVerdict(ERRORS_NOT_FOUND, [], [], None, None, "", "", [], False)
+        return _verdict(nothing, suspects, [], FR_ONLY, "no log verdict; the FR suspects")
+    primary = sorted(set(log.primary_ranks))
+    secondary = sorted(set(log.secondary_ranks) - set(primary))
+    if not suspects:
+        return _verdict(log, primary, secondary, LOG_ONLY, "no FR suspect; the log's ranks")
+    if not primary:
+        return _verdict(log, suspects, [r for r in secondary if r not in suspects], FR_FILLS, "the log names no rank")
+    if suspects == primary:
+        return _verdict(log, primary, secondary, AGREE, "log and FR name the same ranks")
+    if set(suspects) < set(primary):
+        rest = sorted(set(primary) - set(suspects) | set(secondary))
+        return _verdict(log, suspects, rest, FR_NARROWS, "FR narrows the log's primaries")
+    unsure = log.fault_category == HANG or log.confidence != HIGH
+    if unsure and len(suspects) == 1:
+        rest = sorted((set(primary) | set(secondary)) - set(suspects))
+        why = "a hang" if log.fault_category == HANG else "the log is not sure of its rank"
+        return _verdict(log, suspects, rest, FR_OVERRIDES, f"{why}: the rank missing from the collective")
+    rest = sorted((set(secondary) | set(suspects)) - set(primary))
+    return _verdict(log, primary, rest, LOG_STANDS, "the log pins the fault on its rank; FR's suspects secondary")
+
+
+def _verdict(log: LogVerdict, primary: list[int], secondary: list[int], rule: str, why: str) -> LogVerdict:
+    """The log's restart, fault, cited lines and checkpoint_saved with the merged ranks."""
+    return LogVerdict(
+        log.restart,
+        primary,
+        [r for r in secondary if r not in primary],
+        log.fault_category,
+        log.fault_type,
+        f"{rule}: {why}. {log.explanation}".strip(),
+        log.detail,
+        list(log.evidence),
+        log.checkpoint_saved,
+        mode=KIND,
+        extra={"merge_rule": rule},
+    )
+
+
+def _read(run: RunRecord | None, path: Path, reader: type[V]) -> V | None:
+    """An input's verdict, through its reader; None where the analyzer failed or left none."""
+    if run is None or run.status != OK:
+        return None
+    try:
+        return reader.read(path)
+    except RecordError:
+        return None
+
+
+def combine_cell(
+    cell_dir: Path, log_runs: list[RunRecord], fr_runs: list[RunRecord], *, fresh: bool = False
+) -> RunRecord:
+    """The combined verdict of a cell into analysis/combined/ (reused, files untouched, while
+    neither input changed); its run record, listed with the log analyzers'."""
+    log_run = log_runs[0] if log_runs else None
+    fr_run = fr_runs[0] if fr_runs else None
+    names = (log_run.analyzer if log_run else "", fr_run.analyzer if fr_run else "")
+    log_path = cell_dir / layout.analyzer_dir(names[0]) / layout.LOGSAGE_JSON
+    fr_path = cell_dir / layout.fr_analyzer_dir(names[1]) / layout.FR_JSON
+    digest = hashlib.sha256(
+        "".join(
+            f"{run.analyzer}:{run.fingerprint}:{run.status}:{file_digest(path)}\n" if run else "-\n"
+            for run, path in ((log_run, log_path), (fr_run, fr_path))
+        ).encode()
+    ).hexdigest()[:16]
+
+    def attempt() -> Outcome:
+        def work() -> tuple[LogVerdict, str, str | None]:
+            merged = merge(_read(log_run, log_path, LogVerdict), _read(fr_run, fr_path, FrVerdict))
+            merged = replace(merged, extra={**merged.extra, "inputs": {"log": names[0], "fr": names[1]}})
+            return merged, merged.to_text(), None
+
+        return timed(work)
+
+    return run_with_reuse(
+        NAME,
+        KIND,
+        fingerprint(),
+        digest,
+        cell_dir / layout.analyzer_dir(NAME),
+        fresh=fresh,
+        files=(layout.LOGSAGE_JSON, layout.LOGSAGE_TEXT),
+        attempt=attempt,
+    )
+
+
+def fingerprint() -> str:
+    """The merge rules' code and the verdict's contract: editing them re-merges (and re-scores)
+    every cell."""
+    return source_fingerprint(sys.modules[__name__], verdicts)

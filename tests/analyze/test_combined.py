@@ -1,0 +1,114 @@
+"""faultloop's combined verdict: the merge rules, and its place among a cell's scores (merged and
+scored by judge_score beside the log analyzers, reused while its inputs are unchanged)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import cell_manifest, put_analysis
+from faultloop.analyze import combined
+from faultloop.analyze.running import AnalyzerFailure
+from faultloop.contracts import FrVerdict, Grade, LogVerdict, Manifest
+from faultloop.faults import ERRORS_NOT_FOUND, RESTART, STOP
+from faultloop.plan import layout
+from faultloop.plan.config import ConfigError
+from faultloop.plan.pool import Cell
+from faultloop.score.cells import score_analyzers
+from faultloop.score.grade import Truth
+
+
+def log_json(primary: list[int], secondary: list[int] = (), category: str = "crash", **extra: Any) -> dict[str, Any]:
+    return {
+        "restart": STOP,
+        "primary_ranks": primary,
+        "secondary_ranks": list(secondary),
+        "fault_category": category,
+        "fault_type": "SIGKILL" if category == "crash" else "GPU_SLEEP",
+        "evidence": [{"line": 3, "text": "rank 1 killed", "kind": "death_signal"}],
+        **extra,
+    }
+
+
+def log_verdict(primary: list[int], secondary: list[int] = (), category: str = "crash", **extra: Any) -> LogVerdict:
+    return LogVerdict.from_json(log_json(primary, secondary, category, **extra))
+
+
+def fr_json(suspects: list[int], *, no_dumps: bool = False) -> dict[str, Any]:
+    return {"no_dumps": no_dumps, "suspect_ranks": suspects, "scope": "rank"}
+
+
+def fr_verdict(suspects: list[int], *, no_dumps: bool = False) -> FrVerdict:
+    return FrVerdict.from_json(fr_json(suspects, no_dumps=no_dumps))
+
+
+@pytest.mark.parametrize(
+    ("log", "fr", "rule", "primary", "secondary"),
+    [
+        (log_verdict([1], [0]), None, combined.LOG_ONLY, [1], [0]),
+        (log_verdict([1]), fr_verdict([], no_dumps=True), combined.LOG_ONLY, [1], []),
+        (log_verdict([]), fr_verdict([2]), combined.FR_FILLS, [2], []),
+        (log_verdict([2]), fr_verdict([2]), combined.AGREE, [2], []),
+        (log_verdict([1, 2, 3]), fr_verdict([2]), combined.FR_NARROWS, [2], [1, 3]),
+        (log_verdict([0], [1, 2], category="hang"), fr_verdict([3]), combined.FR_OVERRIDES, [3], [0, 1, 2]),
+        (log_verdict([1], category="crash", confidence="high"), fr_verdict([3]), combined.LOG_STANDS, [1], [3]),
+        (log_verdict([1], category="crash", confidence="medium"), fr_verdict([3]), combined.FR_OVERRIDES, [3], [1]),
+        (log_verdict([1], category="exception"), fr_verdict([3]), combined.FR_OVERRIDES, [3], [1]),  # no confidence
+        (log_verdict([0], category="hang"), fr_verdict([3, 5]), combined.LOG_STANDS, [0], [3, 5]),
+    ],
+)
+def test_merge_rules(
+    log: LogVerdict, fr: FrVerdict | None, rule: str, primary: list[int], secondary: list[int]
+) -> None:
+    merged = combined.merge(log, fr)
+    assert (merged.extra["merge_rule"], merged.primary_ranks, merged.secondary_ranks) == (rule, primary, secondary)
+    # restart, fault and cited lines are always the log's
+    assert (merged.restart, merged.fault_category, merged.evidence) == (log.restart, log.fault_category, log.evidence)
+    assert merged.mode == combined.KIND and LogVerdict.from_json(merged.to_json()) == merged
+
+
+def test_without_a_log_verdict() -> None:
+    merged = combined.merge(None, fr_verdict([4]))
+    assert (merged.restart, merged.primary_ranks, merged.extra["merge_rule"]) == (ERRORS_NOT_FOUND, [4], "fr_only")
+    with pytest.raises(AnalyzerFailure, match="neither"):
+        combined.merge(None, None)
+
+
+def test_the_name_is_reserved_while_enabled() -> None:
+    assert combined.enabled({}, ["builtin"]) is True
+    assert combined.enabled({"combined": False}, ["combined"]) is False
+    with pytest.raises(ConfigError, match=r"analyzers\.combined"):
+        combined.enabled({"combined": True}, ["builtin", "combined"])
+
+
+@pytest.fixture
+def cell(tmp_path: Path) -> Path:
+    """A cell to score: a hang on rank 3 the log pins on rank 0, FR on rank 3."""
+    cell_dir = tmp_path / "n1_GPU_SLEEP_r3_i5"
+    cell_dir.mkdir()
+    cell_manifest(Cell("GPU_SLEEP", 3, 5, 1)).write(cell_dir / layout.MANIFEST)
+    (cell_dir / layout.STRIPPED_LOG).parent.mkdir(parents=True, exist_ok=True)
+    (cell_dir / layout.STRIPPED_LOG).write_text("line\n" * 5)
+    hang = {**log_json([0], [1, 2], category="hang"), "restart": RESTART}
+    put_analysis(cell_dir, {"builtin": hang}, {"builtin": fr_json([3])})
+    return cell_dir
+
+
+def test_scored_beside_the_log_analyzers_and_reused(cell: Path) -> None:
+    job = Manifest.read(cell / layout.MANIFEST)
+    truth = Truth(Cell("GPU_SLEEP", 3, 5, 1), 4, 32)
+    scores = score_analyzers(cell, truth, job, combine=True)
+    assert [s.analyzer for s in scores] == ["builtin", "combined", "fr:builtin"]
+    by_name = {s.analyzer: s for s in scores}
+    assert by_name["builtin"].grade("rank_primary") == Grade.FALSE
+    assert by_name["combined"].grade("rank_primary") == Grade.TRUE
+    assert by_name["combined"].grade("restart_correct") == Grade.TRUE
+    merged = LogVerdict.read(cell / layout.analyzer_dir("combined") / layout.LOGSAGE_JSON)
+    assert merged.extra["merge_rule"] == combined.FR_OVERRIDES
+    assert merged.extra["inputs"] == {"log": "builtin", "fr": "builtin"}
+    stamp = (cell / layout.analyzer_dir("combined") / layout.RUN_JSON).stat().st_mtime_ns
+    score_analyzers(cell, truth, job, combine=True)
+    assert (cell / layout.analyzer_dir("combined") / layout.RUN_JSON).stat().st_mtime_ns == stamp  # reused
+    assert [s.analyzer for s in score_analyzers(cell, truth, job)] == ["builtin", "fr:builtin"]
