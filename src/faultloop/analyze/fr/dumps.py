@@ -13,10 +13,11 @@ import json
 import os
 import pickle
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing import get_all_start_methods, get_context
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from faultloop.contracts import SkippedFile
@@ -334,3 +335,30 @@ def read_all(paths: list[str], workers: int | None) -> Iterator[RankSummary | Sk
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context(method)) as pool:
         for chunk in pool.map(_summarize_chunk, chunks, [token] * len(chunks)):
             yield from chunk
+
+
+def rewrite_dumps(
+    paths: list[str], dest: Path, normalise: Callable[[dict[str, Any]], list[str]] | None = None
+) -> tuple[list[int], list[SkippedFile], list[str]]:
+    """Copies another tool may `pickle.load` (it would execute an untrusted original): each dump read
+    by the restricted unpickler, optionally normalised, and pickled again as `_dump_<rank>` in
+    `dest`. The ranks copied, the files left out with why, and the normalisation's notes."""
+    ranks: list[int] = []
+    skipped: list[SkippedFile] = []
+    notes: list[str] = []
+    for path in paths:
+        match = _RANK_IN_NAME.search(os.path.basename(path))
+        if match is None:
+            skipped.append(SkippedFile(path, "no rank in the file name"))
+            continue
+        try:
+            dump = load_dump(path)
+        except (ValueError, pickle.UnpicklingError) as exc:
+            skipped.append(SkippedFile(path, str(exc)))
+            continue
+        if normalise is not None:
+            notes += [f"{os.path.basename(path)}: {note}" for note in normalise(dump)]
+        rank = int(match.group(1))
+        (dest / f"_dump_{rank}").write_bytes(pickle.dumps(dump, protocol=pickle.HIGHEST_PROTOCOL))
+        ranks.append(rank)
+    return sorted(ranks), skipped, notes

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pickle
 import re
 import sys
 import tempfile
@@ -46,7 +45,7 @@ from faultloop.analyze.running import (
     tail,
     timed,
 )
-from faultloop.contracts import FrVerdict, RunRecord, SkippedFile, verdicts, write_index
+from faultloop.contracts import FrVerdict, RunRecord, verdicts, write_index
 from faultloop.fingerprint import source_fingerprint
 from faultloop.plan import layout
 from faultloop.plan.config import ConfigError
@@ -55,7 +54,6 @@ TORCHFRTRACE = "torchfrtrace"
 FR_KINDS = (BUILTIN, TORCHFRTRACE, *nvrx.FR_KINDS)
 TORCHFRTRACE_MODULE = "torch.distributed.flight_recorder.fr_trace"
 PREFIX = "_dump_"
-_RANK_IN_NAME = re.compile(r"(\d+)(?:\.json)?$")
 _REPORT_RE = re.compile(
     r"(?:Not all ranks joining collective, sequence number|Input/output mismatch in the "
     r"collective sequence number|Collective sequence number): (\d+)"
@@ -171,28 +169,6 @@ def parse_torchfrtrace(output: str) -> tuple[list[dict[str, Any]], list[int]]:
     return reports, undecided
 
 
-def _copy_for_torch(paths: list[str], dest: Path) -> tuple[list[int], list[SkippedFile], list[str]]:
-    """Sanitized pickles of the readable dumps; the files left out and why."""
-    ranks: list[int] = []
-    skipped: list[SkippedFile] = []
-    notes: list[str] = []
-    for path in paths:
-        match = _RANK_IN_NAME.search(os.path.basename(path))
-        if match is None:
-            skipped.append(SkippedFile(path, "no rank in the file name"))
-            continue
-        try:
-            dump = dumps.load_dump(path)
-        except (ValueError, pickle.UnpicklingError) as exc:
-            skipped.append(SkippedFile(path, str(exc)))
-            continue
-        notes += [f"{os.path.basename(path)}: {note}" for note in sanitize(dump)]
-        rank = int(match.group(1))
-        (dest / f"{PREFIX}{rank}").write_bytes(pickle.dumps(dump, protocol=pickle.HIGHEST_PROTOCOL))
-        ranks.append(rank)
-    return sorted(ranks), skipped, notes
-
-
 def _torchfrtrace(folder: Path, timeout_s: float) -> str:
     """Run torch's analyzer on a folder of sanitized dumps; its combined output."""
     log = folder / "torchfrtrace.out"
@@ -218,7 +194,7 @@ def analyze_torchfrtrace(
         )
         return verdict, "(no flight-recorder dumps found)\n"
     with tempfile.TemporaryDirectory(prefix="torchfrtrace-") as tmp:
-        ranks, skipped, notes = _copy_for_torch(paths, Path(tmp))
+        ranks, skipped, notes = dumps.rewrite_dumps(paths, Path(tmp), sanitize)
         if not ranks:
             raise AnalyzerFailure(
                 f"no dump torchfrtrace may read ({len(skipped)} unsafe or unreadable)",

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pickle
-import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,8 +29,6 @@ from faultloop.analyze.nvrx import (
 from faultloop.contracts import SkippedFile
 from faultloop.plan import layout
 from faultloop.plan.config import ConfigError
-
-_RANK_IN_NAME = re.compile(r"(\d+)(?:\.json)?$")
 
 
 @dataclass(frozen=True)
@@ -142,22 +138,7 @@ def dumps_beside(log: Path) -> Path | None:
 
 
 def copy_dumps(paths: list[str], dest: Path) -> tuple[list[int], list[SkippedFile]]:
-    """Copies an NVRx tool may read (it would `pickle.load` the originals): each dump read by
-    faultloop's restricted unpickler and pickled again as `_dump_<rank>`, not normalised. The
-    ranks copied, and the files left out with why."""
-    ranks: list[int] = []
-    skipped: list[SkippedFile] = []
-    for path in paths:
-        match = _RANK_IN_NAME.search(os.path.basename(path))
-        if match is None:
-            skipped.append(SkippedFile(path, "no rank in the file name"))
-            continue
-        try:
-            dump = dumps.load_dump(path)
-        except (ValueError, pickle.UnpicklingError) as exc:
-            skipped.append(SkippedFile(path, str(exc)))
-            continue
-        rank = int(match.group(1))
-        (dest / f"_dump_{rank}").write_bytes(pickle.dumps(dump, protocol=pickle.HIGHEST_PROTOCOL))
-        ranks.append(rank)
-    return sorted(ranks), skipped
+    """Copies an NVRx tool may read (it would `pickle.load` the originals): the restricted
+    reader's rewrites, not normalised. The ranks copied, and the files left out with why."""
+    ranks, skipped, _ = dumps.rewrite_dumps(paths, dest)
+    return ranks, skipped
