@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from faultloop import evallogs  # noqa: E402
+from faultloop.score import corpus as evallogs  # noqa: E402
 from paste_styles import SURVIVES, TRANSFORMATIONS, survival  # noqa: E402
 
 REAL_LOGS = ROOT.parent / "shared" / "real_logs"

@@ -158,7 +158,7 @@ def test_helpers_work_in_a_stripped_job_step(slurm_cluster, tmp_path):
         "#!/bin/bash\n"
         f"exec env -i PATH={Path(sys.executable).parent}:/usr/bin:/bin HOME=/root "
         f"SLURM_JOB_ID=$SLURM_JOB_ID PYTHONPATH={REPO / 'src'} {sys.executable} -c '"
-        'from faultloop import slurm; print(" ".join(slurm.nodes())); '
+        'from faultloop.run import slurm; print(" ".join(slurm.nodes())); '
         f'slurm.run_per_node("echo $SLURMD_NODENAME >> {marks}")\'\n'
     )
     out = tmp_path / "out.txt"

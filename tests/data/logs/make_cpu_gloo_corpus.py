@@ -25,7 +25,7 @@ from pathlib import Path
 
 from faultloop.faults import FAULT_NAMES
 from faultloop.marker import strip_markers
-from faultloop.run.launch import LAYOUTS
+from faultloop.run.spec import LAYOUTS
 
 ROOT = Path(__file__).resolve().parents[3]
 
