@@ -19,6 +19,7 @@ from xml.etree import ElementTree
 import pytest
 
 from conftest import BIN, copy_workflow, planned, planned_outputs, snakemake
+from faultloop.contracts import DIMENSIONS, Reads
 from faultloop.plan.pool import load_pool
 
 pytestmark = pytest.mark.slow
@@ -82,6 +83,20 @@ def test_first_run_scores_every_cell(loop):
     tracking = (loop / SESSION / "experiments.tsv").read_text().splitlines()
     assert tracking[0].split("\t") == ["JOB_ID", "FAULT_TYPE", "RANK", "ITER", "NODES", "EXPERIMENT_DIR"]
     assert len(tracking) == 3
+
+
+def test_combined_is_as_right_as_the_better_of_its_inputs(loop):
+    """On real runs the combined verdict passes every dimension its log input passes, and names the
+    injected rank alone wherever the FR input does (issue 21)."""
+    log, fr, combined = scores(loop), scores(loop, "fr:builtin"), scores(loop, "combined")
+    assert set(combined) == set(log) == {"n1_SIGKILL_r1_i5", "n1_WORKLOAD_EXC_r1_i5"}
+    for dimension in DIMENSIONS.names(reads=(Reads.LOG,)):
+        for cell, row in log.items():
+            if row[dimension] == DIMENSIONS[dimension].passing.value:
+                assert combined[cell][dimension] == row[dimension], (cell, dimension)
+    for cell, row in fr.items():
+        if row["fr_rank_correct"] == DIMENSIONS["fr_rank_correct"].passing.value:
+            assert combined[cell]["rank_primary"] == DIMENSIONS["rank_primary"].passing.value, cell
 
 
 def report_tables(report: str) -> list[list[str]]:
