@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     peer_env = {**os.environ, "PYTHONPATH": str(args.peer_src.resolve())} if args.peer_src else None
     args.out.mkdir(parents=True, exist_ok=True)
-    logsage = [sys.executable, "-m", "faultloop.cli.main", "logsage", "--format", "json", "--log-path"]
+    logsage = [sys.executable, "-m", "faultloop.cli", "logsage", "--format", "json", "--log-path"]
     rows = []
     for n, size_mb in enumerate(args.sizes_mb):
         path = args.out / f"bench_{size_mb}mb.log"

@@ -40,7 +40,7 @@ def run_cell(
     cmd = [
         sys.executable,
         "-m",
-        "faultloop.cli.main",
+        "faultloop.cli",
         "run-job",
         "--cell-dir",
         str(cell),

@@ -148,7 +148,7 @@ def test_launcher_style_from_prefixes_and_wording(tmp_path: Path, text: str, sty
 def test_logsage_meets_the_thresholds_on_real_logs() -> None:
     """The acceptance bar of issue 11, via the command users run (also registered in the CLI)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "faultloop.cli.main", "eval-logs", str(REAL_LOGS), "--format", "json", "--check"],
+        [sys.executable, "-m", "faultloop.cli", "eval-logs", str(REAL_LOGS), "--format", "json", "--check"],
         capture_output=True,
         text=True,
         timeout=600,
@@ -182,7 +182,7 @@ def test_any_configured_analyzer_is_graded_and_the_baseline_is_the_floor(tmp_pat
 
     def run(*args: str, cwd: Path = ROOT) -> dict:
         proc = subprocess.run(
-            [sys.executable, "-m", "faultloop.cli.main", "eval-logs", str(REAL_LOGS), "--format", "json", *args],
+            [sys.executable, "-m", "faultloop.cli", "eval-logs", str(REAL_LOGS), "--format", "json", *args],
             capture_output=True,
             text=True,
             timeout=600,

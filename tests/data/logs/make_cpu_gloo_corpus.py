@@ -64,7 +64,7 @@ def run_cell(cell: Cell, name: str, work: Path, timing: list[str]) -> list[str] 
         cmd = [
             sys.executable,
             "-m",
-            "faultloop.cli.main",
+            "faultloop.cli",
             "run-job",
             "--cell-dir",
             str(cell_dir),
