@@ -6,13 +6,11 @@ from __future__ import annotations
 import importlib
 import sys
 
-from faultloop.plan import config, layout
-
-# subcommand -> (module, one-line help). Each module exposes main(argv: list[str]) -> int; this
-# module runs `where` itself.
+# subcommand -> (module, one-line help). Each module exposes main(argv: list[str]) -> int and is
+# imported only when its command runs (a rule's command pays for no other command's imports).
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "pool": ("faultloop.cli.pool", "validate a pool and print its cells"),
-    "where": ("faultloop.cli.main", "print the session folder and report path for key=value overrides"),
+    "where": ("faultloop.cli.where", "print the session folder and report path for key=value overrides"),
     "cell": ("faultloop.cli.cell", "the per-cell workflow steps: run (run_job) and strip-log"),
     "run-job": ("faultloop.cli.run_job", "run one pool cell's training job and write its manifest"),
     "logsage": ("faultloop.cli.logsage", "attribute a failed job from its log"),
@@ -31,19 +29,6 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def where(argv: list[str]) -> int:
-    """`faultloop where [key=value ...]`: the session folder and report of a configuration."""
-    try:
-        resolved = config.load(config.parse_overrides(argv))
-    except config.ConfigError as exc:
-        print(f"faultloop where: {exc}", file=sys.stderr)
-        return 2
-    session = layout.session_dir(resolved)
-    print(f"session: {session.resolve()}")
-    print(f"report: {(session / layout.REPORT_MD).resolve()}")
-    return 0
-
-
 def usage() -> str:
     lines = ["usage: faultloop <command> [options]", "", "commands:"]
     lines += [f"  {name:<12} {help_}" for name, (_, help_) in SUBCOMMANDS.items()]
@@ -59,8 +44,6 @@ def main(argv: list[str] | None = None) -> int:
     if command not in SUBCOMMANDS:
         print(f"faultloop: unknown command {command!r}\n\n{usage()}", file=sys.stderr)
         return 2
-    if command == "where":
-        return where(rest)
     module = importlib.import_module(SUBCOMMANDS[command][0])
     return int(module.main(rest) or 0)
 

@@ -9,13 +9,11 @@ state (the fault table, the rank within the job, duplicates, the workload's limi
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import jsonschema
-import yaml
 
 from faultloop.faults import FAULTS
 from faultloop.plan import layout
@@ -35,13 +33,21 @@ def _cell_name_re() -> re.Pattern[str]:
     return re.compile(rf"^n(?P<nodes>\d+)_(?P<fault>{faults})_r(?P<rank>\d+)_i(?P<iter>\d+)$")
 
 
-ROW_SCHEMA = jsonschema.Draft202012Validator(yaml.safe_load((layout.SCHEMAS / "pool.schema.yaml").read_text()))
+@functools.cache
+def _row_schema() -> Any:
+    """The pool schema's validator, built when a pool is first checked. jsonschema and yaml are
+    imported here, not with the module: every analyzer process imports `Cell` (through the
+    contracts) and would pay about 70 ms for a validator it never uses."""
+    import jsonschema
+    import yaml
+
+    return jsonschema.Draft202012Validator(yaml.safe_load((layout.SCHEMAS / "pool.schema.yaml").read_text()))
 
 
 def _schema_problems(row: dict[str, Any]) -> list[str]:
     """What the pool schema refuses in a row's parsed fields (fields not parsed yet are absent)."""
     problems = []
-    for error in ROW_SCHEMA.iter_errors(row):
+    for error in _row_schema().iter_errors(row):
         if error.validator == "required":
             continue
         column = ".".join(str(p) for p in error.path)
