@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import jsonschema
-
 if TYPE_CHECKING:
     import openai
 
@@ -125,6 +123,10 @@ def _attempt(
             answer = first_json_object(content)
         except ValueError as exc:
             raise _Retryable(f"malformed JSON: {exc}; answer began {content[:120]!r}") from None
+    # Imported on an answer's arrival, not with the module: logsage's deterministic runs import this
+    # client (its LLM mode) and would pay ~70 ms at every start for a validator they never use.
+    import jsonschema
+
     try:
         jsonschema.validate(answer, schema)
     except jsonschema.ValidationError as exc:
