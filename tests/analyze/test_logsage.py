@@ -688,6 +688,20 @@ def test_an_srun_label_over_a_torchrun_agent_is_a_node_even_when_one_rank_prefix
     assert (v.primary_ranks, v.fault_type, v.restart) == ([1], "SIGTERM", RESTART)
 
 
+def test_a_held_gil_under_interleaved_stack_dumps() -> None:
+    """The quick pool's one-node LOCK_GIL cell (our own workload): the node's four ranks print
+    through one srun label and their faulthandler dumps fired in the same instant, interleaved piece
+    by piece (faulthandler writes each part of a frame line on its own), so no dump reads as the
+    stalled rank's. A header from every rank behind the label still says the stalled one dumped,
+    which a stopped process cannot; one header fewer and it may have been stopped."""
+    v = verdict("torchrun_lock_gil_interleaved_1n.log")
+    assert (v.primary_ranks, v.fault_type, v.fault_category) == ([1], "LOCK_GIL", "hang")
+    text = (DATA / "torchrun_lock_gil_interleaved_1n.log").read_text()
+    assert text.count("Timeout (0:00:08)!") == 4
+    one_silent = logsage.analyze_log(text.replace("Timeout (0:00:08)!", "", 1).splitlines(keepends=True))
+    assert (one_silent.primary_ranks, one_silent.fault_type) == ([1], "SIGSTOP")
+
+
 def test_restart_follows_from_the_cause_table() -> None:
     """A GPU hardware fault stays until the device is reset or the node drained; a hang whose
     culprit was busy in one-rank work recurs at the same step; a hang with no culprit is transient."""

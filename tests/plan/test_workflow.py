@@ -211,9 +211,7 @@ def test_unknown_config_key_fails_naming_it_and_the_nearest(workflow_copy):
     ],
 )
 def test_analyzer_commands_on_a_missing_path_fail_clearly(argv, message):
-    proc = subprocess.run(
-        [sys.executable, "-m", "faultloop.cli", *argv], capture_output=True, text=True, timeout=120
-    )
+    proc = subprocess.run([sys.executable, "-m", "faultloop.cli", *argv], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.strip() == message and proc.stdout == ""
 
 

@@ -46,7 +46,7 @@ from faultloop.analyze.logsage.rules import (
     WEAK_ORIGINS,
     Cause,
 )
-from faultloop.analyze.logsage.scan import add, drop, seen_ranks
+from faultloop.analyze.logsage.scan import add, drop, every_rank_dumped, seen_ranks
 from faultloop.signals import signal_name
 
 HIGH, MEDIUM, LOW = "high", "medium", "low"
@@ -421,7 +421,8 @@ def _hang_cause(facts: Facts, rank: int) -> str:
     waits on the device); a held GIL freezes Python threads but faulthandler's C timer still dumps
     stacks; a stopped process prints nothing. Else: how the launcher had to end it. Where the
     prefixes do not tell whose stack dump is whose (node labels), the one dump outside any
-    collective is the stalled rank's: the others all wait in one.
+    collective is the stalled rank's: the others all wait in one; and where the dumps interleave
+    too much to be read, a header from every rank behind the label says the stalled one dumped.
     """
     frames = facts.main_stacks.get(rank)
     if frames is None:
@@ -430,10 +431,11 @@ def _hang_cause(facts: Facts, rank: int) -> str:
     if _ranks_with(facts, [STALL]):  # the job has a Python stall watchdog: its silence means something
         if (STALL, rank) in facts.first:
             return Cause.GPU_SLEEP
-        return Cause.LOCK_GIL if (STACK_DUMP, rank) in facts.first or frames else Cause.SIGSTOP
+        dumped = (STACK_DUMP, rank) in facts.first or frames or every_rank_dumped(facts, rank)
+        return Cause.LOCK_GIL if dumped else Cause.SIGSTOP
     if frames and DEVICE_WAIT_FRAMES.search(frames[0]):
         return Cause.GPU_SLEEP
-    if (facts.main_stacks or facts.loose_stacks) and not frames:
+    if (facts.main_stacks or facts.loose_stacks) and not frames and not every_rank_dumped(facts, rank):
         return Cause.SIGSTOP  # the others dumped stacks; a stopped process cannot
     killed = {facts.pid_rank[p] for p in facts.killed_pids if p in facts.pid_rank}
     ex = facts.exits.get(rank)

@@ -80,6 +80,9 @@ class Facts:
     world_size: int = 0
     label_pairs: set[tuple[int | None, str | None, int | None]] = field(default_factory=set)  # label, role, inner
     layout: tuple[int, int, bool, bool] = (-1, 0, False, False)  # pairs seen, then scan._layout's answer
+    # faulthandler's `Timeout (H:MM:SS)!` headers per srun label, wherever they stand in a line (two
+    # ranks' dumps interleaved under one node label glue them into other lines)
+    dump_headers: dict[int | None, int] = field(default_factory=dict)
     first: dict[tuple[str, int | None], Evidence] = field(default_factory=dict)  # (kind, rank)
     evidence: list[Evidence] = field(default_factory=list)
     blocks: list[Block] = field(default_factory=list)

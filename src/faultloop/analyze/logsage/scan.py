@@ -64,6 +64,8 @@ from faultloop.signals import exit_signal, signal_name, srun_signal
 CENSUS_BYTES = 2 << 20
 MAX_BLOCKS_PER_SOURCE = {TRACEBACK: 2, STACK_DUMP: 16, SUMMARY: 2}  # a node label's source holds every rank's dump
 FRAME_RUN_LINES = 6  # frame lines this close together belong to one traceback
+# faulthandler's header of a dump_traceback_later dump (CPython's faulthandler.c, "Timeout (%s)!")
+DUMP_HEADER_RE = re.compile(r"Timeout \(\d+:\d\d:\d\d(?:\.\d+)?\)!")
 LEAD_MAX = 120  # how far into a line a torch rank prefix may sit behind timestamps or host tags
 
 _COMPILED = tuple((rule, re.compile(rule.pattern)) for rule in RULES)
@@ -244,6 +246,14 @@ def labels_are_nodes(facts: Facts) -> bool:
     return _layout(facts)[1]
 
 
+def every_rank_dumped(facts: Facts, rank: int) -> bool:
+    """Every rank behind the node label `rank` prints through printed a faulthandler header: the
+    stalled rank among them dumped too, which a stopped process (SIGSTOP stops faulthandler's
+    timer thread with the rest) cannot, even where the dumps interleave too much to be read."""
+    per_node, node_labels, _ = _layout(facts)
+    return node_labels and per_node > 0 and facts.dump_headers.get(rank // per_node, 0) >= per_node
+
+
 def resolve_rank(facts: Facts, source: Source, text: str) -> int | None:
     """Global rank: torch's [rankN] prefix; else the srun label, unless labels are node indices
     (then global = label * ranks per node + a local [defaultN], and a line with the label alone
@@ -343,6 +353,8 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
         for part in unglue(hit.text):
             source, text = split_prefix(part)
             note_rank(facts, source)
+            if headers := len(DUMP_HEADER_RE.findall(text)):
+                facts.dump_headers[source.label] = facts.dump_headers.get(source.label, 0) + headers
             facts.several_processes |= source.host is not None  # pdsh host prefixes: a multi-node launcher
             found = classify(text)
             if not found:
