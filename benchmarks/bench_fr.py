@@ -139,9 +139,7 @@ def bench(
     floors, ourss = [], []
     for _ in range(repeat):
         floors.append(measure([py, "-c", FLOOR, out], timeout=3600))
-        ourss.append(
-            measure([py, "-m", "faultloop.cli", "fr", "--fr-path", out, "--format", "json"], timeout=3600)
-        )
+        ourss.append(measure([py, "-m", "faultloop.cli", "fr", "--fr-path", out, "--format", "json"], timeout=3600))
     floor = min(floors, key=lambda r: r.seconds)
     ours = min(ourss, key=lambda r: r.seconds)
     suspects = json.loads(ours.stdout)["suspect_ranks"] if ours.ok else None
