@@ -149,6 +149,31 @@ def scope_of(ranks: Iterable[int], gpus_per_node: int, segment_size: int) -> str
     return "job"
 
 
+def peer_verdict(
+    tool: str,
+    suspects: list[int],
+    read: list[int],
+    expected: list[int],
+    skipped: list[SkippedFile],
+    gpus_per_node: int,
+    segment_size: int,
+    details: dict[str, Any],
+) -> FrVerdict:
+    """Another tool's suspects (torchfrtrace's, NVRx's) as an fr.json verdict, scoped the way ours
+    is, with the ranks of the copies it read and the expected ranks that left none."""
+    return FrVerdict(
+        False,
+        suspects,
+        scope_of(suspects, gpus_per_node, segment_size),
+        tool,
+        dumps_read=read,
+        ranks_without_dump=[r for r in expected if r not in set(read)],
+        skipped_files=skipped,
+        expected_ranks=expected,
+        details=details,
+    )
+
+
 # ---- merge + analysis ----------------------------------------------------------------------
 
 

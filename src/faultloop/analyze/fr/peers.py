@@ -205,17 +205,8 @@ def analyze_torchfrtrace(
     named: list[int] = next(
         (r["missing_ranks"] or r["culprit_ranks"] for r in reports if r["missing_ranks"] or r["culprit_ranks"]), []
     )
-    verdict = FrVerdict(
-        False,
-        named,
-        analysis.scope_of(named, gpus_per_node, segment_size),
-        TORCHFRTRACE,
-        dumps_read=ranks,
-        ranks_without_dump=[r for r in expected if r not in set(ranks)],
-        skipped_files=skipped,
-        expected_ranks=expected,
-        details={"reports": reports, "normalised": notes, "ranks_undecided": undecided},
-    )
+    details = {"reports": reports, "normalised": notes, "ranks_undecided": undecided}
+    verdict = analysis.peer_verdict(TORCHFRTRACE, named, ranks, expected, skipped, gpus_per_node, segment_size, details)
     return verdict, output
 
 

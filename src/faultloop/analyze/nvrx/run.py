@@ -92,17 +92,8 @@ def analyze_fr(
         output = log.read_text(errors="replace")
     rows = outputs.fr_rows(output)
     suspects = outputs.fr_suspects(rows)
-    verdict = FrVerdict(
-        False,
-        suspects,
-        analysis.scope_of(suspects, gpus_per_node, segment_size),
-        FR,
-        dumps_read=ranks,
-        ranks_without_dump=[r for r in expected if r not in set(ranks)],
-        skipped_files=skipped,
-        expected_ranks=expected,
-        details={"missing_ranks": rows},
-    )
+    details = {"missing_ranks": rows}
+    verdict = analysis.peer_verdict(FR, suspects, ranks, expected, skipped, gpus_per_node, segment_size, details)
     # Its table comes last, after a listing of every dump: keep both ends of a long printout.
     shown = output if len(output) <= OUTPUT_CAP else f"{output[: OUTPUT_CAP // 2]}\n...\n{output[-OUTPUT_CAP // 2 :]}"
     return verdict, shown
