@@ -353,7 +353,7 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
         for part in unglue(hit.text):
             source, text = split_prefix(part)
             note_rank(facts, source)
-            if headers := len(DUMP_HEADER_RE.findall(text)):
+            if "Timeout (" in text and (headers := len(DUMP_HEADER_RE.findall(text))):  # literal first: a hot loop
                 facts.dump_headers[source.label] = facts.dump_headers.get(source.label, 0) + headers
             facts.several_processes |= source.host is not None  # pdsh host prefixes: a multi-node launcher
             found = classify(text)
