@@ -480,20 +480,22 @@ def test_disagreements_per_cell_and_dimension(tmp_path):
 # ---- the workflow ------------------------------------------------------------------------------
 
 
-def test_workflow_fails_on_a_corrupt_tracking_file_before_planning(workflow_copy, tmp_path):
+def test_workflow_fails_on_a_corrupt_tracking_file_before_planning(workflow_copy, tmp_path, capsys):
     session = make_session(
         tmp_path,
         ["51234\tSIGKILL\t1\t5\t2\tn2_SIGKILL_r1_i5", "51235\tGPU_SLEEP\tzero\t5\t2\t/elsewhere/n2_GPU_SLEEP_r0_i5"],
     )
     make_run(session, "n2_SIGKILL_r1_i5", "51234", SCHEDULED + INJECTOR)
+    assert cli.main(["adopt", str(session)]) == 1
+    output = capsys.readouterr().err
+    assert output.count("cannot adopt") == 1
+    assert f"{session}/experiments.tsv line 3: RANK must be an integer, 'mid' or 'last', got 'zero'" in output
+    assert "EXPERIMENT_DIR /elsewhere/n2_GPU_SLEEP_r0_i5 is outside the session" in output
     result = snakemake(
         workflow_copy, "--profile", "profiles/local", "--until", "score", "--config", f"adopt={session}", check=False
     )
     output = result.stdout + result.stderr
-    assert result.returncode != 0
-    assert output.count("cannot adopt") == 1
-    assert f"{session}/experiments.tsv line 3: RANK must be an integer, 'mid' or 'last', got 'zero'" in output
-    assert "EXPERIMENT_DIR /elsewhere/n2_GPU_SLEEP_r0_i5 is outside the session" in output
+    assert result.returncode != 0 and "not adopted yet" in output
     assert "Job stats" not in output and not (session / "n2_SIGKILL_r1_i5" / "job.json").exists()
 
 
@@ -517,6 +519,7 @@ def test_workflow_rejudges_an_adopted_session_and_keeps_upstreams_report(workflo
         check=False,
     )
     assert mixed.returncode != 0 and "drop 'pool' and 'pool_file'" in mixed.stdout + mixed.stderr
+    adopt(session, gpus_per_node=4)
     dry = snakemake(
         workflow_copy, "-n", "--profile", "profiles/local", "--until", "score", "--config", f"adopt={session}"
     )
@@ -531,7 +534,7 @@ def test_workflow_rejudges_an_adopted_session_and_keeps_upstreams_report(workflo
     again = snakemake(
         workflow_copy, "-n", "--profile", "profiles/local", "--until", "score", "--config", f"adopt={session}"
     )
-    assert planned(again.stdout + again.stderr) == {"total": 0}, "adopting again re-runs no analysis"
+    assert planned(again.stdout + again.stderr) == {"total": 0}, "re-planning re-runs no analysis"
     # The full report: upstream's own stays untouched, faultloop's has its own name and shows
     # upstream's recorded verdict beside the code's grades, a star where they differ.
     snakemake(workflow_copy, "--profile", "profiles/local", "--config", f"adopt={session}")
@@ -605,6 +608,7 @@ def test_an_upstream_session_built_from_real_runs_scores_like_the_original(tmp_p
         "n1_WORKLOAD_EXC_r1_i3/logs/slurm/7102.0.1.main_workload.log",
     } <= set(files)
 
+    adopt(session, gpus_per_node=2)
     dry = snakemake(
         work, "-n", "--profile", "profiles/local", "--until", "score", "--config", f"adopt={session}", *REAL_CONFIG
     )

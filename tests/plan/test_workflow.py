@@ -8,8 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from snakemake.settings.types import DAGSettings
 
 from conftest import REPO, planned, snakemake
+from faultloop.plan import layout
 from faultloop.plan.config import parse_overrides
 from faultloop.plan.invocation import (
     cell_targets,
@@ -101,15 +103,30 @@ def test_invoked_until_reads_the_command_line():
     assert invoked_until(["snakemake", "--profile", "profiles/local"]) == set()
 
 
-def test_forced_reads_forcerun_forceall_and_files():
-    index = "analysis/analyzers.json"
-    assert forced(["snakemake", "--forcerun", "logsage", "--config", "cells=failed"], "logsage", index)
-    assert forced(["snakemake", "-R", "fr_analysis", "logsage"], "logsage", index)
-    assert forced(["snakemake", "--forcerun=judge_score,logsage"], "logsage", index)
-    assert forced(["snakemake", "-R", f"results/fault_injection/s/n1_SIGKILL_r1_i3/{index}"], "logsage", index)
-    assert forced(["snakemake", "-F"], "logsage", index) and forced(["snakemake", "--forceall"], "judge_score")
-    assert not forced(["snakemake", "--forcerun", "judge_score"], "logsage", index)
-    assert not forced(["snakemake", "--profile", "profiles/local", "logsage"], "logsage", index)
+def test_forced_reads_snakemakes_dag_settings():
+    cell = "results/fault_injection/s/n1_SIGKILL_r1_i3"
+    index, log = f"{cell}/analysis/analyzers.json", f"{cell}/analysis/main_workload.log"
+    assert forced(DAGSettings(forcerun={"logsage"}), "logsage", index, log)
+    assert forced(DAGSettings(forcerun={"fr_analysis", "logsage"}), "logsage", index)
+    assert forced(DAGSettings(forcerun={index}), "logsage", index, log)
+    assert forced(DAGSettings(forcerun={str(Path(index).resolve())}), "logsage", index, log)
+    assert forced(DAGSettings(forceall=True), "judge_score")
+    assert not forced(DAGSettings(forcerun={"judge_score"}), "logsage", index, log)
+    assert not forced(DAGSettings(forcerun={index.replace("SIGKILL", "SEGFAULT")}), "logsage", index, log)
+    assert not forced(DAGSettings(), "logsage", index) and not forced(None, "logsage", index)
+
+
+def test_forcerun_makes_only_the_forced_cells_jobs_fresh(workflow_copy):
+    """--forcerun naming one cell's file re-runs every analyzer of that cell only; naming the rule,
+    of every cell."""
+    pool = ("--config", "pool=SIGKILL:1:5:2 SEGFAULT:1:5:2", "session=s")
+    one = f"results/fault_injection/s/n2_SIGKILL_r1_i5/{layout.FR_INDEX}"
+    result = snakemake(workflow_copy, "-n", "-p", "--profile", "profiles/local", *pool, "--forcerun", one)
+    fresh = dict(re.findall(r"fr-analyzers --manifest \S+/(n2_\w+)/job\.json.* --fresh (\d)", result.stdout))
+    assert fresh == {"n2_SIGKILL_r1_i5": "1", "n2_SEGFAULT_r1_i5": "0"}
+    result = snakemake(workflow_copy, "-n", "-p", "--profile", "profiles/local", *pool, "--forcerun", "logsage")
+    assert re.findall(r"run-cell .* --fresh (\d)", result.stdout) == ["1", "1"]
+    assert re.findall(r"fr-analyzers .* --fresh (\d)", result.stdout) == ["0", "0"]
 
 
 def test_cell_targets_in_rejudge_mode(tmp_path):

@@ -16,7 +16,7 @@ rule logsage:
     conda:
         "../envs/faultloop.yaml"
     resources:
-        fresh=FRESH["logsage"],
+        fresh=fresh("logsage", layout.LOGSAGE_INDEX, layout.STRIPPED_LOG),
     params:
         cli=FAULTLOOP,
         analyzers=ANALYZER_SPECS,
@@ -36,7 +36,7 @@ rule fr_analysis:
     conda:
         "../envs/faultloop.yaml"
     resources:
-        fresh=FRESH["fr_analysis"],
+        fresh=fresh("fr_analysis", layout.FR_INDEX),
     params:
         cli=FAULTLOOP,
         analyzers=FR_SPECS,

@@ -3,8 +3,6 @@ import shlex
 import sys
 from pathlib import Path
 
-import yaml
-
 from snakemake.utils import min_version
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
@@ -14,23 +12,15 @@ min_version("9.0")
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 import faultloop.adopt.session as fl_adopt
-import faultloop.adopt.tracking as fl_tracking
 import faultloop.analyze.combined as fl_combined
 import faultloop.analyze.registry as fl_analyzers
 import faultloop.plan.config as fl_config
-import faultloop.score.evidence as fl_evidence
-import faultloop.faults as fl_faults
-import faultloop.marker as fl_marker
 import faultloop.fingerprint as fl_fingerprint
 import faultloop.analyze.fr.peers as fl_frpeers
 import faultloop.report.history as fl_history
 import faultloop.plan.layout as layout
 import faultloop.plan.pool as fl_pool
-import faultloop.report as fl_report
 import faultloop.contracts as fl_contracts
-import faultloop.score.cells as fl_score_cells
-import faultloop.score.grade as fl_grade
-import faultloop.score.judge as fl_judge
 from faultloop.run.spec import rule_flags
 from faultloop.plan.invocation import (
     cell_targets,
@@ -56,27 +46,20 @@ except fl_config.ConfigError as error:
     raise WorkflowError(str(error)) from None
 
 SESSION = layout.session_dir(config)
+# Snakemake parses the Snakefile before it hands the workflow its DAG settings, so the rules an
+# invocation stops at are read from its command line (faultloop.plan.invocation.invoked_until).
 UNTIL = invoked_until(sys.argv)
-# An adopted NVRx session (`adopt`, docs/coming-from-nvrx.md) is re-judged, never run: its pool is
-# its experiments.tsv, and its runs get the job.json the chain needs, derived from their artifacts
-# by the submitting Snakemake (a job step that re-reads this file only needs the pool).
+# An adopted NVRx session (docs/coming-from-nvrx.md) is re-judged, never run: its pool is its
+# experiments.tsv, and its runs' job.json files are written by `faultloop adopt`, the explicit step
+# before this workflow. Planning only reads: it refuses a session not adopted (or changed since).
 ADOPT = bool(config.get("adopt"))
 try:
     if ADOPT and (config.get("pool") or config.get("pool_file")):
         raise fl_config.ConfigError(
             "config key 'adopt': the pool is the session's experiments.tsv; drop 'pool' and 'pool_file'"
         )
-    if ADOPT and (workflow.remote_exec or workflow.subprocess_exec):
-        POOL = [
-            run.cell
-            for run in fl_tracking.read_tracking(
-                SESSION, gpus_per_node=config["gpus_per_node"]
-            )
-        ]
-    elif ADOPT:
-        ADOPTION = fl_adopt.adopt(SESSION, gpus_per_node=config["gpus_per_node"])
-        print(fl_adopt.summary(ADOPTION), file=sys.stderr)
-        POOL = ADOPTION.pool
+    if ADOPT:
+        POOL = fl_adopt.adopted_pool(SESSION, gpus_per_node=config["gpus_per_node"])
     else:
         POOL = fl_config.pool_cells(config)
     CELLS = selected_cells(config, POOL)
@@ -84,7 +67,7 @@ try:
     FR_ANALYZERS = fl_frpeers.selected(config)
     # faultloop's combined verdict (primary log + first FR analyzer), scored as a log analyzer.
     COMBINED = fl_combined.enabled(config, [a.name for a in ANALYZERS])
-except (fl_config.PoolError, fl_config.ConfigError, fl_tracking.AdoptError) as error:
+except (fl_config.PoolError, fl_config.ConfigError, fl_adopt.AdoptError) as error:
     raise WorkflowError(str(error)) from None
 
 WORKLOAD = fl_config.workload(config)
@@ -117,35 +100,32 @@ SCORED_ANALYZERS = (
     + ([fl_combined.NAME] if COMBINED else [])
     + [fl_contracts.FR_PREFIX + spec.name for spec in FR_ANALYZERS]
 )
-SCORE_VERSION = fl_fingerprint.source_fingerprint(
-    fl_score_cells,
-    fl_grade,
-    fl_judge,
-    fl_evidence,
-    fl_contracts,
-    fl_faults,
-    fl_marker,
-    fl_combined,
-    settings=tool_config(config["judge"]),
+# The code judge_score and the report rules run: every module their commands import, with the
+# data beside it (the report's templates), so no module can be left out of the fingerprint.
+SCORE_VERSION = fl_fingerprint.code_fingerprint(
+    "faultloop.cli.score", settings=tool_config(config["judge"])
 )
-# The report's code and its templates (package data, not modules).
-REPORT_VERSION = fl_fingerprint.source_fingerprint(
-    fl_report,
-    settings=sorted(
-        (t.name, t.read_text())
-        for t in (Path(fl_report.__file__).parent / "templates").glob("*.j2")
-    ),
+REPORT_VERSION = fl_fingerprint.code_fingerprint(
+    "faultloop.cli.report", "faultloop.cli.history"
 )
-# `--forcerun logsage` (or -F) re-runs every analyzer of the cells it forces instead of reusing
-# results whose fingerprint is unchanged. A resource, not a param: params are rerun triggers.
-FRESH = {
-    name: int(forced(sys.argv, name, *files))
-    for name, files in (
-        ("logsage", (layout.LOGSAGE_INDEX, layout.STRIPPED_LOG)),
-        ("fr_analysis", (layout.FR_INDEX,)),
-        ("judge_score", (layout.SCORE_JSON,)),
-    )
-}
+
+
+def fresh(rule_name, *files):
+    """A resource: 1 when `--forcerun` (naming the rule or one of the cell's files) or `--forceall`
+    forces this cell's job, so it re-runs every analyzer instead of reusing results whose
+    fingerprint is unchanged. A resource, not a param: params are rerun triggers. Evaluated when
+    the DAG is built, the first time Snakemake's DAG settings are there to read."""
+
+    def of_cell(wildcards):
+        return int(
+            forced(
+                workflow.dag_settings,
+                rule_name,
+                *(f"{SESSION}/{wildcards.cell}/{name}" for name in files),
+            )
+        )
+
+    return of_cell
 
 
 # Per-cell rules run the faultloop CLI from this checkout: with the workflow's own Python, or under

@@ -15,7 +15,7 @@ rule judge_score:
     conda:
         "../envs/faultloop.yaml"
     resources:
-        fresh=FRESH["judge_score"],
+        fresh=fresh("judge_score", layout.SCORE_JSON),
     params:
         cli=FAULTLOOP,
         gpus_per_node=config["gpus_per_node"],

@@ -18,6 +18,7 @@ replaced, and upstream's report is only read.
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -394,10 +395,14 @@ def disagreements(
 
 @dataclass(frozen=True)
 class AdoptionRecord:
-    """What the first adoption found. faultloop's own report takes the name of upstream's, so
-    later adoptions need this to tell upstream's report from it."""
+    """What `faultloop adopt` found, kept so that planning only reads. faultloop's own report
+    takes the name of upstream's, so later adoptions need `upstream_report` (from the first
+    adoption) to tell upstream's report from it; the tracking file's digest and `gpus_per_node`
+    let planning refuse a session whose tracking file or rank layout changed since it was adopted."""
 
     upstream_report: bool
+    tracking_sha256: str = ""
+    gpus_per_node: int = 0
 
     @classmethod
     def read(cls, session: Path) -> AdoptionRecord | None:
@@ -405,14 +410,47 @@ class AdoptionRecord:
         if not path.is_file():
             return None
         try:
-            return cls(upstream_report=json.loads(path.read_text())["upstream_report"] is True)
+            data = json.loads(path.read_text())
+            return cls(
+                upstream_report=data["upstream_report"] is True,
+                tracking_sha256=str(data.get("tracking_sha256", "")),
+                gpus_per_node=int(data.get("gpus_per_node", 0)),
+            )
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise AdoptError(
                 str(session), [f"{path}: not an adoption record ({error}); remove it to adopt afresh"]
             ) from None
 
     def write(self, session: Path) -> None:
-        layout.write_json_atomic(session / layout.ADOPTION_JSON, asdict(self))
+        if AdoptionRecord.read(session) != self:
+            layout.write_json_atomic(session / layout.ADOPTION_JSON, asdict(self))
+
+
+def tracking_digest(session: Path) -> str:
+    """The tracking file's sha256 (empty when there is none)."""
+    path = session / layout.TRACKING_TSV
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
+
+
+def adopted_pool(session: Path, *, gpus_per_node: int) -> list[Cell]:
+    """The pool of a session `faultloop adopt` has adopted, read without writing anything: what
+    planning uses. A session never adopted, or whose tracking file or ranks per node changed since,
+    is refused with the command that adopts it."""
+    record = AdoptionRecord.read(session)
+    again = f"run `faultloop adopt {session} --gpus-per-node {gpus_per_node}` first"
+    if record is None:
+        raise AdoptError(str(session), [f"not adopted yet ({layout.ADOPTION_JSON} is missing): {again}"])
+    if record.tracking_sha256 != tracking_digest(session):
+        raise AdoptError(str(session), [f"{layout.TRACKING_TSV} changed since it was adopted: {again}"])
+    if record.gpus_per_node != gpus_per_node:
+        raise AdoptError(
+            str(session),
+            [
+                f"adopted with --gpus-per-node {record.gpus_per_node}, planned with gpus_per_node={gpus_per_node}: "
+                + again
+            ],
+        )
+    return [run.cell for run in read_tracking(session, gpus_per_node=gpus_per_node)]
 
 
 def upstream_report(session: Path) -> Path | None:
@@ -433,6 +471,7 @@ class Adoption:
     cells: list[CellAdoption]
     verdicts: dict[str, UpstreamVerdict]
     report_found: bool
+    gpus_per_node: int
 
     @property
     def pool(self) -> list[Cell]:
@@ -455,7 +494,11 @@ def adopt(session: Path, *, gpus_per_node: int, write: bool = True) -> Adoption:
     if problems:
         raise AdoptError(str(session), problems)
     adoption = Adoption(
-        session, [inspect_run(r, gpus_per_node=gpus_per_node) for r in runs], verdicts, report is not None
+        session,
+        [inspect_run(r, gpus_per_node=gpus_per_node) for r in runs],
+        verdicts,
+        report is not None,
+        gpus_per_node,
     )
     if write:
         write_adoption(adoption)
@@ -482,8 +525,12 @@ def write_adoption(adoption: Adoption) -> None:
             _write_manifest(c.manifest, infra)
         elif infra.is_file():
             infra.unlink()  # an earlier adoption's: this cell now shows a fired fault or no bad end
-    if AdoptionRecord.read(adoption.session) is None:
-        AdoptionRecord(upstream_report=adoption.report_found).write(adoption.session)
+    first = AdoptionRecord.read(adoption.session)
+    AdoptionRecord(
+        upstream_report=adoption.report_found if first is None else first.upstream_report,
+        tracking_sha256=tracking_digest(adoption.session),
+        gpus_per_node=adoption.gpus_per_node,
+    ).write(adoption.session)
     if adoption.report_found and upstream_verdicts(adoption.session) != adoption.verdicts:
         write_verdicts(adoption.verdicts, adoption.session / layout.UPSTREAM_VERDICTS_TSV)
 

@@ -5,11 +5,13 @@ Snakemake. run_job's body is faultloop.run.cell."""
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from faultloop.contracts import Manifest
 from faultloop.marker import strip_markers
@@ -39,19 +41,29 @@ def option_values(argv: list[str], *flags: str) -> set[str]:
 def invoked_until(argv: list[str]) -> set[str]:
     """Rules named after ``--until``/``-U`` on the snakemake command line.
 
-    Snakemake does not expose its DAG settings while the Snakefile is parsed, so the command
-    line is read directly.
+    Snakemake 9 parses the Snakefile before it gives the workflow its DAG settings
+    (`snakemake.api.DAGApi` includes the Snakefile, then sets `workflow.dag_settings`), and whether
+    run_job is defined is decided while parsing, so the command line is read directly.
     """
     return option_values(argv, "--until", "-U")
 
 
-def forced(argv: list[str], rule: str, *files: str) -> bool:
-    """Whether the snakemake command line forces a rule's jobs: ``--forceall``/``-F``, or
-    ``--forcerun``/``-R`` naming the rule or one of its output files."""
-    if "--forceall" in argv or "-F" in argv:
+class DagForcing(Protocol):
+    """The part of Snakemake's `DAGSettings` that says which jobs are forced."""
+
+    forceall: bool
+    forcerun: AbstractSet[str]
+
+
+def forced(settings: DagForcing | None, rule: str, *paths: str) -> bool:
+    """Whether Snakemake's DAG settings force a job: ``--forceall``, or ``--forcerun`` naming its
+    rule or one of its output paths (relative to the working directory or absolute)."""
+    if settings is None:
+        return False
+    if settings.forceall or rule in settings.forcerun:
         return True
-    targets = option_values(argv, "--forcerun", "-R")
-    return rule in targets or any(t.endswith(f) for t in targets for f in files)
+    wanted = {os.path.abspath(p) for p in paths}
+    return any(os.path.abspath(target) in wanted for target in settings.forcerun)
 
 
 def selected_cells(settings: Mapping[str, Any], cells: list[Cell]) -> list[Cell]:
