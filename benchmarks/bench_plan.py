@@ -26,9 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from faultloop.core import layout
+from faultloop.core.cell import Cell
 from faultloop.faults import FAULT_NAMES
-from faultloop.plan import layout
-from faultloop.plan.pool import Cell, write_pool_file
+from faultloop.plan.pool import write_pool_file
 
 REPO = Path(__file__).resolve().parents[1]
 

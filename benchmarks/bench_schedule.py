@@ -15,7 +15,8 @@ import heapq
 import json
 from pathlib import Path
 
-from faultloop.plan.pool import Cell, load_pool
+from faultloop.core.cell import Cell
+from faultloop.plan.pool import load_pool
 
 # Seconds from launch to job end per fault, measured at 4 ranks (cpu-lab.md).
 MEASURED_S = {

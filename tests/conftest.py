@@ -14,8 +14,8 @@ import pytest
 
 from faultloop.analyze.running import Outcome, run_with_reuse
 from faultloop.contracts import FrVerdict, LogVerdict, Manifest, write_index
-from faultloop.plan import layout
-from faultloop.plan.pool import Cell
+from faultloop.core import layout
+from faultloop.core.cell import Cell
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent

@@ -25,9 +25,10 @@ from faultloop.analyze.fr import peers as frpeers
 from faultloop.analyze.registry import Analyzer, AnalyzerSpec
 from faultloop.cli import analyzers as analyzers_cli
 from faultloop.contracts import FrVerdict, read_index
+from faultloop.core import layout
+from faultloop.core.errors import ConfigError
 from faultloop.faults import ERRORS_NOT_FOUND, NO_LOGS, RESTART, STOP
-from faultloop.plan import config, layout
-from faultloop.plan.config import ConfigError
+from faultloop.plan import config
 from openai_server import OpenAIServer, Reply, openai_server
 
 REPO = Path(__file__).resolve().parents[2]

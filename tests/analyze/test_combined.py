@@ -12,10 +12,10 @@ from conftest import cell_manifest, put_analysis
 from faultloop.analyze import combined
 from faultloop.analyze.running import AnalyzerFailure
 from faultloop.contracts import FrVerdict, Grade, LogVerdict, Manifest
+from faultloop.core import layout
+from faultloop.core.cell import Cell
+from faultloop.core.errors import ConfigError
 from faultloop.faults import ERRORS_NOT_FOUND, RESTART, STOP
-from faultloop.plan import layout
-from faultloop.plan.config import ConfigError
-from faultloop.plan.pool import Cell
 from faultloop.score.cells import score_analyzers
 from faultloop.score.grade import Truth
 

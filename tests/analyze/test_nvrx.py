@@ -21,9 +21,9 @@ from faultloop.analyze.fr import peers
 from faultloop.analyze.nvrx import outputs, tools
 from faultloop.analyze.running import Outcome
 from faultloop.contracts import FrVerdict, Grade, LogVerdict
+from faultloop.core.cell import Cell
+from faultloop.core.errors import ConfigError
 from faultloop.faults import RESTART, STOP
-from faultloop.plan.config import ConfigError
-from faultloop.plan.pool import Cell
 from faultloop.score.grade import Truth, score_cell
 
 BASE = yaml.safe_load((REPO / "config" / "config.yaml").read_text())

@@ -22,8 +22,8 @@ from faultloop.analyze.fr import peers
 from faultloop.analyze.nvrx import outputs
 from faultloop.analyze.running import Outcome
 from faultloop.contracts import FrVerdict, LogVerdict
+from faultloop.core import layout
 from faultloop.faults import RESTART_DECISIONS
-from faultloop.plan import layout
 from faultloop.report import browser
 from openai_server import OpenAIServer, Reply, openai_server
 

@@ -16,12 +16,13 @@ import pytest
 from conftest import REPO
 from faultloop.adopt.session import adopt
 from faultloop.contracts import Manifest
+from faultloop.core.cell import Cell, cell_name_pattern
 from faultloop.faults import EXTERNAL_SIGNAL, FAULTS, RESTART, Fault, expected_restart
 from faultloop.marker import firing_line, marker_times, read_injector_line, scheduled_line, strip_markers
 from faultloop.plan import config
-from faultloop.plan.invocation import cell_targets, selected_cells
-from faultloop.plan.pool import Cell, cell_name_pattern, load_pool
+from faultloop.plan.pool import load_pool
 from faultloop.score.evidence import cell_evidence
+from faultloop.workflow.invocation import cell_targets, selected_cells
 
 SIGHUP = Fault(
     "SIGHUP",

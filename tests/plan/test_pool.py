@@ -6,9 +6,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from faultloop.core.cell import Cell, cell_name_pattern
 from faultloop.faults import FAULT_NAMES
 from faultloop.plan import config
-from faultloop.plan.pool import Cell, PoolError, cell_name_pattern, load_pool, read_pool_file, write_pool_file
+from faultloop.plan.pool import PoolError, load_pool, read_pool_file, write_pool_file
 
 REPO = Path(__file__).resolve().parents[2]
 

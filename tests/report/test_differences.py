@@ -7,8 +7,8 @@ from typing import Any
 
 from faultloop.analyze import combined
 from faultloop.contracts import DIMENSIONS, SCORED, Grade, ScoreRecord
+from faultloop.core.cell import Cell
 from faultloop.faults import RESTART, STOP
-from faultloop.plan.pool import Cell
 from faultloop.report import differences
 
 

@@ -14,9 +14,9 @@ from test_report import A, B, gather, good, put_cell, run_report, verdict
 
 from conftest import cell_manifest
 from faultloop.contracts import DIMENSIONS, Dimension, FrVerdict, Grade, LogVerdict, Reads, read_score_tsv
+from faultloop.core import layout
+from faultloop.core.cell import Cell
 from faultloop.faults import FAULTS, OTHER, RESTART, STOP
-from faultloop.plan import layout
-from faultloop.plan.pool import Cell
 from faultloop.report.model import build_report
 from faultloop.report.render import render_html, render_markdown
 from faultloop.score.grade import GRADERS, Truth, score_cell, score_fr

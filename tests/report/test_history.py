@@ -11,8 +11,8 @@ from test_report import A, B, gather, good, put_cell, verdict
 from conftest import planned_outputs, snakemake
 from faultloop.cli import history
 from faultloop.contracts import read_score_records
+from faultloop.core import layout
 from faultloop.faults import STOP
-from faultloop.plan import layout
 from faultloop.report.history import INDEX
 from faultloop.report.model import build_report
 from faultloop.report.render import render_html, render_markdown

@@ -15,9 +15,10 @@ from conftest import cell_manifest, put_analysis
 from faultloop.analyze.llm import LLMSettings
 from faultloop.cli import report
 from faultloop.contracts import DIMENSIONS, ScoreRecord, read_score_tsv, write_cell_scores, write_score_tables
+from faultloop.core import atomic, layout
+from faultloop.core.cell import Cell
 from faultloop.faults import FAULTS, RESTART, STOP
-from faultloop.plan import layout
-from faultloop.plan.pool import Cell, load_pool
+from faultloop.plan.pool import load_pool
 from faultloop.report.heatmap import write_heatmap
 from faultloop.report.model import cohen_kappa
 from faultloop.score.cells import score_analyzers
@@ -90,7 +91,7 @@ def put_cell(
     torch_fr = torch if isinstance(torch, str) or torch is None else {"no_dumps": False, "suspect_ranks": torch}
     version = (ls or {}).get("analyzer_version", "v1")
     put_analysis(d, {"builtin": ls, **(others or {})}, {"builtin": fr, "torchfrtrace": torch_fr}, version=version)
-    layout.write_atomic(d / layout.STRIPPED_LOG, "\n".join(log or ["0: step 1", "1: step 1"]) + "\n")
+    atomic.write_atomic(d / layout.STRIPPED_LOG, "\n".join(log or ["0: step 1", "1: step 1"]) + "\n")
     truth = Truth(cell, 4, 32)
     scores = score_analyzers(d, truth, job, judge_mode=judge[1] if judge else "code", llm=judge[0] if judge else None)
     write_cell_scores(scores, cell.name, d / layout.SCORE_JSON)

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from faultloop.plan.pool import Cell
+from faultloop.core.cell import Cell
 
 pytestmark = pytest.mark.slurm
 

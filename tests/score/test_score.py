@@ -25,9 +25,9 @@ from faultloop.contracts import (
     read_score_tsv,
     write_score_tables,
 )
+from faultloop.core import layout
+from faultloop.core.cell import Cell
 from faultloop.faults import RESTART, STOP
-from faultloop.plan import layout
-from faultloop.plan.pool import Cell
 from faultloop.score.grade import Truth, grade_fr, score_cell
 from faultloop.score.tables import gather
 from openai_server import OpenAIServer, Reply, openai_server

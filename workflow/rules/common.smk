@@ -18,11 +18,13 @@ import faultloop.plan.config as fl_config
 import faultloop.fingerprint as fl_fingerprint
 import faultloop.analyze.fr.peers as fl_frpeers
 import faultloop.report.history as fl_history
-import faultloop.plan.layout as layout
+import faultloop.core.layout as layout
 import faultloop.plan.pool as fl_pool
 import faultloop.contracts as fl_contracts
+from faultloop.core.cell import cell_name_pattern
+from faultloop.core.errors import ConfigError
 from faultloop.run.spec import rule_flags
-from faultloop.plan.invocation import (
+from faultloop.workflow.invocation import (
     cell_targets,
     forced,
     infra_failures,
@@ -42,12 +44,12 @@ try:
             check=True,
         )
     )
-except fl_config.ConfigError as error:
+except ConfigError as error:
     raise WorkflowError(str(error)) from None
 
 SESSION = layout.session_dir(config)
 # Snakemake parses the Snakefile before it hands the workflow its DAG settings, so the rules an
-# invocation stops at are read from its command line (faultloop.plan.invocation.invoked_until).
+# invocation stops at are read from its command line (faultloop.workflow.invocation.invoked_until).
 UNTIL = invoked_until(sys.argv)
 # An adopted NVRx session (docs/coming-from-nvrx.md) is re-judged, never run: its pool is its
 # experiments.tsv, and its runs' job.json files are written by `faultloop adopt`, the explicit step
@@ -55,7 +57,7 @@ UNTIL = invoked_until(sys.argv)
 ADOPT = bool(config.get("adopt"))
 try:
     if ADOPT and (config.get("pool") or config.get("pool_file")):
-        raise fl_config.ConfigError(
+        raise ConfigError(
             "config key 'adopt': the pool is the session's experiments.tsv; drop 'pool' and 'pool_file'"
         )
     if ADOPT:
@@ -67,7 +69,7 @@ try:
     FR_ANALYZERS = fl_frpeers.selected(config)
     # faultloop's combined verdict (primary log + first FR analyzer), scored as a log analyzer.
     COMBINED = fl_combined.enabled(config, [a.name for a in ANALYZERS])
-except (fl_config.PoolError, fl_config.ConfigError, fl_adopt.AdoptError) as error:
+except (fl_pool.PoolError, ConfigError, fl_adopt.AdoptError) as error:
     raise WorkflowError(str(error)) from None
 
 WORKLOAD = fl_config.workload(config)
@@ -166,7 +168,7 @@ LAUNCH_FLAGS = shlex.join(
 
 
 wildcard_constraints:
-    cell=fl_pool.cell_name_pattern(),
+    cell=cell_name_pattern(),
 
 
 def cell_path(name):

@@ -2,7 +2,7 @@
 from the score records and the history the history rule recorded."""
 
 from faultloop.cli import report
-from faultloop.plan.invocation import logged, run_cli
+from faultloop.workflow.invocation import logged, run_cli
 
 with logged(snakemake.log[0]):
     run_cli(

@@ -3,9 +3,9 @@
 from pathlib import Path
 
 from faultloop.contracts import write_score_tables
-from faultloop.plan.invocation import logged
-from faultloop.plan.pool import Cell
+from faultloop.core.cell import Cell
 from faultloop.score.tables import gather
+from faultloop.workflow.invocation import logged
 
 with logged(snakemake.log[0]):
     session = Path(snakemake.params.session)

@@ -34,11 +34,12 @@ from faultloop.contracts import (
     ManifestError,
     upstream_table_columns,
 )
+from faultloop.core import atomic, layout
+from faultloop.core.cell import Cell
 from faultloop.faults import FAULTS
 from faultloop.marker import is_marker, marker_times, read_injector_line, read_marker
-from faultloop.plan import layout
 from faultloop.plan.pool import COLUMNS as POOL_COLUMNS
-from faultloop.plan.pool import Cell, PoolError, RawRow, validate
+from faultloop.plan.pool import PoolError, RawRow, validate
 
 ADOPTED, NOT_RUN, KEPT = "adopted", "not run", "kept"
 
@@ -330,7 +331,7 @@ def parse_report(path: Path, *, gpus_per_node: int) -> tuple[dict[str, UpstreamV
 def write_verdicts(verdicts: Mapping[str, UpstreamVerdict], path: Path) -> None:
     """The session's upstream_verdicts.tsv: tab-separated, whitespace in text flattened."""
     rows = [verdict_columns(), *(v.row() for v in verdicts.values())]
-    layout.write_atomic(path, "\n".join("\t".join(r) for r in rows) + "\n")
+    atomic.write_atomic(path, "\n".join("\t".join(r) for r in rows) + "\n")
 
 
 def upstream_verdicts(session_dir: Path) -> dict[str, UpstreamVerdict]:
@@ -423,7 +424,7 @@ class AdoptionRecord:
 
     def write(self, session: Path) -> None:
         if AdoptionRecord.read(session) != self:
-            layout.write_json_atomic(session / layout.ADOPTION_JSON, asdict(self))
+            atomic.write_json_atomic(session / layout.ADOPTION_JSON, asdict(self))
 
 
 def tracking_digest(session: Path) -> str:

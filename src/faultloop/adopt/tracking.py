@@ -8,9 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from faultloop.plan import layout
+from faultloop.core import layout
+from faultloop.core.cell import Cell
 from faultloop.plan.pool import COLUMNS as POOL_COLUMNS
-from faultloop.plan.pool import Cell, PoolError, RawRow, validate
+from faultloop.plan.pool import PoolError, RawRow, validate
 
 # SLURM job ids (1234, 1234_7) and faultloop's local-<hex>: nothing a file pattern would expand.
 JOB_ID_RE = re.compile(r"^[\w.+-]+$")

@@ -36,10 +36,10 @@ from typing import Any, TypeVar
 
 from faultloop.analyze.running import AnalyzerFailure, Outcome, file_digest, run_with_reuse, timed
 from faultloop.contracts import OK, FrVerdict, LogVerdict, RecordError, RunRecord, verdicts
+from faultloop.core import layout
+from faultloop.core.errors import ConfigError
 from faultloop.faults import ERRORS_NOT_FOUND, HANG
 from faultloop.fingerprint import source_fingerprint
-from faultloop.plan import layout
-from faultloop.plan.config import ConfigError
 
 NAME = KIND = "combined"
 LOG_ONLY, FR_FILLS, AGREE, FR_NARROWS, FR_OVERRIDES, LOG_STANDS, FR_ONLY = (

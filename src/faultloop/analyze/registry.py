@@ -39,9 +39,9 @@ from faultloop.analyze.running import (
     timed,
 )
 from faultloop.contracts import LogVerdict, RunRecord, verdicts, write_index
+from faultloop.core import layout
+from faultloop.core.errors import ConfigError
 from faultloop.fingerprint import source_fingerprint
-from faultloop.plan import layout
-from faultloop.plan.config import ConfigError
 
 RESERVED_NAMES = frozenset({"fr"})  # analysis/fr/ holds the flight-recorder analyzers
 UPSTREAM_DISTRIBUTION = "nvidia-resiliency-ext"

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from faultloop.contracts import FAILED, OK, FrVerdict, LogVerdict, RecordError, RunRecord
-from faultloop.plan import layout
+from faultloop.core import atomic, layout
 from faultloop.signals import signal_name
 
 DEFAULT_TIMEOUT_S = 600.0
@@ -133,9 +133,9 @@ def run_with_reuse(
         (directory / stale).unlink(missing_ok=True)
     if outcome.verdict is not None:
         outcome.verdict.write(directory / json_name)
-        layout.write_atomic(directory / text_name, outcome.text)
+        atomic.write_atomic(directory / text_name, outcome.text)
     if outcome.raw is not None:
-        layout.write_atomic(directory / layout.RAW_OUTPUT, outcome.raw)
+        atomic.write_atomic(directory / layout.RAW_OUTPUT, outcome.raw)
     record = RunRecord(
         name,
         kind,

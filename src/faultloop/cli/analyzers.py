@@ -9,8 +9,9 @@ from pathlib import Path
 
 from faultloop.analyze.registry import Analyzer, AnalyzerSpec, analyze_cell, resolve, selected
 from faultloop.analyze.running import AnalyzerFailure
-from faultloop.plan import layout
-from faultloop.plan.config import ConfigError, load, parse_overrides
+from faultloop.core import layout
+from faultloop.core.errors import ConfigError
+from faultloop.plan.config import load, parse_overrides
 
 
 def main(argv: list[str]) -> int:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from faultloop.analyze.strip import strip_log
 from faultloop.cli.options import add_settings, settings_from
 from faultloop.plan.config import BUILTIN
-from faultloop.plan.invocation import strip_log
 from faultloop.run.cell import CellRun, run_cell
 from faultloop.run.spec import JobSettings
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from faultloop.analyze import registry as analyzers
+from faultloop.core.errors import ConfigError
 from faultloop.plan import config
 from faultloop.score import corpus
 
@@ -36,7 +37,7 @@ def main(argv: list[str]) -> int:
         cases = corpus.load_cases(*args.directories)
         settings = config.load({}) if Path("config/config.yaml").is_file() else {}
         analyzer = analyzers.resolve(args.analyzer, settings)
-    except (corpus.EvalError, config.ConfigError) as exc:
+    except (corpus.EvalError, ConfigError) as exc:
         print(f"faultloop eval-logs: {exc}", file=sys.stderr)
         return 2
     evaluation = corpus.evaluate(cases, analyzer.analyze)

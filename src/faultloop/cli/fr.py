@@ -8,7 +8,7 @@ import sys
 
 from faultloop.analyze.fr.analysis import analyze_dir
 from faultloop.analyze.fr.dumps import DEFAULT_PATTERN, find_dumps
-from faultloop.plan import layout
+from faultloop.core import atomic
 
 
 def bad_dump_path(fr_path: str, pattern: str) -> str | None:
@@ -49,7 +49,7 @@ def main(argv: list[str]) -> int:
         segment_size=args.segment_size,
         workers=args.workers,
     )
-    layout.emit_result(
+    atomic.emit_result(
         result.to_table(),
         result.to_verdict().to_json(),
         text_path=args.output_text,

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from faultloop.analyze.fr.peers import FrSpec, analyze_cell
-from faultloop.plan import layout
-from faultloop.plan.pool import Cell
+from faultloop.core import layout
+from faultloop.core.cell import Cell
 
 
 def main(argv: list[str]) -> int:

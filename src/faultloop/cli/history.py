@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from faultloop.contracts import read_score_records
-from faultloop.plan import layout
+from faultloop.core import layout
 from faultloop.report.history import record_histories
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from faultloop.analyze.logsage import Settings, analyze_log, analyze_with_llm, run_upstream
 from faultloop.cli.llm_options import add_endpoint_arguments, endpoint_from_args
-from faultloop.plan import layout
+from faultloop.core import atomic
 
 
 def main(argv: list[str]) -> int:
@@ -43,7 +43,7 @@ def main(argv: list[str]) -> int:
             return 2
     else:
         verdict = analyze_log(path, Settings(prefilter=args.prefilter))
-    layout.emit_result(
+    atomic.emit_result(
         verdict.to_text(),
         verdict.to_json(),
         text_path=args.output_text,

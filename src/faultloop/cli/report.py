@@ -10,7 +10,7 @@ from pathlib import Path
 
 from faultloop.adopt import session as adopt
 from faultloop.contracts import read_score_records
-from faultloop.plan import layout
+from faultloop.core import layout
 from faultloop.report.history import record_histories
 from faultloop.report.model import build_report
 from faultloop.report.render import write_report

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import sys
 
-from faultloop.plan import config, layout
+from faultloop.core import layout
+from faultloop.core.errors import ConfigError
+from faultloop.plan import config
 
 
 def main(argv: list[str]) -> int:
     try:
         resolved = config.load(config.parse_overrides(argv))
-    except config.ConfigError as exc:
+    except ConfigError as exc:
         print(f"faultloop where: {exc}", file=sys.stderr)
         return 2
     session = layout.session_dir(resolved)

@@ -10,7 +10,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from faultloop.plan import layout
+from faultloop.core import atomic, layout
 
 # run_job's states, then the end states an adopted run's artifacts can show (SLURM's names), and
 # UNKNOWN for an adopted run whose end no artifact shows.
@@ -93,7 +93,7 @@ class Manifest:
         return data
 
     def write(self, path: Path) -> None:
-        layout.write_json_atomic(path, self.to_json())
+        atomic.write_json_atomic(path, self.to_json())
 
     @classmethod
     def from_json(cls, data: Any, source: str = layout.MANIFEST) -> Manifest:

@@ -12,9 +12,9 @@ from typing import Any
 
 from faultloop.contracts.grades import DIMENSIONS, Grade, Reads
 from faultloop.contracts.verdicts import RecordError
+from faultloop.core import atomic
+from faultloop.core.cell import Cell
 from faultloop.faults import expected_restart
-from faultloop.plan import layout
-from faultloop.plan.pool import Cell
 
 FR_PREFIX = "fr:"  # ANALYZER of a flight-recorder analyzer's rows
 # Cell status in scores.tsv. Only SCORED cells enter pass rates.
@@ -271,7 +271,7 @@ def tsv_columns() -> tuple[str, ...]:
 
 def write_cell_scores(scores: list[ScoreRecord], cell: str, path: Path) -> None:
     """A cell's score.json: every analyzer's score, log analyzers first."""
-    layout.write_json_atomic(path, {"cell": cell, "scores": [s.to_json() for s in scores]})
+    atomic.write_json_atomic(path, {"cell": cell, "scores": [s.to_json() for s in scores]})
 
 
 def read_cell_scores(path: Path) -> dict[str, ScoreRecord]:
@@ -299,8 +299,8 @@ def read_score_tsv(path: Path) -> list[ScoreRecord]:
 
 def write_score_tables(records: list[ScoreRecord], tsv: Path, jsonl: Path) -> None:
     """scores.tsv and scores.jsonl (every record whole)."""
-    layout.write_atomic(tsv, score_tsv_text(records))
-    layout.write_atomic(jsonl, "".join(json.dumps(r.to_json(), separators=(",", ":")) + "\n" for r in records))
+    atomic.write_atomic(tsv, score_tsv_text(records))
+    atomic.write_atomic(jsonl, "".join(json.dumps(r.to_json(), separators=(",", ":")) + "\n" for r in records))
 
 
 def read_score_records(path: Path) -> list[ScoreRecord]:

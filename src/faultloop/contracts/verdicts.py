@@ -10,8 +10,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from faultloop.core import atomic
 from faultloop.faults import CATEGORIES, FAULTS
-from faultloop.plan import layout
 
 T = TypeVar("T")
 
@@ -165,7 +165,7 @@ class LogVerdict:
         )
 
     def write(self, path: Path) -> None:
-        layout.write_json_atomic(path, self.to_json())
+        atomic.write_json_atomic(path, self.to_json())
 
     @classmethod
     def read(cls, path: Path) -> LogVerdict:
@@ -226,7 +226,7 @@ class FrVerdict:
         )
 
     def write(self, path: Path) -> None:
-        layout.write_json_atomic(path, self.to_json())
+        atomic.write_json_atomic(path, self.to_json())
 
     @classmethod
     def read(cls, path: Path) -> FrVerdict:
@@ -264,7 +264,7 @@ class RunRecord:
             raise RecordError(f"run record: {exc}") from None
 
     def write(self, path: Path) -> None:
-        layout.write_json_atomic(path, self.to_json())
+        atomic.write_json_atomic(path, self.to_json())
 
     @classmethod
     def read(cls, path: Path) -> RunRecord:
@@ -273,7 +273,7 @@ class RunRecord:
 
 def write_index(path: Path, records: list[RunRecord]) -> None:
     """analysis/analyzers.json or analysis/fr/analyzers.json: the cell's run records, in order."""
-    layout.write_json_atomic(path, {"analyzers": [r.to_json() for r in records]})
+    atomic.write_json_atomic(path, {"analyzers": [r.to_json() for r in records]})
 
 
 def read_index(path: Path) -> list[RunRecord]:

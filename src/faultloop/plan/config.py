@@ -18,18 +18,16 @@ from typing import Any
 import jsonschema
 import yaml
 
-from faultloop.plan import layout
-from faultloop.plan.pool import Cell, PoolError, load_pool
+from faultloop.core import layout
+from faultloop.core.cell import Cell
+from faultloop.core.errors import ConfigError
+from faultloop.plan.pool import load_pool
 
 CONFIG_SCHEMA = layout.SCHEMAS / "config.schema.yaml"
 
 # The workload script name of the built-in workload (faultloop.run.workload), whose iteration count
 # is the config's run_job.iterations; a site workload's is its own.
 BUILTIN = "builtin"
-
-
-class ConfigError(ValueError):
-    """A configuration problem, naming the file or key."""
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
@@ -214,8 +212,6 @@ def pool_cells(config: Mapping[str, Any]) -> list[Cell]:
 
 
 __all__ = [
-    "ConfigError",
-    "PoolError",
     "Workload",
     "deep_merge",
     "load",

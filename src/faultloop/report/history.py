@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from faultloop.contracts import ScoreRecord, read_score_tsv, score_tsv_text
-from faultloop.plan import layout
+from faultloop.core import atomic
 from faultloop.score.tables import by_analyzer
 
 HISTORY_RE = re.compile(r"^(?P<n>\d+)_(?P<fp>.+)\.tsv$")
@@ -57,7 +57,7 @@ def record_history(history_dir: Path, records: list[ScoreRecord], fingerprint: s
             if e.fingerprint == fp:
                 e.path.unlink()
         number = (entries[-1].number + 1) if entries else 1
-    layout.write_atomic(history_dir / f"{number}_{fp}.tsv", score_tsv_text(records))
+    atomic.write_atomic(history_dir / f"{number}_{fp}.tsv", score_tsv_text(records))
     return read_history(history_dir)
 
 
@@ -87,7 +87,7 @@ def record_histories(
         name: [{"number": e.number, "fingerprint": e.fingerprint, "file": f"{name}/{e.path.name}"} for e in entries]
         for name, entries in histories.items()
     }
-    layout.write_json_atomic(history_dir / INDEX, {"analyzers": index})
+    atomic.write_json_atomic(history_dir / INDEX, {"analyzers": index})
     return histories
 
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from faultloop.adopt import session as adopt
 from faultloop.contracts import DIMENSIONS, ScoreRecord
+from faultloop.core.cell import Cell
 from faultloop.faults import FAULTS
-from faultloop.plan.pool import Cell
 from faultloop.report.history import (
     Comparison,
     HistoryEntry,

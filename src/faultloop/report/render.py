@@ -13,8 +13,8 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
 from faultloop.contracts import DIMENSIONS, CellEvidence, CitedLine, EvidenceLine, Grade, Reads, ScoreRecord
-from faultloop.plan import layout
-from faultloop.plan.pool import Cell
+from faultloop.core import atomic
+from faultloop.core.cell import Cell
 from faultloop.report.heatmap import write_heatmap
 from faultloop.report.junit import junit_xml
 from faultloop.report.model import Report
@@ -130,6 +130,6 @@ def grade_classes() -> dict[Grade, str]:
 def write_report(rep: Report, *, markdown: Path, html: Path, heatmap: Path, junit: Path) -> None:
     """Every file of the report: the heatmap first (the HTML page embeds it)."""
     write_heatmap(rep.rows, heatmap)
-    layout.write_atomic(markdown, render_markdown(rep))
-    layout.write_atomic(html, render_html(rep, heatmap))
-    layout.write_atomic(junit, junit_xml(rep))
+    atomic.write_atomic(markdown, render_markdown(rep))
+    atomic.write_atomic(html, render_html(rep, heatmap))
+    atomic.write_atomic(junit, junit_xml(rep))

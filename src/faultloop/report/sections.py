@@ -21,7 +21,7 @@ from faultloop.contracts import (
     ScoreRecord,
     upstream_table_columns,
 )
-from faultloop.plan import layout
+from faultloop.core import layout
 from faultloop.report import differences
 from faultloop.report.history import analyzer_versions, pick_fingerprint
 from faultloop.report.model import (

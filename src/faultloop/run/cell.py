@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from faultloop.contracts import Manifest
+from faultloop.core import atomic, layout
+from faultloop.core.cell import Cell
 from faultloop.marker import MARKER, names_injection
-from faultloop.plan import layout
 from faultloop.plan.config import BUILTIN
-from faultloop.plan.pool import Cell
 from faultloop.run import slurm
 from faultloop.run.launch import RunJob
 from faultloop.run.spec import JobSettings, JobSpec
@@ -66,7 +66,7 @@ def update_tracking(session: Path, cell: Cell, job_id: str, cell_dir: Path) -> N
             str(cell_dir.resolve()),
         ]
         lines = ["\t".join(layout.TRACKING_COLUMNS)] + ["\t".join(r) for r in rows.values()]
-        layout.write_atomic(tracking, "\n".join(lines) + "\n")
+        atomic.write_atomic(tracking, "\n".join(lines) + "\n")
 
 
 def run_site_workload(script: Path, cell: Cell, cell_dir: Path, env: Mapping[str, str]) -> Manifest:

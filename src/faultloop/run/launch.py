@@ -36,8 +36,8 @@ from pathlib import Path
 import psutil
 
 from faultloop.contracts import Manifest, RankExit
+from faultloop.core import layout
 from faultloop.marker import marker_times
-from faultloop.plan import layout
 from faultloop.run import slurm
 from faultloop.run.spec import JobSpec
 from faultloop.run.srun import JobLog, LocalSrun, Task, TaskExit

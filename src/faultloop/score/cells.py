@@ -27,8 +27,8 @@ from faultloop.contracts import (
     read_index,
     write_cell_scores,
 )
-from faultloop.plan import layout
-from faultloop.plan.pool import Cell
+from faultloop.core import atomic, layout
+from faultloop.core.cell import Cell
 from faultloop.score.evidence import cell_evidence
 from faultloop.score.grade import Truth, score_cell, score_fr
 from faultloop.score.judge import JudgeInputs, judge, judge_log_tail
@@ -175,7 +175,7 @@ def score_analyzers(
                     fr_text,
                 )
                 judge(score, truth, judge_mode, llm, inputs)
-            layout.write_json_atomic(cell_dir / folder / layout.ANALYZER_SCORE, score.to_json())
+            atomic.write_json_atomic(cell_dir / folder / layout.ANALYZER_SCORE, score.to_json())
         scores.append(score)
     for run in fr_runs:
         folder = layout.fr_analyzer_dir(run.analyzer)
@@ -186,7 +186,7 @@ def score_analyzers(
             score = score_fr(truth, job, fr_verdict, failure=run.error if run.status != OK else None)
             _describe(score, f"{FR_PREFIX}{run.analyzer}", run, key)
             score.files, score.cell_files = _links(cell_dir, f"{folder}/", FR_FILES), files
-            layout.write_json_atomic(cell_dir / folder / layout.ANALYZER_SCORE, score.to_json())
+            atomic.write_json_atomic(cell_dir / folder / layout.ANALYZER_SCORE, score.to_json())
         scores.append(score)
     return scores
 

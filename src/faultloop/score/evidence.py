@@ -11,8 +11,8 @@ import re
 from collections.abc import Iterable
 
 from faultloop.contracts import CellEvidence, CitedLine, EvidenceLine, LogVerdict
+from faultloop.core.cell import Cell
 from faultloop.faults import FAULTS
-from faultloop.plan.pool import Cell
 
 EVIDENCE_LINES = 12
 ERROR_WORDS = re.compile(

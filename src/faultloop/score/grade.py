@@ -22,8 +22,8 @@ from faultloop.contracts import (
     Reads,
     ScoreRecord,
 )
+from faultloop.core.cell import Cell
 from faultloop.faults import FAULTS, expected_restart
-from faultloop.plan.pool import Cell
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,9 @@ from faultloop.contracts import (
     read_cell_scores,
     read_score_tsv,
 )
-from faultloop.plan import layout
-from faultloop.plan.pool import Cell, write_pool_file
+from faultloop.core import layout
+from faultloop.core.cell import Cell
+from faultloop.plan.pool import write_pool_file
 
 
 def _stored(cell_dir: Path) -> dict[str, ScoreRecord] | None:

@@ -46,9 +46,9 @@ from faultloop.analyze.running import (
     timed,
 )
 from faultloop.contracts import FrVerdict, RunRecord, verdicts, write_index
+from faultloop.core import layout
+from faultloop.core.errors import ConfigError
 from faultloop.fingerprint import source_fingerprint
-from faultloop.plan import layout
-from faultloop.plan.config import ConfigError
 
 TORCHFRTRACE = "torchfrtrace"
 FR_KINDS = (BUILTIN, TORCHFRTRACE, *nvrx.FR_KINDS)

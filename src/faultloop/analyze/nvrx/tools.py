@@ -27,8 +27,8 @@ from faultloop.analyze.nvrx import (
     SRC_ENV,
 )
 from faultloop.contracts import SkippedFile
-from faultloop.plan import layout
-from faultloop.plan.config import ConfigError
+from faultloop.core import layout
+from faultloop.core.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import sys
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,41 +100,8 @@ def fr_analyzer_dir(name: str) -> str:
     return f"{FR_DIR}/{name}"
 
 
-UMASK = os.umask(0o022)
-os.umask(UMASK)
-
-
 def session_dir(config: Mapping[str, Any]) -> Path:
     """`<base_experiments_dir>/fault_injection/<session>`, or the adopted NVRx session (`adopt`)."""
     if config.get("adopt"):
         return Path(config["adopt"])
     return Path(config["base_experiments_dir"]) / FAULT_INJECTION / str(config["session"])
-
-
-def write_atomic(path: str | Path, text: str) -> None:
-    """Write a file so readers never see half of it (temp file in the same folder, then rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~UMASK)  # mkstemp's 0600 would hide results from the team
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_json_atomic(path: str | Path, data: Any) -> None:
-    write_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
-
-
-def emit_result(text: str, data: Any, *, text_path: str | None, json_path: str | None, stdout_format: str) -> None:
-    """An analyzer's two output forms: write each where asked (atomically), print the chosen one."""
-    as_json = json.dumps(data, indent=2) + "\n"
-    if text_path:
-        write_atomic(text_path, text)
-    if json_path:
-        write_atomic(json_path, as_json)
-    sys.stdout.write(as_json if stdout_format == "json" else text)

@@ -11,16 +11,11 @@ import pytest
 from snakemake.settings.types import DAGSettings
 
 from conftest import REPO, planned, snakemake
-from faultloop.plan import layout
+from faultloop.core import atomic, layout
+from faultloop.core.cell import Cell
 from faultloop.plan.config import parse_overrides
-from faultloop.plan.invocation import (
-    cell_targets,
-    forced,
-    invoked_until,
-    tool_config,
-)
-from faultloop.plan.pool import Cell
 from faultloop.run.cell import update_tracking
+from faultloop.workflow.invocation import cell_targets, forced, invoked_until, tool_config
 
 
 def test_default_pool_dry_run_plans_34_cells(workflow_copy):
@@ -161,8 +156,8 @@ def test_tracking_tsv_upserts_rows(tmp_path):
 
 
 def test_strip_log_removes_markers_and_experiment_names(tmp_path):
+    from faultloop.analyze.strip import strip_log
     from faultloop.contracts import Manifest
-    from faultloop.plan.invocation import strip_log
 
     cell = tmp_path / "n2_SIGKILL_r1_i5"
     (cell / "logs/slurm").mkdir(parents=True)
@@ -199,9 +194,9 @@ def test_strip_log_removes_markers_and_experiment_names(tmp_path):
 def test_atomic_writes_are_readable_by_the_team(tmp_path):
     import os
 
-    from faultloop.plan import layout
+    from faultloop.core import layout
 
-    layout.write_json_atomic(tmp_path / "sub" / "x.json", {"a": 1})
+    atomic.write_json_atomic(tmp_path / "sub" / "x.json", {"a": 1})
     assert (tmp_path / "sub" / "x.json").read_text() == '{\n  "a": 1\n}\n'
     assert os.stat(tmp_path / "sub" / "x.json").st_mode & 0o044 == 0o044, "group and others may read results"
     assert [p.name for p in (tmp_path / "sub").iterdir()] == ["x.json"], "no temp file left behind"

@@ -1,23 +1,20 @@
 """Between Snakemake and the package: what the workflow's rules and scripts call (which cells an
-invocation carries, re-judge mode, strip-log's body), kept here so it is testable without
-Snakemake. run_job's body is faultloop.run.cell."""
+invocation carries, re-judge mode, which jobs are forced, a script's log), kept here so it is
+testable without Snakemake. run_job's body is faultloop.run.cell, strip-log's faultloop.analyze.strip."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any, Protocol
 
-from faultloop.contracts import Manifest
-from faultloop.marker import strip_markers
-from faultloop.plan import layout
-from faultloop.plan.config import ConfigError
-from faultloop.plan.pool import Cell, cell_name_pattern
+from faultloop.core import layout
+from faultloop.core.cell import Cell
+from faultloop.core.errors import ConfigError
 from faultloop.score.tables import failing_cells
 
 
@@ -134,21 +131,3 @@ def run_cli(main: Callable[[list[str]], int | None], argv: list[str]) -> None:
     status = int(main(argv) or 0)
     if status:
         raise SystemExit(status)
-
-
-def strip_log(manifest_path: Path, output: Path) -> int:
-    """Write the analyzers' copy of a cell's main log with every ground-truth line removed."""
-    main_log = Manifest.read(manifest_path).main_log
-    source = manifest_path.parent / main_log if main_log else None
-    lines: list[str] = []
-    if source is None or not source.is_file():
-        print(f"no main log for this run ({source}); the analyzers get an empty log", file=sys.stderr)
-    else:
-        cell_dir_re = re.compile(cell_name_pattern())
-        with open(source, errors="replace") as handle:
-            # Experiment folder names (n2_SIGKILL_r1_i5) spell out the truth: a workload that
-            # prints its paths (Megatron prints its arguments) must not give the answer away.
-            lines = [cell_dir_re.sub("experiment", line) for line in strip_markers(handle)]
-    layout.write_atomic(output, "".join(lines))
-    print(f"{source}: kept {len(lines)} lines", file=sys.stderr)
-    return len(lines)

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from conftest import cell_manifest, snakemake
-from faultloop.plan.pool import Cell
+from faultloop.core.cell import Cell
 
 CONDA = shutil.which("mamba") or shutil.which("conda")
 pytestmark = [
