@@ -95,7 +95,7 @@ def plan_seconds(size: int, *config: str, floor: bool = False) -> tuple[float, f
     """Wall and CPU seconds of a dry run, and the run_job jobs it planned."""
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        for name in ("Snakefile", "workflow", "config", "profiles", "src"):
+        for name in ("workflow", "config", "profiles", "src"):
             src = REPO / name
             (shutil.copytree if src.is_dir() else shutil.copy2)(src, work / name)
         if floor:

@@ -34,7 +34,7 @@ needs_real_logs = pytest.mark.skipif(
     not REAL_LOGS.is_dir(),
     reason=f"real-log corpus not found at {REAL_LOGS} (third-party data kept outside the repo, in ../shared)",
 )
-WORKFLOW_FILES = ("Snakefile", "workflow", "config", "profiles", "src")
+WORKFLOW_FILES = ("workflow", "config", "profiles", "src")
 
 
 def copy_workflow(dest: Path) -> Path:

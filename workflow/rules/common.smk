@@ -9,7 +9,8 @@ from snakemake_interface_executor_plugins.settings import DeploymentMethod
 min_version("9.0")
 
 # The workflow runs the package from this checkout, the code users patch between iterations.
-sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+CHECKOUT = Path(workflow.basedir).parent
+sys.path.insert(0, str(CHECKOUT / "src"))
 
 import faultloop.adopt.session as fl_adopt
 import faultloop.analyze.combined as fl_combined
@@ -137,7 +138,7 @@ def fresh(rule_name, *files):
 # planning time on large pools.
 IN_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 FAULTLOOP = (
-    f"PYTHONPATH={shlex.quote(str(Path(workflow.basedir) / 'src'))} "
+    f"PYTHONPATH={shlex.quote(str(CHECKOUT / 'src'))} "
     f"{'python' if IN_CONDA else shlex.quote(sys.executable)} -m faultloop.cli"
 )
 

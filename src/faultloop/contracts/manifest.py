@@ -123,7 +123,8 @@ class Manifest:
             ("fault_fired", bool),
             ("run_valid", bool),
         ):
-            if not isinstance(values[name], kind):
+            # JSON's true is a Python int too: a count or a rank must be a number, not a flag
+            if not isinstance(values[name], kind) or (kind is int and isinstance(values[name], bool)):
                 raise ManifestError(f"{source}: field {name} must be {kind.__name__}, got {values[name]!r}")
         if values["state"] not in STATES:
             raise ManifestError(f"{source}: field state must be one of {', '.join(STATES)}, got {values['state']!r}")

@@ -137,9 +137,10 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
 
 
 def load(overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """The configuration as the workflow resolves it, for commands run from the repository root."""
+    """The configuration as the workflow resolves and checks it, for commands run from the
+    repository root (a mistyped key fails here as it does in the workflow)."""
     base = yaml.safe_load(Path("config/config.yaml").read_text())
-    return resolve(base, overrides)
+    return resolve(base, overrides, check=True)
 
 
 def unknown_keys(
