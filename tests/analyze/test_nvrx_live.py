@@ -18,7 +18,7 @@ import yaml
 
 from conftest import NVRX_FR, REPO, SHARED, copy_workflow, needs_nvrx_dumps, snakemake
 from faultloop.analyze import nvrx, registry
-from faultloop.analyze.fr import peers
+from faultloop.analyze.analyzer import DumpsSource, Input
 from faultloop.analyze.nvrx import outputs
 from faultloop.analyze.running import Outcome
 from faultloop.contracts import FrVerdict, LogVerdict
@@ -45,8 +45,8 @@ def test_restart_agent_live_matches_its_recorded_outputs(tmp_path: Path) -> None
 
 
 def fr_attempt(dumps: Path, world_size: int) -> Outcome:
-    spec = peers.spec_from_config(nvrx.FR, None, BASE)
-    return peers.attempt(spec, str(dumps), world_size=world_size, gpus_per_node=4, segment_size=32)
+    spec = registry.spec_from_config(Input.DUMPS, nvrx.FR, None, BASE)
+    return registry.attempt(spec, DumpsSource(str(dumps), world_size, 4, 32))
 
 
 @needs_nvrx_dumps

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from faultloop.analyze import combined
+from faultloop.analyze.kinds import combined
 from faultloop.contracts import DIMENSIONS, SCORED, Grade, ScoreRecord
 from faultloop.faults import RESTART, STOP
 from faultloop.plan.pool import Cell

@@ -15,14 +15,12 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 import faultloop.adopt.session as fl_adopt
 import faultloop.adopt.tracking as fl_tracking
-import faultloop.analyze.combined as fl_combined
 import faultloop.analyze.registry as fl_analyzers
 import faultloop.plan.config as fl_config
 import faultloop.score.evidence as fl_evidence
 import faultloop.faults as fl_faults
 import faultloop.marker as fl_marker
 import faultloop.fingerprint as fl_fingerprint
-import faultloop.analyze.fr.peers as fl_frpeers
 import faultloop.report.history as fl_history
 import faultloop.plan.layout as layout
 import faultloop.plan.pool as fl_pool
@@ -50,6 +48,7 @@ try:
             workflow.config_settings.overwrite_config,
             workflow.configfiles,
             check=True,
+            analyzer_schema=fl_analyzers.config_schema(),
         )
     )
 except fl_config.ConfigError as error:
@@ -80,10 +79,10 @@ try:
     else:
         POOL = fl_config.pool_cells(config)
     CELLS = selected_cells(config, POOL)
-    ANALYZERS = fl_analyzers.selected(config)
-    FR_ANALYZERS = fl_frpeers.selected(config)
+    ANALYZERS = fl_analyzers.selected(config, fl_analyzers.Input.LOG)
+    FR_ANALYZERS = fl_analyzers.selected(config, fl_analyzers.Input.DUMPS)
     # faultloop's combined verdict (primary log + first FR analyzer), scored as a log analyzer.
-    COMBINED = fl_combined.enabled(config, [a.name for a in ANALYZERS])
+    MERGED = fl_analyzers.selected(config, fl_analyzers.Input.VERDICTS)
 except (fl_config.PoolError, fl_config.ConfigError, fl_tracking.AdoptError) as error:
     raise WorkflowError(str(error)) from None
 
@@ -110,11 +109,11 @@ RUN_CELLS, _not_run = cell_targets(
 # a user's script, so a changed fingerprint changes the param and re-runs the cell's analysis
 # job, which re-runs only the analyzers whose fingerprint changed (never run_job).
 ANALYZER_SPECS = fl_analyzers.specs_json(ANALYZERS)
-FR_SPECS = fl_frpeers.specs_json(FR_ANALYZERS)
-# Every row of scores.tsv, per cell in this order: the log analyzers, then fr:<name>.
+FR_SPECS = fl_analyzers.specs_json(FR_ANALYZERS)
+MERGED_SPECS = fl_analyzers.specs_json(MERGED)
+# Every row of scores.tsv, per cell in this order: the log analyzers, the merged, then fr:<name>.
 SCORED_ANALYZERS = (
-    [a.name for a in ANALYZERS]
-    + ([fl_combined.NAME] if COMBINED else [])
+    [spec.name for spec in ANALYZERS + MERGED]
     + [fl_contracts.FR_PREFIX + spec.name for spec in FR_ANALYZERS]
 )
 SCORE_VERSION = fl_fingerprint.source_fingerprint(
@@ -125,7 +124,6 @@ SCORE_VERSION = fl_fingerprint.source_fingerprint(
     fl_contracts,
     fl_faults,
     fl_marker,
-    fl_combined,
     settings=tool_config(config["judge"]),
 )
 # The report's code and its templates (package data, not modules).

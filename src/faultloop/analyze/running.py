@@ -24,6 +24,7 @@ from faultloop.signals import signal_name
 
 DEFAULT_TIMEOUT_S = 600.0
 TAIL_CHARS = 2000
+MAX_OUTPUT_BYTES = 16 << 20  # the most an external analyzer's printed answer is read of
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")  # an analyzer's name: also its folder's
 
 

@@ -43,6 +43,7 @@ INFRA_HISTORY = "infra_failures.jsonl"
 STRIPPED_LOG = "analysis/main_workload.log"
 LOGSAGE_INDEX = "analysis/analyzers.json"  # the log analyzers' runs on this cell, one record each
 FR_INDEX = "analysis/fr/analyzers.json"  # the same for the flight-recorder analyzers
+MERGED_INDEX = "analysis/merged.json"  # the same for verdicts merged from those (combined)
 SCORE_JSON = "analysis/score.json"  # every analyzer's score for the cell
 # Per analyzer: analysis/<name>/ (log analyzers) and analysis/fr/<name>/ (FR analyzers) hold
 LOGSAGE_TEXT = "logsage.txt"  # upstream's five-part text form

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from faultloop.analyze import combined
+from faultloop.analyze.kinds import combined
 from faultloop.contracts import DIMENSIONS, FR_RANK, Grade, Reads, ScoreRecord
 
 RESTART = "restart_correct"

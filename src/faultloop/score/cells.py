@@ -11,7 +11,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from faultloop.analyze import combined
 from faultloop.analyze.llm import LLMSettings
 from faultloop.analyze.running import file_digest
 from faultloop.contracts import (
@@ -120,17 +119,14 @@ def score_analyzers(
     llm: LLMSettings | None = None,
     version: str = "",
     fresh: bool = False,
-    combine: bool = False,
 ) -> list[ScoreRecord]:
-    """Score every analyzer the cell's indexes list: the log analyzers (graded with the first FR
+    """Score every analyzer the cell's indexes list: the log analyzers and those whose verdicts
+    were merged from others (the combined verdict, graded as log analyzers, with the first FR
     analyzer's verdict, as upstream's table is), then each FR analyzer on its own. A score whose
     inputs are unchanged is reused (its file untouched); the LLM judge runs on valid runs when
-    the mode asks for it. With combine, faultloop's combined verdict (analyze.combined) is merged
-    first and scored after the log analyzers."""
-    log_runs = read_index(cell_dir / layout.LOGSAGE_INDEX)
+    the mode asks for it."""
+    log_runs = read_index(cell_dir / layout.LOGSAGE_INDEX) + read_index(cell_dir / layout.MERGED_INDEX)
     fr_runs = read_index(cell_dir / layout.FR_INDEX)
-    if combine:
-        log_runs.append(combined.combine_cell(cell_dir, log_runs, fr_runs, fresh=fresh))
     primary_fr = fr_runs[0] if fr_runs else None
     fr_primary = (
         _fr_verdict(cell_dir / layout.fr_analyzer_dir(primary_fr.analyzer) / layout.FR_JSON)
@@ -201,15 +197,12 @@ def score_cell_dir(
     llm: LLMSettings | None = None,
     version: str = "",
     fresh: bool = False,
-    combine: bool = False,
 ) -> list[ScoreRecord]:
     """judge_score: grade every analyzer on the cell against the truth its job.json records,
-    into `output` (the cell's score.json); with combine, the combined verdict among them.
+    into `output` (the cell's score.json).
     ManifestError when job.json cannot be used."""
     job = Manifest.read(cell_dir / layout.MANIFEST)
     truth = Truth(Cell(job.fault_type, job.fault_rank, job.fault_iter, job.nodes), gpus_per_node, segment_size)
-    scores = score_analyzers(
-        cell_dir, truth, job, judge_mode=judge_mode, llm=llm, version=version, fresh=fresh, combine=combine
-    )
+    scores = score_analyzers(cell_dir, truth, job, judge_mode=judge_mode, llm=llm, version=version, fresh=fresh)
     write_cell_scores(scores, truth.cell.name, output)
     return scores
