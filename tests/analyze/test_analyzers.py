@@ -424,7 +424,9 @@ def test_unreadable_dump_set_is_torchfrtraces_recorded_failure(tmp_path: Path) -
     # and both analyzers on no dumps at all: a result (no_dumps), not a failure
     empty = tmp_path / "empty"
     for kind in ("builtin", "torchfrtrace"):
-        result = analyzers.attempt(Spec(kind, kind, Input.DUMPS, 60, fingerprint="fp"), DumpsSource(str(empty), 2, 2, 32))
+        result = analyzers.attempt(
+            Spec(kind, kind, Input.DUMPS, 60, fingerprint="fp"), DumpsSource(str(empty), 2, 2, 32)
+        )
         assert result.error is None and isinstance(result.verdict, FrVerdict) and result.verdict.no_dumps
 
 

@@ -112,10 +112,9 @@ ANALYZER_SPECS = fl_analyzers.specs_json(ANALYZERS)
 FR_SPECS = fl_analyzers.specs_json(FR_ANALYZERS)
 MERGED_SPECS = fl_analyzers.specs_json(MERGED)
 # Every row of scores.tsv, per cell in this order: the log analyzers, the merged, then fr:<name>.
-SCORED_ANALYZERS = (
-    [spec.name for spec in ANALYZERS + MERGED]
-    + [fl_contracts.FR_PREFIX + spec.name for spec in FR_ANALYZERS]
-)
+SCORED_ANALYZERS = [spec.name for spec in ANALYZERS + MERGED] + [
+    fl_contracts.FR_PREFIX + spec.name for spec in FR_ANALYZERS
+]
 SCORE_VERSION = fl_fingerprint.source_fingerprint(
     fl_score_cells,
     fl_grade,
