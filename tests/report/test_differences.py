@@ -62,7 +62,7 @@ def test_policy_section_lists_decisions_that_follow_the_analyzers_own_policy() -
                 kill,
                 {"restart_correct": Grade.FALSE},
                 expected_restart=STOP,
-                logsage_restart=RESTART,
+                analyzer_restart=RESTART,
                 restart_policy=budget,
             )
         ],

@@ -5,7 +5,7 @@ SIGKILL and one GPU_SLEEP cell) left for scoring: each cell's job.json, stripped
 verdicts and run records. `expected/` holds scores.tsv, experiments_report.md and junit.xml as
 the code before the analyzer table (commit 34c5b11: score.cells merging the combined verdict
 itself) re-judged it. The steps below are rule judge_score's (the merge step, then scoring), rule
-score's and rule aggregate_report's; only fingerprints (code hashes) may differ."""
+score's and rule aggregate_report's; only fingerprints (code hashes) and renamed names may differ."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from faultloop.analyze import registry
 from faultloop.analyze.analyzer import Input
 from faultloop.cli import analyzers as analyzers_cli
 from faultloop.cli import report as report_cli
-from faultloop.contracts import write_score_tables
+from faultloop.contracts import RENAMED, read_score_tsv, write_score_tables
 from faultloop.plan import layout
 from faultloop.plan.pool import Cell
 from faultloop.score.cells import score_cell_dir
@@ -29,7 +29,10 @@ FINGERPRINT_RE = re.compile(r"\b[0-9a-f]{12}\b")
 
 
 def normalised(path: Path) -> list[str]:
-    return FINGERPRINT_RE.sub("<fingerprint>", path.read_text()).splitlines()
+    text = FINGERPRINT_RE.sub("<fingerprint>", path.read_text())
+    for old, new in RENAMED.items():
+        text = text.replace(old, new)
+    return text.splitlines()
 
 
 def test_a_stored_session_rejudged_gives_the_same_scores_report_and_junit(tmp_path: Path) -> None:
@@ -52,3 +55,8 @@ def test_a_stored_session_rejudged_gives_the_same_scores_report_and_junit(tmp_pa
     )
     for name in (layout.SCORES_TSV, layout.JUNIT_XML, layout.REPORT_MD):
         assert normalised(session / name) == normalised(STORED / "expected" / name), name
+
+
+def test_stored_scores_are_read_under_their_renamed_names() -> None:
+    rows = read_score_tsv(STORED / "expected" / layout.SCORES_TSV)  # written before logsage_restart was renamed
+    assert {r.analyzer_restart for r in rows if not r.is_fr} == {"STOP - DONT RESTART IMMEDIATE", "RESTART IMMEDIATE"}
