@@ -119,7 +119,7 @@ def test_scored_beside_the_log_analyzers_and_reused(cell: Path) -> None:
     assert by_name["builtin"].grade("rank_primary") == Grade.FALSE
     assert by_name["combined"].grade("rank_primary") == Grade.TRUE
     assert by_name["combined"].grade("restart_correct") == Grade.TRUE
-    merged = LogVerdict.read(cell / layout.analyzer_dir("combined") / layout.LOGSAGE_JSON)
+    merged = LogVerdict.read(cell / layout.analyzer_dir("combined") / layout.VERDICT_JSON)
     assert merged.extra["merge_rule"] == combined.FR_OVERRIDES
     assert merged.extra["inputs"] == {"log": "builtin", "fr": "builtin"}
     stamp = (cell / layout.analyzer_dir("combined") / layout.RUN_JSON).stat().st_mtime_ns

@@ -194,4 +194,4 @@ def test_drilldown_shows_nvrx_verdicts_in_chromium(pool: Path) -> None:
     for cell, shown in page.cells.items():
         assert shown == [*LOG_ANALYZERS, *(f"fr:{n}" for n in FR_ANALYZERS)], cell
     drill = dom.split('id="cell-n2_SIGKILL_r1_i5"')[1].split("</details>")[0]
-    assert "analysis/nvrx_restart_agent/logsage.json" in drill and "fr_attribution could not read" in drill
+    assert "analysis/nvrx_restart_agent/verdict.json" in drill and "fr_attribution could not read" in drill

@@ -122,7 +122,8 @@ def test_analyzer_selection_limits_an_invocation(work: Path) -> None:
         text=True,
         check=True,
     ).stdout
-    assert [line.split("\t")[:2] for line in listed.splitlines()] == [["mine", "command"], ["builtin", "builtin"]]
+    log_rows = [line.split("\t")[:2] for line in listed.splitlines() if "\tlog\t" in line]
+    assert log_rows == [["mine", "command"], ["builtin", "builtin"]]
     dry = snakemake(work, "-n", "--profile", "profiles/local", "--config", *CONFIG, "analyzers=mine")
     counts = planned(dry.stdout + dry.stderr)
     assert counts["logsage"] == 2 and "run_job" not in counts and "fr_analysis" not in counts
@@ -156,11 +157,11 @@ def test_editing_the_script_reruns_only_its_analysis(work: Path) -> None:
     after = analysis_files(work)
     changed = {p.relative_to(work / SESSION) for p in before if after.get(p) != before[p]}
     assert {p.parts[2] for p in changed} == {"mine"}, changed
-    assert {p.name for p in changed} >= {"logsage.json", "run.json", "score.json"}
+    assert {p.name for p in changed} >= {"verdict.json", "run.json", "score.json"}
     for cell in CELLS:
         log = (work / SESSION / "logs" / "logsage" / f"{cell}.log").read_text()
         assert "builtin (builtin): reused" in log and "hangs (command): reused" in log and "mine (command): ok" in log
         assert json.loads((work / SESSION / cell / "job.json").read_text())["job_id"] == jobs[cell]
     mine = [r for r in rows(work) if r["ANALYZER"] == "mine"]
-    verdict = json.loads((work / SESSION / CELLS[0] / "analysis" / "mine" / "logsage.json").read_text())
+    verdict = json.loads((work / SESSION / CELLS[0] / "analysis" / "mine" / "verdict.json").read_text())
     assert "died first" in verdict["explanation"] and len(mine) == len(CELLS)

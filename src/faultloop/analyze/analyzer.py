@@ -83,7 +83,7 @@ class VerdictsSource:
     @property
     def log_path(self) -> Path:
         name = self.log_run.analyzer if self.log_run else ""
-        return self.cell_dir / layout.analyzer_dir(name) / layout.LOGSAGE_JSON
+        return layout.stored(self.cell_dir / layout.analyzer_dir(name), layout.VERDICT_JSON)
 
     @property
     def fr_path(self) -> Path:

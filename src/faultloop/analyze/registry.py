@@ -83,7 +83,7 @@ PLACES = {
         "analyzers",
         "named log analyzers (config/README.md); a null entry disables one",
         layout.analyzer_dir,
-        (layout.LOGSAGE_JSON, layout.LOGSAGE_TEXT),
+        (layout.VERDICT_JSON, layout.VERDICT_TEXT),
         layout.LOGSAGE_INDEX,
     ),
     Input.DUMPS: Place(
@@ -93,7 +93,7 @@ PLACES = {
         (layout.FR_JSON, layout.FR_TEXT),
         layout.FR_INDEX,
     ),
-    Input.VERDICTS: Place("", "", layout.analyzer_dir, (layout.LOGSAGE_JSON, layout.LOGSAGE_TEXT), layout.MERGED_INDEX),
+    Input.VERDICTS: Place("", "", layout.analyzer_dir, (layout.VERDICT_JSON, layout.VERDICT_TEXT), layout.MERGED_INDEX),
 }
 RESERVED_NAMES = frozenset({"fr"})  # analysis/fr/ holds the flight-recorder analyzers
 TIMEOUT_OPTION = {"timeout_s": {"type": "number", "exclusiveMinimum": 0}}

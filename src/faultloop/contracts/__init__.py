@@ -2,7 +2,7 @@
 
 - `Manifest` (job.json, `manifest`): what run_job records about one cell's job, the only input
   about the run that scoring trusts;
-- `LogVerdict` (logsage.json) and `FrVerdict` (fr.json), what every log and flight-recorder
+- `LogVerdict` (verdict.json) and `FrVerdict` (fr.json), what every log and flight-recorder
   analyzer answers whatever its kind, and `RunRecord` (run.json, the analysis indexes), how an
   answer came about (`verdicts`);
 - `ScoreRecord` (score.json, a scores.tsv row, a scores.jsonl line; `scores`);

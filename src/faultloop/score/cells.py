@@ -33,7 +33,7 @@ from faultloop.score.grade import Truth, score_cell, score_fr
 from faultloop.score.judge import JudgeInputs, judge, judge_log_tail
 
 # A record's links to the analyzer's own files (the report's per-cell drill-down)
-LOG_FILES = (layout.LOGSAGE_JSON, layout.LOGSAGE_TEXT, layout.RAW_OUTPUT, layout.RUN_JSON, layout.ANALYZER_SCORE)
+LOG_FILES = (layout.VERDICT_JSON, layout.VERDICT_TEXT, layout.RAW_OUTPUT, layout.RUN_JSON, layout.ANALYZER_SCORE)
 FR_FILES = (layout.FR_JSON, layout.FR_TEXT, layout.RAW_OUTPUT, layout.RUN_JSON, layout.ANALYZER_SCORE)
 DUMP_LINKS = 16
 
@@ -74,11 +74,8 @@ def _reuse_key(*parts: Any) -> str:
 
 def _links(cell_dir: Path, folder: str, names: Iterable[str]) -> list[FileLink]:
     """The files of a cell that exist, as links relative to the session."""
-    return [
-        FileLink(label, f"{cell_dir.name}/{folder}{name}")
-        for label, name in ((n.rsplit("/", 1)[-1], n) for n in names)
-        if name and (cell_dir / folder / name).is_file()
-    ]
+    found = [layout.stored(cell_dir / folder, name).name for name in names if name]
+    return [FileLink(name, f"{cell_dir.name}/{folder}{name}") for name in found if (cell_dir / folder / name).is_file()]
 
 
 def cell_files(cell_dir: Path, job: Manifest | None) -> list[FileLink]:
@@ -151,7 +148,7 @@ def score_analyzers(
         key = _reuse_key((*common, fr_key), asdict(run) | {"reused": None})
         score = None if fresh else _stored_score(cell_dir / folder / layout.ANALYZER_SCORE, key)
         if score is None:
-            verdict = _log_verdict(cell_dir / folder / layout.LOGSAGE_JSON) if run.status == OK else None
+            verdict = _log_verdict(layout.stored(cell_dir / folder, layout.VERDICT_JSON)) if run.status == OK else None
             score = score_cell(truth, job, verdict, fr_primary, failure=run.error if run.status != OK else None)
             _describe(score, run.analyzer, run, key)
             if score.scored:
@@ -167,7 +164,7 @@ def score_analyzers(
                 )
                 inputs = JudgeInputs(
                     judge_log_tail(_read_text(cell_dir / layout.STRIPPED_LOG)),
-                    _read_text(cell_dir / folder / layout.LOGSAGE_TEXT),
+                    _read_text(layout.stored(cell_dir / folder, layout.VERDICT_TEXT)),
                     fr_text,
                 )
                 judge(score, truth, judge_mode, llm, inputs)

@@ -190,7 +190,7 @@ def score_cell(
         base.analyzer_error = failure
         problems.append(f"analyzer failed: {failure}")
     elif log is None:
-        problems.append("no logsage.json")
+        problems.append("no verdict.json")
     if fr is None:
         problems.append("no fr.json")
     if log is not None:

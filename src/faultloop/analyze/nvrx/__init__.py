@@ -9,7 +9,7 @@ dependencies (`nvrx.python`, default `NVRX_PYTHON`, else the project's).
   themselves are `analyze/kinds/nvrx_*.py`, rows of `analyze.registry.TABLE`;
 - `tools`: the checkout and endpoint settings, NVRx's command lines, the sanitized dump copies its
   tools read;
-- `outputs`: the tables that map what NVRx printed onto a `LogVerdict` (logsage.json) and the rows
+- `outputs`: the tables that map what NVRx printed onto a `LogVerdict` (verdict.json) and the rows
   of fr_attribution's table;
 - `run`: what the log kinds share (`NvrxLog`: checkout, endpoint, running NVRx's command line on
   the staged log) and fr_attribution run on a dump folder (an `FrVerdict`).

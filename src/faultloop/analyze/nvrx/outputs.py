@@ -41,7 +41,7 @@ class NvrxOutputError(AnalyzerFailure):
     """What an NVRx analyzer printed cannot be read as a verdict."""
 
 
-# ---- the Restart Agent -> logsage.json ---------------------------------------------------------
+# ---- the Restart Agent -> verdict.json ---------------------------------------------------------
 
 # failure_class (NVRx's L0 registry) -> faultloop's category and, where the class alone says it,
 # the fault type. Classes not listed are "other".
@@ -169,7 +169,7 @@ def restart_agent_verdict(response: Mapping[str, Any], *, l1: bool = False) -> L
     )
 
 
-# ---- nvrx_logsage's printout -> logsage.json ---------------------------------------------------
+# ---- nvrx_logsage's printout -> verdict.json ---------------------------------------------------
 
 _DECISION_RE = re.compile("|".join(re.escape(d) for d in upstream_text.DECISIONS))
 
@@ -233,7 +233,7 @@ def fr_suspects(rows: list[dict[str, Any]]) -> list[int]:
     return sorted({r for row in rows for r in row["missing_ranks"]})
 
 
-# ---- combined_log_fr's merged answer -> logsage.json -------------------------------------------
+# ---- combined_log_fr's merged answer -> verdict.json -------------------------------------------
 
 _MERGED_RE = re.compile(r"attribution_result: (.*?)(?=^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):|\Z)", re.S | re.M)
 _EXCLUDED_RE = re.compile(r"list of ranks to be excluded:([^\n]*)", re.I)
