@@ -218,19 +218,19 @@ def test_default_analyzers_and_selection(tmp_path: Path) -> None:
     )
     base = dict(BASE, site_file=str(site))
     resolved = config.resolve(base, {})
-    assert [a.name for a in analyzers.selected(resolved, Input.LOG)] == ["builtin", "torchrun_root_cause", "mine"]
-    assert [s.name for s in analyzers.selected(resolved, Input.DUMPS)] == ["builtin", "torchfrtrace"]
+    assert [a.name for a in analyzers.selected(resolved, Input.LOG)] == ["faultloop", "torchrun_root_cause", "mine"]
+    assert [s.name for s in analyzers.selected(resolved, Input.DUMPS)] == ["faultloop", "torchfrtrace"]
     # --config analyzers=... picks among the defined ones (config file and site file), in order
     cfg = tmp_path / "config.yaml"
     cfg.write_text(yaml.safe_dump(BASE))
-    overridden = dict(BASE, analyzers="mine,builtin", site_file=str(site))  # as Snakemake hands it over
-    resolved = config.resolve(overridden, {"analyzers": "mine,builtin"}, [cfg])
-    assert list(resolved["analyzers"]) == ["mine", "builtin"] and resolved["analyzers"]["mine"]["kind"] == "command"
+    overridden = dict(BASE, analyzers="mine,faultloop", site_file=str(site))  # as Snakemake hands it over
+    resolved = config.resolve(overridden, {"analyzers": "mine,faultloop"}, [cfg])
+    assert list(resolved["analyzers"]) == ["mine", "faultloop"] and resolved["analyzers"]["mine"]["kind"] == "command"
     resolved = config.resolve(
-        dict(BASE, site_file=str(site)), {"analyzers": ["first_error"], "fr_analyzers": "builtin"}
+        dict(BASE, site_file=str(site)), {"analyzers": ["first_error"], "fr_analyzers": "faultloop"}
     )
     assert [a.kind for a in analyzers.selected(resolved, Input.LOG)] == ["first_error"]
-    assert [s.name for s in analyzers.selected(resolved, Input.DUMPS)] == ["builtin"]
+    assert [s.name for s in analyzers.selected(resolved, Input.DUMPS)] == ["faultloop"]
 
 
 @pytest.mark.parametrize(
@@ -239,9 +239,9 @@ def test_default_analyzers_and_selection(tmp_path: Path) -> None:
         ({"kind": "nope"}, "unknown kind 'nope'"),
         ({"kind": "command", "command": "x"}, "must contain {log}"),
         ({"kind": "command", "command": "x {log}", "watch": ["missing.py"]}, "cannot read missing.py"),
-        ({"kind": "builtin", "command": "x {log}"}, "'command': not an option of kind builtin"),
+        ({"kind": "faultloop", "command": "x {log}"}, "'command': not an option of kind faultloop"),
         ({"kind": "llm"}, "needs llm.base_url and llm.model"),
-        ({"kind": "upstream"}, "kind upstream needs NVRx's log analyzer"),
+        ({"kind": "nvrx_logsage_package"}, "kind nvrx_logsage_package needs NVRx's log analyzer"),
         ({"kind": "command", "command": "x {log}", "timeout_s": 0}, "must be positive"),
     ],
 )
@@ -253,6 +253,22 @@ def test_bad_analyzer_entries_are_named(entry: dict[str, Any], message: str) -> 
         analyzers.resolve("mistyped", BASE)
 
 
+def test_renamed_kinds_keep_working_with_one_deprecation_line(capsys: pytest.CaptureFixture[str]) -> None:
+    entries = {"analyzers": {"old": {"kind": "builtin"}}, "fr_analyzers": {"old": {"kind": "builtin"}}}
+    for _ in range(2):  # said once per process
+        resolved = config.resolve(dict(BASE, **entries), {}, check=True, analyzer_schema=analyzers.config_schema())
+        log, fr = analyzers.selected(resolved, Input.LOG), analyzers.selected(resolved, Input.DUMPS)
+        assert (log[0].kind, fr[0].kind) == ("faultloop", "faultloop_fr")
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        "faultloop: config key 'analyzers.old': kind 'builtin' is deprecated, use 'faultloop' "
+        "(accepted until the next release)",
+        "faultloop: config key 'fr_analyzers.old': kind 'builtin' is deprecated, use 'faultloop_fr' "
+        "(accepted until the next release)",
+    ]
+    assert log[0].fingerprint == analyzers.resolve("faultloop", BASE).spec.fingerprint  # the same analyzer
+
+
 def test_fingerprint_follows_the_watched_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     write(tmp_path / "mine.py", USER_SCRIPT)
@@ -261,7 +277,7 @@ def test_fingerprint_follows_the_watched_files(tmp_path: Path, monkeypatch: pyte
     assert analyzers.spec_from_config(Input.LOG, "mine", entry, BASE).fingerprint == before
     (tmp_path / "mine.py").write_text(USER_SCRIPT + "# a patch\n")
     assert analyzers.spec_from_config(Input.LOG, "mine", entry, BASE).fingerprint != before
-    builtin = analyzers.resolve("builtin", BASE)
+    builtin = analyzers.resolve("faultloop", BASE)
     assert (
         builtin.spec.fingerprint and builtin.spec.fingerprint != analyzers.resolve("first_error", BASE).spec.fingerprint
     )
@@ -278,9 +294,9 @@ def test_resolve_gives_a_callable_for_corpus_evaluation() -> None:
         "explanation",
         "evidence",
     }
-    assert analyzers.resolve("builtin", BASE).analyze(LOGS / "torchrun_segfault_8r.log").to_json()["primary_ranks"] == [
-        4
-    ]
+    assert analyzers.resolve("faultloop", BASE).analyze(LOGS / "torchrun_segfault_8r.log").to_json()[
+        "primary_ranks"
+    ] == [4]
 
 
 def test_llm_kind_over_http(openai_server: OpenAIServer, tmp_path: Path) -> None:
@@ -315,7 +331,7 @@ def mine(name: str, line: str, fingerprint: str) -> Spec:
 def test_cell_run_reuses_unchanged_results(tmp_path: Path, cell_log: Path) -> None:
     script = write(tmp_path / "mine.py", USER_SCRIPT)
     specs = [
-        analyzers.resolve("builtin", BASE).spec,
+        analyzers.resolve("faultloop", BASE).spec,
         analyzers.resolve("first_error", BASE).spec,
         mine("mine", f"{sys.executable} {script} {{log}}", "v1"),
         mine("broken", "exit 3 # {log}", "b1"),
@@ -423,7 +439,7 @@ def test_unreadable_dump_set_is_torchfrtraces_recorded_failure(tmp_path: Path) -
     assert outcome.verdict is None and "no dump torchfrtrace may read" in (outcome.error or "")
     # and both analyzers on no dumps at all: a result (no_dumps), not a failure
     empty = tmp_path / "empty"
-    for kind in ("builtin", "torchfrtrace"):
+    for kind in ("faultloop_fr", "torchfrtrace"):
         result = analyzers.attempt(
             Spec(kind, kind, Input.DUMPS, 60, fingerprint="fp"), DumpsSource(str(empty), 2, 2, 32)
         )
@@ -447,9 +463,9 @@ def test_fr_cell_run_torchfrtrace_reads_sanitized_copies_never_the_originals(glo
     resolved = config.resolve(dict(BASE, gpus_per_node=2), {})
     source = DumpsSource(str(dumps), 4, 2, 32, cell / layout.MANIFEST)
     records = analyzers.run_cell(Input.DUMPS, analyzers.selected(resolved, Input.DUMPS), source, cell)
-    assert [(r.analyzer, r.status) for r in records] == [("builtin", "ok"), ("torchfrtrace", "ok")]
+    assert [(r.analyzer, r.status) for r in records] == [("faultloop", "ok"), ("torchfrtrace", "ok")]
     assert read_index(cell / layout.FR_INDEX) == records
-    for name in ("builtin", "torchfrtrace"):
+    for name in ("faultloop", "torchfrtrace"):
         verdict = json.loads((cell / layout.fr_analyzer_dir(name) / layout.FR_JSON).read_text())
         assert verdict["suspect_ranks"] == [1], name
     torch = json.loads((cell / layout.fr_analyzer_dir("torchfrtrace") / layout.FR_JSON).read_text())
@@ -466,11 +482,11 @@ def test_cli_list_and_try(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captur
     assert analyzers_cli.main(["list", f"site_file={site}"]) == 0
     listed = [line.split("\t")[:3] for line in capsys.readouterr().out.splitlines()]
     assert listed == [
-        ["builtin", "builtin", "log"],
+        ["faultloop", "faultloop", "log"],
         ["torchrun_root_cause", "torchrun_root_cause", "log"],
         ["first_error", "first_error", "log"],
         ["broken", "command", "log"],
-        ["builtin", "builtin", "dumps"],
+        ["faultloop", "faultloop_fr", "dumps"],
         ["torchfrtrace", "torchfrtrace", "dumps"],
         ["combined", "combined", "verdicts"],
     ]

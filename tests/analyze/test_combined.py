@@ -80,8 +80,8 @@ def test_without_a_log_verdict() -> None:
         combined.merge(None, None)
 
 
-LOG_ONLY = {"analyzers": {"builtin": {"kind": "builtin"}}}
-TAKEN = {"analyzers": {"builtin": {"kind": "builtin"}, "combined": {"kind": "first_error"}}}
+LOG_ONLY = {"analyzers": {"faultloop": {"kind": "faultloop"}}}
+TAKEN = {"analyzers": {"faultloop": {"kind": "faultloop"}, "combined": {"kind": "first_error"}}}
 
 
 def test_the_name_is_reserved_while_enabled() -> None:

@@ -127,7 +127,7 @@ def test_a_new_log_kind_is_configured_planned_run_scored_and_reported(new_kinds:
     judge_cell(session, cell, resolved)
     names = [s.name for s in registry.selected(resolved, Input.LOG) + registry.selected(resolved, Input.VERDICTS)]
     assert names[-2:] == ["last", "combined"]
-    md = report(session, cell, [*names, "fr:builtin"])
+    md = report(session, cell, [*names, "fr:faultloop"])
     row = next(r for r in read_score_tsv(session / layout.SCORES_TSV) if r.analyzer == "last")
     # the last rank line is rank 7's, a victim's; its own option's decision is right for a segfault
     assert row.primary_ranks == [7] and row.grade("rank_primary") == Grade.FALSE and row.analyzer_version

@@ -131,8 +131,8 @@ def test_nvrx_combined_merges_through_the_endpoint(openai_server: OpenAIServer, 
 # ---- the quick pool, NVRx's analyzers beside the defaults -------------------------------------------
 
 SESSION = Path("results/fault_injection/nvrx_live")
-LOG_ANALYZERS = ["builtin", "torchrun_root_cause", "first_error", nvrx.RESTART_AGENT, "combined"]
-FR_ANALYZERS = ["builtin", "torchfrtrace", nvrx.FR]
+LOG_ANALYZERS = ["faultloop", "torchrun_root_cause", "first_error", nvrx.RESTART_AGENT, "combined"]
+FR_ANALYZERS = ["faultloop", "torchfrtrace", nvrx.FR]
 
 
 @pytest.fixture(scope="module")

@@ -31,10 +31,10 @@ from faultloop.analyze.kinds import (
     nvrx_combined,
     nvrx_fr,
     nvrx_logsage,
+    nvrx_logsage_package,
     nvrx_restart_agent,
     torchfrtrace,
     torchrun_root_cause,
-    upstream,
 )
 from faultloop.analyze.running import (
     DEFAULT_TIMEOUT_S,
@@ -53,7 +53,7 @@ from faultloop.plan.config import ConfigError
 TABLE: tuple[Kind, ...] = (
     faultloop_log.KIND,
     llm.KIND,
-    upstream.KIND,
+    nvrx_logsage_package.KIND,
     nvrx_restart_agent.KIND,
     nvrx_logsage.KIND,
     nvrx_combined.KIND,
@@ -95,6 +95,13 @@ PLACES = {
     ),
     Input.VERDICTS: Place("", "", layout.analyzer_dir, (layout.VERDICT_JSON, layout.VERDICT_TEXT), layout.MERGED_INDEX),
 }
+# Kind names a release renamed, accepted until the next one with one warning line: (input, old) -> new.
+DEPRECATED_KINDS = {
+    (Input.LOG, "builtin"): faultloop_log.KIND.name,
+    (Input.DUMPS, "builtin"): faultloop_fr.KIND.name,
+    (Input.LOG, "upstream"): nvrx_logsage_package.KIND.name,
+}
+_warned: set[str] = set()
 RESERVED_NAMES = frozenset({"fr"})  # analysis/fr/ holds the flight-recorder analyzers
 TIMEOUT_OPTION = {"timeout_s": {"type": "number", "exclusiveMinimum": 0}}
 
@@ -116,6 +123,7 @@ def spec_from_config(input_: Input, name: str, entry: Mapping[str, Any] | None, 
     if not NAME_RE.match(name) or name in reserved:
         raise ConfigError(f"{where}: analyzer names are letters, digits, '_' and '-' (not {sorted(reserved)})")
     entry = dict(entry) if entry else {"kind": name}
+    entry["kind"] = current_kind(input_, entry.get("kind"), where)
     available = kinds(input_)
     kind = available.get(entry.get("kind"))  # type: ignore[arg-type]
     if kind is None:
@@ -129,6 +137,18 @@ def spec_from_config(input_: Input, name: str, entry: Mapping[str, Any] | None, 
         allowed = ", ".join([*kind.options, *TIMEOUT_OPTION])
         raise ConfigError(f"{where}: {', '.join(map(repr, foreign))}: not an option of kind {kind.name} ({allowed})")
     return fingerprinted(Spec(name, kind.name, input_, timeout, kind.configure(entry, config, where)), config)
+
+
+def current_kind(input_: Input, kind: Any, where: str) -> Any:
+    """The kind's name now; a deprecated one is accepted with one warning line per process."""
+    new = DEPRECATED_KINDS.get((input_, kind)) if isinstance(kind, str) else None
+    if new is None:
+        return kind
+    message = f"faultloop: {where}: kind '{kind}' is deprecated, use '{new}' (accepted until the next release)"
+    if message not in _warned:
+        _warned.add(message)
+        print(message, file=sys.stderr)
+    return new
 
 
 def fingerprinted(spec: Spec, config: Mapping[str, Any]) -> Spec:
@@ -175,6 +195,7 @@ def config_schema() -> dict[str, Any]:
                 schema[kind.name] = {"type": "boolean", "description": kind.summary}
             continue
         options: dict[str, Any] = {}
+        deprecated = [old for (of, old) in DEPRECATED_KINDS if of == input_]
         for kind in kinds(input_).values():
             options.update(kind.options)
         schema[place.section] = {
@@ -186,7 +207,7 @@ def config_schema() -> dict[str, Any]:
                     {"type": "null"},
                     {
                         "type": "object",
-                        "properties": {"kind": {"enum": list(kinds(input_))}, **options, **TIMEOUT_OPTION},
+                        "properties": {"kind": {"enum": [*kinds(input_), *deprecated]}, **options, **TIMEOUT_OPTION},
                         "required": ["kind"],
                         "additionalProperties": False,
                     },

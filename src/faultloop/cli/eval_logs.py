@@ -26,9 +26,9 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument(
         "--analyzer",
-        default="builtin",
+        default="faultloop",
         help="a configured analyzer's name (config/config.yaml, the site file) or a log kind: "
-        f"{', '.join(analyzers.kinds(Input.LOG))} (default: builtin, faultloop's logsage)",
+        f"{', '.join(analyzers.kinds(Input.LOG))} (default: faultloop, faultloop's logsage)",
     )
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--check", action="store_true", help="exit 1 when a score is below its threshold")

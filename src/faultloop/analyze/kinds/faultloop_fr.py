@@ -10,7 +10,7 @@ from faultloop.analyze.fr import analysis, dumps
 
 
 class FaultloopFr(Kind):
-    name = "builtin"
+    name = "faultloop_fr"
     input = Input.DUMPS
     summary = "faultloop's `fr` (`faultloop.analyze.fr`)"
     covers = (analysis, dumps)

@@ -10,7 +10,7 @@ from faultloop.analyze.analyzer import Answer, Input, Kind, LogSource, Spec, che
 
 
 class FaultloopLog(Kind):
-    name = "builtin"
+    name = "faultloop"
     input = Input.LOG
     summary = "faultloop's logsage (`faultloop.analyze.logsage`), deterministic and offline"
     covers = (logsage, faults)

@@ -1,6 +1,6 @@
-"""NVRx's nvrx_logsage from its pip package (`nvidia-resiliency-ext`, package `logsage`), with
-its own endpoint; configuring it without the package is a config error. `nvrx_logsage` runs the
-same analyzer from a checkout."""
+"""NVRx's nvrx_logsage from its pip package (`nvidia-resiliency-ext`, package `logsage`), with its
+own endpoint; configuring it without the package is a config error. `nvrx_logsage` runs the same
+analyzer from a checkout. (Kind `upstream` before this release.)"""
 
 from __future__ import annotations
 
@@ -27,11 +27,11 @@ from faultloop.plan.config import ConfigError
 DISTRIBUTION = "nvidia-resiliency-ext"
 
 
-class Upstream(Kind):
-    name = "upstream"
+class NvrxLogsagePackage(Kind):
+    name = "nvrx_logsage_package"
     input = Input.LOG
     summary = (
-        "NVRx's `nvrx_logsage` (package `nvidia-resiliency-ext`, with its own endpoint), when installed; "
+        "NVRx's `nvrx_logsage` from its pip package (`nvidia-resiliency-ext`, with its own endpoint), when installed; "
         "configuring it without the package is a config error. `nvrx_logsage` runs the same analyzer from a checkout"
     )
     covers = (logsage,)
@@ -39,7 +39,7 @@ class Upstream(Kind):
     def configure(self, entry: Mapping[str, Any], config: Mapping[str, Any], where: str) -> dict[str, Any]:
         if importlib.util.find_spec("logsage") is None:
             raise ConfigError(
-                f"{where}: kind upstream needs NVRx's log analyzer ({DISTRIBUTION}, package `logsage`), "
+                f"{where}: kind {self.name} needs NVRx's log analyzer ({DISTRIBUTION}, package `logsage`), "
                 "which is not installed"
             )
         return {}
@@ -57,4 +57,4 @@ class Upstream(Kind):
         return log_answer(checked(verdict.to_json()))
 
 
-KIND = Upstream()
+KIND = NvrxLogsagePackage()
