@@ -1,1 +1,2 @@
-"""Flight-recorder dumps and faultloop's own analysis of them (`dumps`, `analysis`); the FR kinds are in `analyze/kinds/`."""
+"""Flight-recorder dumps and faultloop's own analysis of them (`dumps`, `analysis`); the FR
+kinds are in `analyze/kinds/`."""
