@@ -121,7 +121,8 @@ def spec_from_config(input_: Input, name: str, entry: Mapping[str, Any] | None, 
     where = f"config key '{section}.{name}'"
     reserved = RESERVED_NAMES if input_ == Input.LOG else frozenset()
     if not NAME_RE.match(name) or name in reserved:
-        raise ConfigError(f"{where}: analyzer names are letters, digits, '_' and '-' (not {sorted(reserved)})")
+        besides = f" (not {', '.join(sorted(reserved))})" if reserved else ""
+        raise ConfigError(f"{where}: analyzer names are letters, digits, '_' and '-'{besides}")
     entry = dict(entry) if entry else {"kind": name}
     entry["kind"] = current_kind(input_, entry.get("kind"), where)
     available = kinds(input_)
@@ -179,10 +180,10 @@ def selected(config: Mapping[str, Any], input_: Input) -> list[Spec]:
     return specs
 
 
-def resolve(name: str, config: Mapping[str, Any], input_: Input = Input.LOG) -> Analyzer:
-    """One analyzer by name, as the configuration defines it (usable without Snakemake)."""
-    entry = (config.get(PLACES[input_].section) or {}).get(name)
-    return Analyzer(spec_from_config(input_, name, entry, config))
+def resolve(name: str, config: Mapping[str, Any]) -> Analyzer:
+    """One log analyzer by name, as the configuration defines it (usable without Snakemake)."""
+    entry = (config.get(PLACES[Input.LOG].section) or {}).get(name)
+    return Analyzer(spec_from_config(Input.LOG, name, entry, config))
 
 
 def config_schema() -> dict[str, Any]:
