@@ -135,7 +135,7 @@ def put_analysis(
             )
         write_index(cell_dir / index, records)
 
-    store(log, "analysis", (layout.LOGSAGE_JSON, layout.LOGSAGE_TEXT), layout.LOGSAGE_INDEX)
+    store(log, "analysis", (layout.VERDICT_JSON, layout.VERDICT_TEXT), layout.LOGSAGE_INDEX)
     store(fr, "analysis/fr", (layout.FR_JSON, layout.FR_TEXT), layout.FR_INDEX)
 
 

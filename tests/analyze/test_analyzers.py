@@ -1,4 +1,4 @@
-"""faultloop.analyze.registry, baselines and frpeers: any analyzer in the loop, its failures recorded,
+"""faultloop.analyze.registry, baselines and torchfrtrace: any analyzer in the loop, its failures recorded,
 unchanged results reused; the naive baselines on torch's real wording; torch's own FR analyzer on
 sanitized copies of real dumps."""
 
@@ -21,8 +21,9 @@ import yaml
 from conftest import NVRX_FR, TESTS, needs_nvrx_dumps
 from faultloop.analyze import baselines
 from faultloop.analyze import registry as analyzers
-from faultloop.analyze.fr import peers as frpeers
-from faultloop.analyze.registry import Analyzer, AnalyzerSpec
+from faultloop.analyze.analyzer import DumpsSource, Input, LogSource, Spec
+from faultloop.analyze.kinds import torchfrtrace as frpeers
+from faultloop.analyze.registry import Analyzer
 from faultloop.cli import analyzers as analyzers_cli
 from faultloop.contracts import FrVerdict, read_index
 from faultloop.core import layout
@@ -143,7 +144,7 @@ open(out, "w").write(text) if out else print(text)
 
 
 def command(tmp_path: Path, line: str, timeout_s: float = 30, **kw: Any) -> Analyzer:
-    return Analyzer(AnalyzerSpec("mine", "command", line, timeout_s=timeout_s, **kw))
+    return Analyzer(Spec("mine", "command", Input.LOG, timeout_s, {"command": line, "watch": []}, **kw))
 
 
 @pytest.fixture
@@ -218,19 +219,19 @@ def test_default_analyzers_and_selection(tmp_path: Path) -> None:
     )
     base = dict(BASE, site_file=str(site))
     resolved = config.resolve(base, {})
-    assert [a.name for a in analyzers.selected(resolved)] == ["builtin", "torchrun_root_cause", "mine"]
-    assert [s.name for s in frpeers.selected(resolved)] == ["builtin", "torchfrtrace"]
+    assert [a.name for a in analyzers.selected(resolved, Input.LOG)] == ["faultloop", "torchrun_root_cause", "mine"]
+    assert [s.name for s in analyzers.selected(resolved, Input.DUMPS)] == ["faultloop", "torchfrtrace"]
     # --config analyzers=... picks among the defined ones (config file and site file), in order
     cfg = tmp_path / "config.yaml"
     cfg.write_text(yaml.safe_dump(BASE))
-    overridden = dict(BASE, analyzers="mine,builtin", site_file=str(site))  # as Snakemake hands it over
-    resolved = config.resolve(overridden, {"analyzers": "mine,builtin"}, [cfg])
-    assert list(resolved["analyzers"]) == ["mine", "builtin"] and resolved["analyzers"]["mine"]["kind"] == "command"
+    overridden = dict(BASE, analyzers="mine,faultloop", site_file=str(site))  # as Snakemake hands it over
+    resolved = config.resolve(overridden, {"analyzers": "mine,faultloop"}, [cfg])
+    assert list(resolved["analyzers"]) == ["mine", "faultloop"] and resolved["analyzers"]["mine"]["kind"] == "command"
     resolved = config.resolve(
-        dict(BASE, site_file=str(site)), {"analyzers": ["first_error"], "fr_analyzers": "builtin"}
+        dict(BASE, site_file=str(site)), {"analyzers": ["first_error"], "fr_analyzers": "faultloop"}
     )
-    assert [a.spec.kind for a in analyzers.selected(resolved)] == ["first_error"]
-    assert [s.name for s in frpeers.selected(resolved)] == ["builtin"]
+    assert [a.kind for a in analyzers.selected(resolved, Input.LOG)] == ["first_error"]
+    assert [s.name for s in analyzers.selected(resolved, Input.DUMPS)] == ["faultloop"]
 
 
 @pytest.mark.parametrize(
@@ -239,29 +240,45 @@ def test_default_analyzers_and_selection(tmp_path: Path) -> None:
         ({"kind": "nope"}, "unknown kind 'nope'"),
         ({"kind": "command", "command": "x"}, "must contain {log}"),
         ({"kind": "command", "command": "x {log}", "watch": ["missing.py"]}, "cannot read missing.py"),
-        ({"kind": "builtin", "command": "x {log}"}, "for kind command only"),
+        ({"kind": "faultloop", "command": "x {log}"}, "'command': not an option of kind faultloop"),
         ({"kind": "llm"}, "needs llm.base_url and llm.model"),
-        ({"kind": "upstream"}, "kind upstream needs NVRx's log analyzer"),
+        ({"kind": "nvrx_logsage_package"}, "kind nvrx_logsage_package needs NVRx's log analyzer"),
         ({"kind": "command", "command": "x {log}", "timeout_s": 0}, "must be positive"),
     ],
 )
 def test_bad_analyzer_entries_are_named(entry: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=r"analyzers\.bad") as info:
-        analyzers.spec_from_config("bad", entry, BASE)
+        analyzers.spec_from_config(Input.LOG, "bad", entry, BASE)
     assert message in str(info.value)
     with pytest.raises(ConfigError, match=r"not a kind|unknown kind 'mistyped'"):
         analyzers.resolve("mistyped", BASE)
+
+
+def test_renamed_kinds_keep_working_with_one_deprecation_line(capsys: pytest.CaptureFixture[str]) -> None:
+    entries = {"analyzers": {"old": {"kind": "builtin"}}, "fr_analyzers": {"old": {"kind": "builtin"}}}
+    for _ in range(2):  # said once per process
+        resolved = config.resolve(dict(BASE, **entries), {}, check=True, analyzer_schema=analyzers.config_schema())
+        log, fr = analyzers.selected(resolved, Input.LOG), analyzers.selected(resolved, Input.DUMPS)
+        assert (log[0].kind, fr[0].kind) == ("faultloop", "faultloop_fr")
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        "faultloop: config key 'analyzers.old': kind 'builtin' is deprecated, use 'faultloop' "
+        "(accepted until the next release)",
+        "faultloop: config key 'fr_analyzers.old': kind 'builtin' is deprecated, use 'faultloop_fr' "
+        "(accepted until the next release)",
+    ]
+    assert log[0].fingerprint == analyzers.resolve("faultloop", BASE).spec.fingerprint  # the same analyzer
 
 
 def test_fingerprint_follows_the_watched_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     write(tmp_path / "mine.py", USER_SCRIPT)
     entry = {"kind": "command", "command": "python3 mine.py {log}", "watch": ["mine.py"]}
-    before = analyzers.spec_from_config("mine", entry, BASE).fingerprint
-    assert analyzers.spec_from_config("mine", entry, BASE).fingerprint == before
+    before = analyzers.spec_from_config(Input.LOG, "mine", entry, BASE).fingerprint
+    assert analyzers.spec_from_config(Input.LOG, "mine", entry, BASE).fingerprint == before
     (tmp_path / "mine.py").write_text(USER_SCRIPT + "# a patch\n")
-    assert analyzers.spec_from_config("mine", entry, BASE).fingerprint != before
-    builtin = analyzers.resolve("builtin", BASE)
+    assert analyzers.spec_from_config(Input.LOG, "mine", entry, BASE).fingerprint != before
+    builtin = analyzers.resolve("faultloop", BASE)
     assert (
         builtin.spec.fingerprint and builtin.spec.fingerprint != analyzers.resolve("first_error", BASE).spec.fingerprint
     )
@@ -278,14 +295,14 @@ def test_resolve_gives_a_callable_for_corpus_evaluation() -> None:
         "explanation",
         "evidence",
     }
-    assert analyzers.resolve("builtin", BASE).analyze(LOGS / "torchrun_segfault_8r.log").to_json()["primary_ranks"] == [
-        4
-    ]
+    assert analyzers.resolve("faultloop", BASE).analyze(LOGS / "torchrun_segfault_8r.log").to_json()[
+        "primary_ranks"
+    ] == [4]
 
 
 def test_llm_kind_over_http(openai_server: OpenAIServer, tmp_path: Path) -> None:
     entry = {"kind": "llm", "llm": {"base_url": openai_server.base_url, "model": "m", "timeout_s": 5, "max_retries": 0}}
-    llm = analyzers.Analyzer(analyzers.spec_from_config("llm", entry, BASE))
+    llm = analyzers.Analyzer(analyzers.spec_from_config(Input.LOG, "llm", entry, BASE))
     openai_server.script(
         Reply.json(
             {
@@ -308,20 +325,24 @@ def test_llm_kind_over_http(openai_server: OpenAIServer, tmp_path: Path) -> None
 # ---- a cell's run: failures recorded, unchanged results reused ------------------------------------
 
 
+def mine(name: str, line: str, fingerprint: str) -> Spec:
+    return Spec(name, "command", Input.LOG, settings={"command": line, "watch": []}, fingerprint=fingerprint)
+
+
 def test_cell_run_reuses_unchanged_results(tmp_path: Path, cell_log: Path) -> None:
     script = write(tmp_path / "mine.py", USER_SCRIPT)
     specs = [
-        analyzers.resolve("builtin", BASE).spec,
+        analyzers.resolve("faultloop", BASE).spec,
         analyzers.resolve("first_error", BASE).spec,
-        AnalyzerSpec("mine", "command", f"{sys.executable} {script} {{log}}", fingerprint="v1"),
-        AnalyzerSpec("broken", "command", "exit 3 # {log}", fingerprint="b1"),
+        mine("mine", f"{sys.executable} {script} {{log}}", "v1"),
+        mine("broken", "exit 3 # {log}", "b1"),
     ]
     index = cell_log.parent / "analyzers.json"
+    source = LogSource(cell_log, cell_log.parent.parent.parent / ".staging")
 
     def run(specs, fresh=False):
-        return {
-            r.analyzer: r for r in analyzers.analyze_cell([Analyzer(s) for s in specs], cell_log, index, fresh=fresh)
-        }
+        records = analyzers.run_cell(Input.LOG, specs, source, cell_log.parent.parent, fresh=fresh)
+        return {r.analyzer: r for r in records}
 
     first = run(specs)
     assert [r.status for r in first.values()] == ["ok", "ok", "ok", "failed"]
@@ -334,7 +355,7 @@ def test_cell_run_reuses_unchanged_results(tmp_path: Path, cell_log: Path) -> No
     assert all(r.reused for r in again.values())
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
     # a new fingerprint for one analyzer re-runs only that one
-    patched = run([*specs[:2], AnalyzerSpec("mine", "command", specs[2].command, fingerprint="v2"), specs[3]])
+    patched = run([*specs[:2], mine("mine", specs[2].settings["command"], "v2"), specs[3]])
     assert [n for n, r in patched.items() if not r.reused] == ["mine"]
     changed = {p for p in stamps if p.stat().st_mtime_ns != stamps[p]}
     assert changed and all(p.parent.name == "mine" for p in changed)
@@ -414,14 +435,14 @@ def test_torchfrtrace_on_real_nccl_dumps() -> None:
 def test_unreadable_dump_set_is_torchfrtraces_recorded_failure(tmp_path: Path) -> None:
     (tmp_path / "_dump_0").write_bytes(b"not a pickle")
     (tmp_path / "_dump_1").write_bytes(b"")
-    spec = frpeers.FrSpec("torchfrtrace", "torchfrtrace", 60, "fp")
-    outcome = frpeers.attempt(spec, str(tmp_path), world_size=2, gpus_per_node=2, segment_size=32)
+    spec = Spec("torchfrtrace", "torchfrtrace", Input.DUMPS, 60, fingerprint="fp")
+    outcome = analyzers.attempt(spec, DumpsSource(str(tmp_path), 2, 2, 32))
     assert outcome.verdict is None and "no dump torchfrtrace may read" in (outcome.error or "")
     # and both analyzers on no dumps at all: a result (no_dumps), not a failure
     empty = tmp_path / "empty"
-    for kind in ("builtin", "torchfrtrace"):
-        result = frpeers.attempt(
-            frpeers.FrSpec(kind, kind, 60, "fp"), str(empty), world_size=2, gpus_per_node=2, segment_size=32
+    for kind in ("faultloop_fr", "torchfrtrace"):
+        result = analyzers.attempt(
+            Spec(kind, kind, Input.DUMPS, 60, fingerprint="fp"), DumpsSource(str(empty), 2, 2, 32)
         )
         assert result.error is None and isinstance(result.verdict, FrVerdict) and result.verdict.no_dumps
 
@@ -441,18 +462,11 @@ def test_fr_cell_run_torchfrtrace_reads_sanitized_copies_never_the_originals(glo
     (dumps / "_dump_7").write_bytes(pickle.dumps({"entries": [Evil()], "pg_config": {}}))
     (cell / layout.MANIFEST).write_text("{}")
     resolved = config.resolve(dict(BASE, gpus_per_node=2), {})
-    records = frpeers.analyze_cell(
-        frpeers.selected(resolved),
-        str(dumps),
-        cell / layout.MANIFEST,
-        cell / layout.FR_INDEX,
-        world_size=4,
-        gpus_per_node=2,
-        segment_size=32,
-    )
-    assert [(r.analyzer, r.status) for r in records] == [("builtin", "ok"), ("torchfrtrace", "ok")]
+    source = DumpsSource(str(dumps), 4, 2, 32, cell / layout.MANIFEST)
+    records = analyzers.run_cell(Input.DUMPS, analyzers.selected(resolved, Input.DUMPS), source, cell)
+    assert [(r.analyzer, r.status) for r in records] == [("faultloop", "ok"), ("torchfrtrace", "ok")]
     assert read_index(cell / layout.FR_INDEX) == records
-    for name in ("builtin", "torchfrtrace"):
+    for name in ("faultloop", "torchfrtrace"):
         verdict = json.loads((cell / layout.fr_analyzer_dir(name) / layout.FR_JSON).read_text())
         assert verdict["suspect_ranks"] == [1], name
     torch = json.loads((cell / layout.fr_analyzer_dir("torchfrtrace") / layout.FR_JSON).read_text())
@@ -467,12 +481,15 @@ def test_cli_list_and_try(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captur
     site = tmp_path / "site.yaml"
     site.write_text("analyzers: {broken: {kind: command, command: 'exit 4 # {log}'}}\n")
     assert analyzers_cli.main(["list", f"site_file={site}"]) == 0
-    listed = [line.split("\t")[:2] for line in capsys.readouterr().out.splitlines()]
+    listed = [line.split("\t")[:3] for line in capsys.readouterr().out.splitlines()]
     assert listed == [
-        ["builtin", "builtin"],
-        ["torchrun_root_cause", "torchrun_root_cause"],
-        ["first_error", "first_error"],
-        ["broken", "command"],
+        ["faultloop", "faultloop", "log"],
+        ["torchrun_root_cause", "torchrun_root_cause", "log"],
+        ["first_error", "first_error", "log"],
+        ["broken", "command", "log"],
+        ["faultloop", "faultloop_fr", "dumps"],
+        ["torchfrtrace", "torchfrtrace", "dumps"],
+        ["combined", "combined", "verdicts"],
     ]
     assert analyzers_cli.main(["try", "torchrun_root_cause", str(LOGS / "torchrun_segfault_8r.log")]) == 0
     assert json.loads(capsys.readouterr().out)["primary_ranks"] == [4]

@@ -1,5 +1,6 @@
-"""faultloop's combined verdict: the merge rules, and its place among a cell's scores (merged and
-scored by judge_score beside the log analyzers, reused while its inputs are unchanged)."""
+"""faultloop's combined verdict: the merge rules, and its place among a cell's scores (merged by
+the analyze layer's merge step, then scored beside the log analyzers; reused while its inputs
+are unchanged)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from typing import Any
 import pytest
 
 from conftest import cell_manifest, put_analysis
-from faultloop.analyze import combined
+from faultloop.analyze import registry
+from faultloop.analyze.analyzer import Input
+from faultloop.analyze.kinds import combined
 from faultloop.analyze.running import AnalyzerFailure
+from faultloop.cli import analyzers as analyzers_cli
 from faultloop.contracts import FrVerdict, Grade, LogVerdict, Manifest
 from faultloop.core import layout
 from faultloop.core.cell import Cell
@@ -66,7 +70,7 @@ def test_merge_rules(
     assert (merged.extra["merge_rule"], merged.primary_ranks, merged.secondary_ranks) == (rule, primary, secondary)
     # restart, fault and cited lines are always the log's
     assert (merged.restart, merged.fault_category, merged.evidence) == (log.restart, log.fault_category, log.evidence)
-    assert merged.mode == combined.KIND and LogVerdict.from_json(merged.to_json()) == merged
+    assert merged.mode == combined.NAME and LogVerdict.from_json(merged.to_json()) == merged
 
 
 def test_without_a_log_verdict() -> None:
@@ -76,11 +80,20 @@ def test_without_a_log_verdict() -> None:
         combined.merge(None, None)
 
 
+LOG_ONLY = {"analyzers": {"faultloop": {"kind": "faultloop"}}}
+TAKEN = {"analyzers": {"faultloop": {"kind": "faultloop"}, "combined": {"kind": "first_error"}}}
+
+
 def test_the_name_is_reserved_while_enabled() -> None:
-    assert combined.enabled({}, ["builtin"]) is True
-    assert combined.enabled({"combined": False}, ["combined"]) is False
+    assert [s.name for s in registry.selected(LOG_ONLY, Input.VERDICTS)] == ["combined"]
+    assert registry.selected({**TAKEN, "combined": False}, Input.VERDICTS) == []
     with pytest.raises(ConfigError, match=r"analyzers\.combined"):
-        combined.enabled({"combined": True}, ["builtin", "combined"])
+        registry.selected(TAKEN, Input.VERDICTS)
+
+
+def merge_step(cell: Path, config: dict[str, Any]) -> None:
+    """The analyze layer's merge step, as rule judge_score runs it before scoring."""
+    analyzers_cli.merge(cell, registry.specs_json(registry.selected(config, Input.VERDICTS)), fresh=False)
 
 
 @pytest.fixture
@@ -99,16 +112,19 @@ def cell(tmp_path: Path) -> Path:
 def test_scored_beside_the_log_analyzers_and_reused(cell: Path) -> None:
     job = Manifest.read(cell / layout.MANIFEST)
     truth = Truth(Cell("GPU_SLEEP", 3, 5, 1), 4, 32)
-    scores = score_analyzers(cell, truth, job, combine=True)
+    merge_step(cell, LOG_ONLY)
+    scores = score_analyzers(cell, truth, job)
     assert [s.analyzer for s in scores] == ["builtin", "combined", "fr:builtin"]
     by_name = {s.analyzer: s for s in scores}
     assert by_name["builtin"].grade("rank_primary") == Grade.FALSE
     assert by_name["combined"].grade("rank_primary") == Grade.TRUE
     assert by_name["combined"].grade("restart_correct") == Grade.TRUE
-    merged = LogVerdict.read(cell / layout.analyzer_dir("combined") / layout.LOGSAGE_JSON)
+    merged = LogVerdict.read(cell / layout.analyzer_dir("combined") / layout.VERDICT_JSON)
     assert merged.extra["merge_rule"] == combined.FR_OVERRIDES
     assert merged.extra["inputs"] == {"log": "builtin", "fr": "builtin"}
     stamp = (cell / layout.analyzer_dir("combined") / layout.RUN_JSON).stat().st_mtime_ns
-    score_analyzers(cell, truth, job, combine=True)
+    merge_step(cell, LOG_ONLY)
+    score_analyzers(cell, truth, job)
     assert (cell / layout.analyzer_dir("combined") / layout.RUN_JSON).stat().st_mtime_ns == stamp  # reused
+    merge_step(cell, {**LOG_ONLY, "combined": False})
     assert [s.analyzer for s in score_analyzers(cell, truth, job)] == ["builtin", "fr:builtin"]

@@ -17,7 +17,7 @@ import yaml
 
 from conftest import NVRX_FR, REPO, SHARED, cell_manifest, needs_nvrx_dumps
 from faultloop.analyze import nvrx, registry
-from faultloop.analyze.fr import peers
+from faultloop.analyze.analyzer import DumpsSource, Input
 from faultloop.analyze.nvrx import outputs, tools
 from faultloop.analyze.running import Outcome
 from faultloop.contracts import FrVerdict, Grade, LogVerdict
@@ -183,7 +183,7 @@ def test_log_kinds_without_a_checkout_are_refused_in_one_line(kind: str) -> None
 @pytest.mark.usefixtures("no_checkout")
 def test_fr_kind_without_a_checkout_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"fr_analyzers\.nvrx_fr.*set nvrx\.src"):
-        peers.spec_from_config("nvrx_fr", None, BASE)
+        registry.spec_from_config(Input.DUMPS, "nvrx_fr", None, BASE)
 
 
 def test_a_folder_that_is_no_checkout_is_refused(tmp_path: Path) -> None:
@@ -211,7 +211,7 @@ def test_llm_kind_without_endpoint_is_refused(tmp_path: Path, kind: str) -> None
     assert "needs an LLM endpoint: set llm.base_url and llm.model" in str(error.value)
     assert "\n" not in str(error.value)
     ra = registry.resolve(nvrx.RESTART_AGENT, config)  # the Restart Agent runs without one
-    assert ra.spec.llm == {} and ra.spec.nvrx["python"] == sys.executable
+    assert ra.spec.settings["llm"] == {} and ra.spec.settings["nvrx"]["python"] == sys.executable
 
 
 # ---- the run path, through a stand-in checkout -----------------------------------------------------
@@ -288,8 +288,8 @@ class _Exploit:
 
 
 def nvrx_fr_attempt(dumps: Path, world_size: int) -> Outcome:
-    spec = peers.spec_from_config("nvrx_fr", None, BASE)
-    return peers.attempt(spec, str(dumps), world_size=world_size, gpus_per_node=4, segment_size=32)
+    spec = registry.spec_from_config(Input.DUMPS, "nvrx_fr", None, BASE)
+    return registry.attempt(spec, DumpsSource(str(dumps), world_size, 4, 32))
 
 
 @needs_nvrx_dumps

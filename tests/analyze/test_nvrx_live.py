@@ -18,7 +18,7 @@ import yaml
 
 from conftest import NVRX_FR, REPO, SHARED, copy_workflow, needs_nvrx_dumps, snakemake
 from faultloop.analyze import nvrx, registry
-from faultloop.analyze.fr import peers
+from faultloop.analyze.analyzer import DumpsSource, Input
 from faultloop.analyze.nvrx import outputs
 from faultloop.analyze.running import Outcome
 from faultloop.contracts import FrVerdict, LogVerdict
@@ -45,8 +45,8 @@ def test_restart_agent_live_matches_its_recorded_outputs(tmp_path: Path) -> None
 
 
 def fr_attempt(dumps: Path, world_size: int) -> Outcome:
-    spec = peers.spec_from_config(nvrx.FR, None, BASE)
-    return peers.attempt(spec, str(dumps), world_size=world_size, gpus_per_node=4, segment_size=32)
+    spec = registry.spec_from_config(Input.DUMPS, nvrx.FR, None, BASE)
+    return registry.attempt(spec, DumpsSource(str(dumps), world_size, 4, 32))
 
 
 @needs_nvrx_dumps
@@ -131,8 +131,8 @@ def test_nvrx_combined_merges_through_the_endpoint(openai_server: OpenAIServer, 
 # ---- the quick pool, NVRx's analyzers beside the defaults -------------------------------------------
 
 SESSION = Path("results/fault_injection/nvrx_live")
-LOG_ANALYZERS = ["builtin", "torchrun_root_cause", "first_error", nvrx.RESTART_AGENT, "combined"]
-FR_ANALYZERS = ["builtin", "torchfrtrace", nvrx.FR]
+LOG_ANALYZERS = ["faultloop", "torchrun_root_cause", "first_error", nvrx.RESTART_AGENT, "combined"]
+FR_ANALYZERS = ["faultloop", "torchfrtrace", nvrx.FR]
 
 
 @pytest.fixture(scope="module")
@@ -194,4 +194,4 @@ def test_drilldown_shows_nvrx_verdicts_in_chromium(pool: Path) -> None:
     for cell, shown in page.cells.items():
         assert shown == [*LOG_ANALYZERS, *(f"fr:{n}" for n in FR_ANALYZERS)], cell
     drill = dom.split('id="cell-n2_SIGKILL_r1_i5"')[1].split("</details>")[0]
-    assert "analysis/nvrx_restart_agent/logsage.json" in drill and "fr_attribution could not read" in drill
+    assert "analysis/nvrx_restart_agent/verdict.json" in drill and "fr_attribution could not read" in drill

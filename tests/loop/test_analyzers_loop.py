@@ -33,8 +33,8 @@ analyzers:
   garbage: {kind: command, command: "echo 'I think it was rank 1' # {log}"}
   hangs: {kind: command, command: "sleep 600 # {log}", timeout_s: 3}
 """
-ANALYZERS = ["builtin", "torchrun_root_cause", "first_error", "mine", "crashes", "garbage", "hangs"]
-ALL = [*ANALYZERS, "combined", "fr:builtin", "fr:torchfrtrace"]  # combined: faultloop's merged verdict
+ANALYZERS = ["faultloop", "torchrun_root_cause", "first_error", "mine", "crashes", "garbage", "hangs"]
+ALL = [*ANALYZERS, "combined", "fr:faultloop", "fr:torchfrtrace"]  # combined: faultloop's merged verdict
 
 
 def rows(work: Path) -> list[dict[str, str]]:
@@ -78,7 +78,7 @@ def test_user_analyzer_scored_beside_builtin_and_baselines(work: Path) -> None:
     assert mine["n1_WORKLOAD_EXC_r0_i3"]["rank_primary"] == "true"
     assert float(mine["n1_WORKLOAD_EXC_r0_i3"]["analyzer_wall_s"]) > 0
     assert float(mine["n1_WORKLOAD_EXC_r0_i3"]["fault_to_end_s"]) >= 0
-    builtin = {r["CELL"]: r for r in table if r["ANALYZER"] == "builtin"}
+    builtin = {r["CELL"]: r for r in table if r["ANALYZER"] == "faultloop"}
     assert all(r["restart_correct"] == "true" and r["rank_primary"] == "true" for r in builtin.values())
     root_cause = {r["CELL"]: r for r in table if r["ANALYZER"] == "torchrun_root_cause"}
     assert root_cause["n1_SIGKILL_r1_i3"]["primary_ranks"] == "1"  # torchrun is right on a crash
@@ -86,9 +86,9 @@ def test_user_analyzer_scored_beside_builtin_and_baselines(work: Path) -> None:
     side = report.split("## Analyzers side by side")[1].split("\n## ")[0]
     for name in ANALYZERS:
         assert f"\n| {name} | `" in side, name
-    assert "| builtin | mine |" in side.split("### Paired counts")[1]
+    assert "| faultloop | mine |" in side.split("### Paired counts")[1]
     fr = report.split("## Flight-recorder analyzers side by side")[1].split("\n## ")[0]
-    assert "\n| builtin | `" in fr and "\n| torchfrtrace | `" in fr
+    assert "\n| faultloop | `" in fr and "\n| torchfrtrace | `" in fr
     suites = {s.get("name"): s for s in ElementTree.parse(work / SESSION / "junit.xml").iter("testsuite")}
     assert list(suites) == ALL
     assert [c.get("name") for c in suites["mine"].iter("testcase")] == list(CELLS)
@@ -116,13 +116,14 @@ def test_broken_analyzers_are_recorded_per_cell(work: Path) -> None:
 
 def test_analyzer_selection_limits_an_invocation(work: Path) -> None:
     listed = subprocess.run(
-        [str(BIN / "faultloop"), "analyzers", "list", "analyzers=mine,builtin"],
+        [str(BIN / "faultloop"), "analyzers", "list", "analyzers=mine,faultloop"],
         cwd=work,
         capture_output=True,
         text=True,
         check=True,
     ).stdout
-    assert [line.split("\t")[:2] for line in listed.splitlines()] == [["mine", "command"], ["builtin", "builtin"]]
+    log_rows = [line.split("\t")[:2] for line in listed.splitlines() if "\tlog\t" in line]
+    assert log_rows == [["mine", "command"], ["faultloop", "faultloop"]]
     dry = snakemake(work, "-n", "--profile", "profiles/local", "--config", *CONFIG, "analyzers=mine")
     counts = planned(dry.stdout + dry.stderr)
     assert counts["logsage"] == 2 and "run_job" not in counts and "fr_analysis" not in counts
@@ -156,11 +157,13 @@ def test_editing_the_script_reruns_only_its_analysis(work: Path) -> None:
     after = analysis_files(work)
     changed = {p.relative_to(work / SESSION) for p in before if after.get(p) != before[p]}
     assert {p.parts[2] for p in changed} == {"mine"}, changed
-    assert {p.name for p in changed} >= {"logsage.json", "run.json", "score.json"}
+    assert {p.name for p in changed} >= {"verdict.json", "run.json", "score.json"}
     for cell in CELLS:
         log = (work / SESSION / "logs" / "logsage" / f"{cell}.log").read_text()
-        assert "builtin (builtin): reused" in log and "hangs (command): reused" in log and "mine (command): ok" in log
+        assert (
+            "faultloop (faultloop): reused" in log and "hangs (command): reused" in log and "mine (command): ok" in log
+        )
         assert json.loads((work / SESSION / cell / "job.json").read_text())["job_id"] == jobs[cell]
     mine = [r for r in rows(work) if r["ANALYZER"] == "mine"]
-    verdict = json.loads((work / SESSION / CELLS[0] / "analysis" / "mine" / "logsage.json").read_text())
+    verdict = json.loads((work / SESSION / CELLS[0] / "analysis" / "mine" / "verdict.json").read_text())
     assert "died first" in verdict["explanation"] and len(mine) == len(CELLS)

@@ -38,7 +38,7 @@ def dry_run(workdir: Path, *args: str) -> str:
     return result.stdout + result.stderr
 
 
-def scores(workdir: Path, analyzer: str = "builtin") -> dict[str, dict[str, str]]:
+def scores(workdir: Path, analyzer: str = "faultloop") -> dict[str, dict[str, str]]:
     """One analyzer's rows of the session's scores.tsv, by cell."""
     with open(workdir / SESSION / "scores.tsv") as handle:
         rows = csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
@@ -68,9 +68,9 @@ def test_first_run_scores_every_cell(loop):
     session = loop / SESSION
     suites = {s.get("name"): s for s in ElementTree.parse(session / "junit.xml").iter("testsuite")}
     assert list(suites) == [
-        "builtin", "torchrun_root_cause", "first_error", "combined", "fr:builtin", "fr:torchfrtrace",
+        "faultloop", "torchrun_root_cause", "first_error", "combined", "fr:faultloop", "fr:torchfrtrace",
     ]  # fmt: skip
-    cases = {c.get("name"): c for c in suites["builtin"].iter("testcase")}
+    cases = {c.get("name"): c for c in suites["faultloop"].iter("testcase")}
     assert set(cases) == {"n1_SIGKILL_r1_i5", "n1_WORKLOAD_EXC_r1_i5"}
     assert "restart_correct" in cases["n1_SIGKILL_r1_i5"].find("failure").get("message")
     assert cases["n1_WORKLOAD_EXC_r1_i5"].find("failure") is None
@@ -88,7 +88,7 @@ def test_first_run_scores_every_cell(loop):
 def test_combined_is_as_right_as_the_better_of_its_inputs(loop):
     """On real runs the combined verdict passes every dimension its log input passes, and names the
     injected rank alone wherever the FR input does (issue 21)."""
-    log, fr, combined = scores(loop), scores(loop, "fr:builtin"), scores(loop, "combined")
+    log, fr, combined = scores(loop), scores(loop, "fr:faultloop"), scores(loop, "combined")
     assert set(combined) == set(log) == {"n1_SIGKILL_r1_i5", "n1_WORKLOAD_EXC_r1_i5"}
     for dimension in DIMENSIONS.names(reads=(Reads.LOG,)):
         for cell, row in log.items():
@@ -154,7 +154,7 @@ def test_patch_reruns_analysis_only_and_report_shows_fixed_and_regressed(loop):
     regressed, fixed = comparison.find("n1_WORKLOAD_EXC_r1_i5"), comparison.find("n1_SIGKILL_r1_i5")
     assert 0 <= regressed < fixed, "the regression is shown first, then the fixed cell"
     assert "regress" in comparison[:fixed].lower() and "fixed" in comparison.lower()
-    assert len(list((loop / SESSION / "history" / "builtin").glob("*.tsv"))) == 2
+    assert len(list((loop / SESSION / "history" / "faultloop").glob("*.tsv"))) == 2
     assert len(list((loop / SESSION / "history" / "first_error").glob("*.tsv"))) == 1  # unchanged analyzer
 
 

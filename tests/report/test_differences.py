@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from faultloop.analyze import combined
+from faultloop.analyze.kinds import combined
 from faultloop.contracts import DIMENSIONS, SCORED, Grade, ScoreRecord
 from faultloop.core.cell import Cell
 from faultloop.faults import RESTART, STOP
@@ -62,7 +62,7 @@ def test_policy_section_lists_decisions_that_follow_the_analyzers_own_policy() -
                 kill,
                 {"restart_correct": Grade.FALSE},
                 expected_restart=STOP,
-                logsage_restart=RESTART,
+                analyzer_restart=RESTART,
                 restart_policy=budget,
             )
         ],

@@ -522,7 +522,7 @@ def test_html_report_in_a_real_browser(compared: tuple[Path, Path], tmp_path: Pa
     assert "torchrun_root_cause</strong>: cited 0 line(s), missed" in drill
     assert "[missed; injected rank + fault signature] 1: RuntimeError: CUDA error" in drill
     assert (
-        f'href="{C.name}/analysis/mine/logsage.json"' in drill
+        f'href="{C.name}/analysis/mine/verdict.json"' in drill
         and f'href="{C.name}/analysis/main_workload.log"' in drill
     )
     assert "torchfrtrace could not read the dump set" in drill

@@ -286,7 +286,7 @@ def test_pool_runs_end_to_end_on_slurm(slurm_cluster, tmp_path):
     assert {r["JOB_ID"] for r in rows} == set(sampler.run_job_ids)
     with open(session / "scores.tsv") as handle:
         scored = list(csv.DictReader(handle, delimiter="\t"))
-    assert len([r for r in scored if r["ANALYZER"] == "builtin"]) == len(CELLS)  # one row per cell and analyzer
+    assert len([r for r in scored if r["ANALYZER"] == "faultloop"]) == len(CELLS)  # one row per cell and analyzer
     assert (session / "experiments_report.md").is_file()
 
 

@@ -169,7 +169,7 @@ def test_text_report_has_the_tables_and_every_miss(capsys: pytest.CaptureFixture
     assert eval_logs_cli.main([str(REAL_LOGS)]) == 0
     text = capsys.readouterr().out
     assert "by labelled category" in text and "by launcher style" in text and "all thresholds met" in text
-    builtin = analyzers.resolve("builtin", {})
+    builtin = analyzers.resolve("faultloop", {})
     evaluation = evallogs.evaluate(evallogs.load_cases(REAL_LOGS), builtin.analyze)
     for miss in evaluation.misses():
         assert f"  {miss.case.name:<8} [{miss.style}] " in text
@@ -215,7 +215,7 @@ def test_any_configured_analyzer_is_graded_and_the_baseline_is_the_floor(tmp_pat
 @needs_real_logs
 def test_no_log_labelled_with_a_failure_is_errors_not_found() -> None:
     """A log whose only lines are plain failures is evidence, not `ERRORS NOT FOUND` (issue 20)."""
-    analyze = analyzers.resolve("builtin", {}).analyze
+    analyze = analyzers.resolve("faultloop", {}).analyze
     found_nothing = [
         case.name
         for case in evallogs.load_cases(REAL_LOGS)
@@ -227,7 +227,7 @@ def test_no_log_labelled_with_a_failure_is_errors_not_found() -> None:
 @needs_real_logs
 def test_short_excerpts_meet_their_own_floor() -> None:
     """The gh/ collection (one to ten lines, what people paste most) is scored on its own too."""
-    evaluation = evallogs.evaluate(evallogs.load_cases(REAL_LOGS), analyzers.resolve("builtin", {}).analyze)
+    evaluation = evallogs.evaluate(evallogs.load_cases(REAL_LOGS), analyzers.resolve("faultloop", {}).analyze)
     gh = evaluation.by_folder()["gh"]
     assert gh.cases == 31
     for tally in (gh.category, gh.restart, gh.culprit):

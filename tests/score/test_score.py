@@ -238,7 +238,7 @@ def test_missing_logsage_is_a_miss() -> None:
         "false",
         "false",
     )
-    assert s.judge_notes.startswith("No logsage.json")
+    assert s.judge_notes.startswith("No verdict.json")
 
 
 # ---- files, CLI, gather ------------------------------------------------------------------------
@@ -370,7 +370,7 @@ def test_records_round_trip_and_carry_the_evidence(tmp_path: Path) -> None:
     assert [(e.number, e.cited) for e in record.evidence.expected] == [(3, True), (5, False), (6, False)]
     assert [e.number for e in record.evidence.missed] == [5, 6]
     assert {f.label for f in record.cell_files} >= {"job.json", "stripped log"}
-    assert {f.label for f in record.files} >= {layout.LOGSAGE_JSON, layout.RUN_JSON}
+    assert {f.label for f in record.files} >= {layout.VERDICT_JSON, layout.RUN_JSON}
     assert all((tmp_path / f.path).is_file() for f in record.files + record.cell_files)
 
 

@@ -13,11 +13,9 @@ CHECKOUT = Path(workflow.basedir).parent
 sys.path.insert(0, str(CHECKOUT / "src"))
 
 import faultloop.adopt.session as fl_adopt
-import faultloop.analyze.combined as fl_combined
 import faultloop.analyze.registry as fl_analyzers
 import faultloop.plan.config as fl_config
 import faultloop.fingerprint as fl_fingerprint
-import faultloop.analyze.fr.peers as fl_frpeers
 import faultloop.report.history as fl_history
 import faultloop.core.layout as layout
 import faultloop.plan.pool as fl_pool
@@ -43,6 +41,7 @@ try:
             workflow.config_settings.overwrite_config,
             workflow.configfiles,
             check=True,
+            analyzer_schema=fl_analyzers.config_schema(),
         )
     )
 except ConfigError as error:
@@ -66,10 +65,10 @@ try:
     else:
         POOL = fl_config.pool_cells(config)
     CELLS = selected_cells(config, POOL)
-    ANALYZERS = fl_analyzers.selected(config)
-    FR_ANALYZERS = fl_frpeers.selected(config)
+    ANALYZERS = fl_analyzers.selected(config, fl_analyzers.Input.LOG)
+    FR_ANALYZERS = fl_analyzers.selected(config, fl_analyzers.Input.DUMPS)
     # faultloop's combined verdict (primary log + first FR analyzer), scored as a log analyzer.
-    COMBINED = fl_combined.enabled(config, [a.name for a in ANALYZERS])
+    MERGED = fl_analyzers.selected(config, fl_analyzers.Input.VERDICTS)
 except (fl_pool.PoolError, ConfigError, fl_adopt.AdoptError) as error:
     raise WorkflowError(str(error)) from None
 
@@ -96,17 +95,18 @@ RUN_CELLS, _not_run = cell_targets(
 # a user's script, so a changed fingerprint changes the param and re-runs the cell's analysis
 # job, which re-runs only the analyzers whose fingerprint changed (never run_job).
 ANALYZER_SPECS = fl_analyzers.specs_json(ANALYZERS)
-FR_SPECS = fl_frpeers.specs_json(FR_ANALYZERS)
-# Every row of scores.tsv, per cell in this order: the log analyzers, then fr:<name>.
-SCORED_ANALYZERS = (
-    [a.name for a in ANALYZERS]
-    + ([fl_combined.NAME] if COMBINED else [])
-    + [fl_contracts.FR_PREFIX + spec.name for spec in FR_ANALYZERS]
-)
+FR_SPECS = fl_analyzers.specs_json(FR_ANALYZERS)
+MERGED_SPECS = fl_analyzers.specs_json(MERGED)
+# Every row of scores.tsv, per cell in this order: the log analyzers, the merged, then fr:<name>.
+SCORED_ANALYZERS = [spec.name for spec in ANALYZERS + MERGED] + [
+    fl_contracts.FR_PREFIX + spec.name for spec in FR_ANALYZERS
+]
 # The code judge_score and the report rules run: every module their commands import, with the
 # data beside it (the report's templates), so no module can be left out of the fingerprint.
 SCORE_VERSION = fl_fingerprint.code_fingerprint(
-    "faultloop.cli.score", settings=tool_config(config["judge"])
+    "faultloop.cli.score",
+    "faultloop.cli.analyzers",
+    settings=tool_config(config["judge"]),
 )
 REPORT_VERSION = fl_fingerprint.code_fingerprint(
     "faultloop.cli.report", "faultloop.cli.history"

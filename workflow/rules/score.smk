@@ -23,13 +23,16 @@ rule judge_score:
         mode=config["judge"]["mode"],
         llm=llm_flags(config["judge"]) if config["judge"]["mode"] != "code" else "",
         version=SCORE_VERSION,
-        combined=int(COMBINED),
+        merged=MERGED_SPECS,
     shell:
-        '{params.cli} score --cell-dir "$(dirname {input.manifest:q})"'
+        # The analyze layer's last step (the verdicts merged from the others: faultloop's combined
+        # verdict), then the scoring of every verdict.
+        '({params.cli} analyzers merge --cell-dir "$(dirname {input.manifest:q})"'
+        " --specs {params.merged:q} --fresh {resources.fresh}"
+        ' && {params.cli} score --cell-dir "$(dirname {input.manifest:q})"'
         " --gpus-per-node {params.gpus_per_node} --segment-size {params.segment_size}"
         " --judge-mode {params.mode} {params.llm} --version {params.version}"
-        " --fresh {resources.fresh} --combined {params.combined}"
-        " --output {output.score:q} > {log:q} 2>&1"
+        " --fresh {resources.fresh} --output {output.score:q}) > {log:q} 2>&1"
 
 
 rule score:

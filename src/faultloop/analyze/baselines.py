@@ -16,7 +16,7 @@ many ranks a node runs. Deliberately simple: their job is to be the floor, not t
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -228,9 +228,3 @@ def first_error(path: str | Path) -> LogVerdict:
             "first_error",
         )
     return _verdict(ERRORS_NOT_FOUND, [], NONE, None, "No line looks like an error.", "", [], "none")
-
-
-BASELINES: dict[str, Callable[[str | Path], LogVerdict]] = {
-    "torchrun_root_cause": torchrun_root_cause,
-    "first_error": first_error,
-}

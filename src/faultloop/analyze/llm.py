@@ -34,6 +34,26 @@ class LLMSettings:
     temperature: float = 0.0
 
 
+# An analyzer entry's `llm:` key (config schema), and what a fingerprint may keep of an endpoint.
+LLM_OPTION = {"llm": {"$ref": "#/definitions/llm"}}
+
+
+def endpoint_settings(endpoint: dict[str, Any]) -> LLMSettings:
+    """A configured endpoint (`llm:` of the config) as settings."""
+    return LLMSettings(
+        base_url=str(endpoint.get("base_url", "")),
+        model=str(endpoint.get("model", "")),
+        api_key_file=endpoint.get("api_key_file") or None,
+        timeout_s=float(endpoint.get("timeout_s", 60)),
+        max_retries=int(endpoint.get("max_retries", 2)),
+    )
+
+
+def keyless(endpoint: dict[str, Any]) -> dict[str, Any]:
+    """An endpoint as a fingerprint may hold it: without its key's file."""
+    return {k: v for k, v in sorted(endpoint.items()) if "key" not in k}
+
+
 class LLMError(RuntimeError):
     """The model could not give a schema-valid answer; the message is safe to record (no key)."""
 

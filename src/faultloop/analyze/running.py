@@ -24,6 +24,7 @@ from faultloop.signals import signal_name
 
 DEFAULT_TIMEOUT_S = 600.0
 TAIL_CHARS = 2000
+MAX_OUTPUT_BYTES = 16 << 20  # the most an external analyzer's printed answer is read of
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")  # an analyzer's name: also its folder's
 
 
@@ -124,12 +125,12 @@ def run_with_reuse(
             record = None
         if record is not None:
             record.reused = True
-            have_result = record.status != OK or (directory / json_name).is_file()
+            have_result = record.status != OK or layout.stored(directory, json_name).is_file()
             if record.fingerprint == fingerprint_ and record.input_digest == input_digest and have_result:
                 return record
     outcome = attempt()
     directory.mkdir(parents=True, exist_ok=True)
-    for stale in (json_name, text_name, layout.RAW_OUTPUT):
+    for stale in (json_name, text_name, layout.RAW_OUTPUT, *(layout.LEGACY_NAMES.get(n, n) for n in files)):
         (directory / stale).unlink(missing_ok=True)
     if outcome.verdict is not None:
         outcome.verdict.write(directory / json_name)

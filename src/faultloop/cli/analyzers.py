@@ -1,4 +1,6 @@
-"""`faultloop analyzers list|try|run-cell`: the configured log analyzers, one on a log, a cell's run."""
+"""`faultloop analyzers list|kinds|try|run-cell|merge`: the configured log analyzers, the table of
+kinds, one analyzer on a log, a cell's log analyzers (rule logsage) and its merged verdicts
+(rule judge_score, before scoring)."""
 
 from __future__ import annotations
 
@@ -7,11 +9,28 @@ import json
 import sys
 from pathlib import Path
 
-from faultloop.analyze.registry import Analyzer, AnalyzerSpec, analyze_cell, resolve, selected
+from faultloop.analyze import registry
+from faultloop.analyze.analyzer import Input, LogSource, VerdictsSource
 from faultloop.analyze.running import AnalyzerFailure
+from faultloop.contracts import read_index
 from faultloop.core import layout
 from faultloop.core.errors import ConfigError
 from faultloop.plan.config import load, parse_overrides
+
+
+def kinds_table() -> str:
+    """The table of kinds as docs/analyzers.md shows it."""
+    rows = [f"| `{kind.name}` | {kind.input} | {kind.summary} |" for kind in registry.TABLE]
+    return "\n".join(["| kind | input | what it is |", "|---|---|---|", *rows]) + "\n"
+
+
+def merge(cell_dir: Path, specs_json: str, *, fresh: bool) -> None:
+    """The verdicts merged from the cell's first log and first FR analyzer (the combined verdict),
+    listed by analysis/merged.json (empty when none is configured: nothing stale gets scored)."""
+    log_runs = read_index(cell_dir / layout.LOGSAGE_INDEX)
+    fr_runs = read_index(cell_dir / layout.FR_INDEX)
+    source = VerdictsSource(cell_dir, log_runs[0] if log_runs else None, fr_runs[0] if fr_runs else None)
+    registry.run_cell(Input.VERDICTS, registry.specs_from_json(specs_json), source, cell_dir, fresh=fresh)
 
 
 def main(argv: list[str]) -> int:
@@ -19,27 +38,41 @@ def main(argv: list[str]) -> int:
     sub = parser.add_subparsers(dest="action", required=True)
     listing = sub.add_parser("list", help="the analyzers a workflow run would use, with kinds and fingerprints")
     listing.add_argument("overrides", nargs="*", help="key=value config overrides, as given to --config")
-    one = sub.add_parser("try", help="run one analyzer on one log and print its verdict (JSON)")
+    sub.add_parser("kinds", help="every kind of analyzer: its input and what it is (Markdown)")
+    one = sub.add_parser("try", help="run one log analyzer on one log and print its verdict (JSON)")
     one.add_argument("name")
     one.add_argument("log", type=Path)
     one.add_argument("overrides", nargs="*")
-    cell = sub.add_parser("run-cell", help="the logsage rule: every analyzer on a cell's stripped log")
+    cell = sub.add_parser("run-cell", help="the logsage rule: every log analyzer on a cell's stripped log")
     cell.add_argument("--log", type=Path, required=True)
     cell.add_argument("--index", type=Path, required=True, help=f"the cell's {layout.LOGSAGE_INDEX}")
     cell.add_argument("--specs", required=True, help="the analyzers as JSON (from the workflow)")
     cell.add_argument("--fresh", type=int, default=0, help="1: re-run every analyzer (--forcerun)")
+    merged = sub.add_parser("merge", help="rule judge_score's first step: the combined verdict of a cell")
+    merged.add_argument("--cell-dir", type=Path, required=True)
+    merged.add_argument("--specs", required=True, help="the merging analyzers as JSON (from the workflow)")
+    merged.add_argument("--fresh", type=int, default=0, help="1: re-merge (--forcerun)")
     args = parser.parse_args(argv)
     try:
         if args.action == "run-cell":
-            chosen = [Analyzer(AnalyzerSpec.from_json(s)) for s in json.loads(args.specs)]
-            analyze_cell(chosen, args.log, args.index, fresh=bool(args.fresh))
+            cell_dir = registry.cell_of(Input.LOG, args.index)
+            staging = cell_dir.parent / ".staging"  # beside the cells: no path an analyzer sees names the fault
+            specs = registry.specs_from_json(args.specs)
+            registry.run_cell(Input.LOG, specs, LogSource(args.log, staging), cell_dir, fresh=bool(args.fresh))
+            return 0
+        if args.action == "merge":
+            merge(args.cell_dir, args.specs, fresh=bool(args.fresh))
+            return 0
+        if args.action == "kinds":
+            print(kinds_table(), end="")
             return 0
         config = load(parse_overrides(args.overrides))
         if args.action == "list":
-            for a in selected(config):
-                print(f"{a.name}\t{a.spec.kind}\t{a.spec.fingerprint}")
+            for input_ in Input:
+                for spec in registry.selected(config, input_):
+                    print(f"{spec.name}\t{spec.kind}\t{spec.input}\t{spec.fingerprint}")
             return 0
-        print(json.dumps(resolve(args.name, config).analyze(args.log).to_json(), indent=2))
+        print(json.dumps(registry.resolve(args.name, config).analyze(args.log).to_json(), indent=2))
         return 0
     except ConfigError as exc:
         print(f"faultloop analyzers: {exc}", file=sys.stderr)

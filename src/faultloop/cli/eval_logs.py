@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from faultloop.analyze import registry as analyzers
+from faultloop.analyze.analyzer import Input
 from faultloop.core.errors import ConfigError
 from faultloop.plan import config
 from faultloop.score import corpus
@@ -26,9 +27,9 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument(
         "--analyzer",
-        default="builtin",
-        help="a configured analyzer's name (config/config.yaml, the site file) or a kind: builtin, "
-        "torchrun_root_cause, first_error, ... (default: builtin, faultloop's logsage)",
+        default="faultloop",
+        help="a configured analyzer's name (config/config.yaml, the site file) or a log kind: "
+        f"{', '.join(analyzers.kinds(Input.LOG))} (default: faultloop, faultloop's logsage)",
     )
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--check", action="store_true", help="exit 1 when a score is below its threshold")

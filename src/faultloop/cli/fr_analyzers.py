@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from faultloop.analyze.fr.peers import FrSpec, analyze_cell
+from faultloop.analyze import registry
+from faultloop.analyze.analyzer import DumpsSource, Input
 from faultloop.core import layout
 from faultloop.core.cell import Cell
 
@@ -26,17 +26,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--segment-size", type=int, default=32)
     parser.add_argument("--fresh", type=int, default=0, help="1: re-run every analyzer (--forcerun)")
     args = parser.parse_args(argv)
-    specs = [FrSpec(**s) for s in json.loads(args.specs)]
+    cell_dir = registry.cell_of(Input.DUMPS, args.index)
     # From the cell's folder name, not a per-job Snakemake param: those cost planning time.
     world_size = args.world_size or Cell.from_name(args.manifest.parent.name).nodes * args.gpus_per_node
-    analyze_cell(
-        specs,
-        str(args.manifest.parent / "checkpoints"),
-        args.manifest,
-        args.index,
-        world_size=world_size,
-        gpus_per_node=args.gpus_per_node,
-        segment_size=args.segment_size,
-        fresh=bool(args.fresh),
-    )
+    fr_path = str(args.manifest.parent / "checkpoints")
+    source = DumpsSource(fr_path, world_size, args.gpus_per_node, args.segment_size, args.manifest)
+    registry.run_cell(Input.DUMPS, registry.specs_from_json(args.specs), source, cell_dir, fresh=bool(args.fresh))
     return 0

@@ -22,7 +22,6 @@ def main(argv: list[str]) -> int:
     p.add_argument("--judge-mode", choices=JUDGE_MODES, default="code")
     p.add_argument("--version", default="", help="fingerprint of the scoring code and settings (reuse key)")
     p.add_argument("--fresh", type=int, default=0, help="1: score every analyzer again (--forcerun)")
-    p.add_argument("--combined", type=int, default=0, help="1: merge and score the combined verdict")
     add_endpoint_arguments(p, timeout_s=120.0)
     args = p.parse_args(argv)
     try:
@@ -35,7 +34,6 @@ def main(argv: list[str]) -> int:
             llm=endpoint_from_args(args) if args.judge_mode != "code" else None,
             version=args.version,
             fresh=bool(args.fresh),
-            combine=bool(args.combined),
         )
     except ManifestError as exc:
         print(f"faultloop score: {exc}", file=sys.stderr)

@@ -2,7 +2,7 @@
 
 - `Manifest` (job.json, `manifest`): what run_job records about one cell's job, the only input
   about the run that scoring trusts;
-- `LogVerdict` (logsage.json) and `FrVerdict` (fr.json), what every log and flight-recorder
+- `LogVerdict` (verdict.json) and `FrVerdict` (fr.json), what every log and flight-recorder
   analyzer answers whatever its kind, and `RunRecord` (run.json, the analysis indexes), how an
   answer came about (`verdicts`);
 - `ScoreRecord` (score.json, a scores.tsv row, a scores.jsonl line; `scores`);
@@ -27,6 +27,7 @@ from faultloop.contracts.scores import (
     INFRA_FAILURE,
     INVALID,
     NOT_RUN,
+    RENAMED,
     SCORED,
     CellEvidence,
     CitedLine,
@@ -65,6 +66,7 @@ __all__ = [
     "INVALID",
     "NOT_RUN",
     "OK",
+    "RENAMED",
     "SCORED",
     "STATES",
     "UPSTREAM_CELL_COLUMNS",

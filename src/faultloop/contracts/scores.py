@@ -70,6 +70,10 @@ class CellEvidence:
         )
 
 
+# Field and column names a release renamed, old -> new: stored scores keep being read (until the next release).
+RENAMED = {"logsage_restart": "analyzer_restart"}
+
+
 @dataclass
 class ScoreRecord:
     """One analyzer's grades on one cell. A cell's score.json holds its records, scores.tsv one
@@ -83,7 +87,7 @@ class ScoreRecord:
     grades: dict[str, Grade] = field(default_factory=dict)  # dimension -> grade; N/A where absent
     judge_notes: str = ""
     expected_restart: str = ""
-    logsage_restart: str = ""
+    analyzer_restart: str = ""  # the restart decision of the analyzer this record grades
     primary_ranks: list[int] = field(default_factory=list)
     secondary_ranks: list[int] = field(default_factory=list)
     fr_suspects: list[int] = field(default_factory=list)
@@ -169,7 +173,7 @@ class ScoreRecord:
     def from_json(cls, data: Mapping[str, Any]) -> ScoreRecord:
         """Check and build a record of score.json or scores.jsonl; RecordError says what is wrong."""
         try:
-            values = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+            values = {RENAMED.get(k, k): v for k, v in data.items() if RENAMED.get(k, k) in cls.__dataclass_fields__}
             values["cell"] = Cell.from_name(str(data["cell"]))
             values["grades"] = {d: Grade(data[d]) for d in DIMENSIONS.names() if d in data}
             values["evidence"] = CellEvidence.from_json(data["evidence"]) if data.get("evidence") else None
@@ -215,6 +219,7 @@ class ScoreRecord:
         def number(text: str | None, default: int) -> int:
             return int(text) if text and text.isdigit() else default
 
+        row = {RENAMED.get(k, k): v for k, v in row.items()}
         try:
             return cls(
                 cell=Cell(row["FAULT_TYPE"], int(row["RANK"]), int(row["ITER"]), int(row["NODES"])),
@@ -225,7 +230,7 @@ class ScoreRecord:
                 grades={d: Grade(row.get(d) or Grade.NA) for d in DIMENSIONS.names()},
                 judge_notes=row.get("judge_notes", ""),
                 expected_restart=row.get("expected_restart", ""),
-                logsage_restart=row.get("logsage_restart", ""),
+                analyzer_restart=row.get("analyzer_restart", ""),
                 primary_ranks=ranks(row.get("primary_ranks")),
                 secondary_ranks=ranks(row.get("secondary_ranks")),
                 fr_suspects=ranks(row.get("fr_suspects")),
@@ -259,7 +264,7 @@ class ScoreRecord:
 # scores.tsv: the cell and its status, every dimension, then these, then the reason.
 TSV_CELL = ("CELL", "ANALYZER", "FAULT_TYPE", "NODES", "RANK", "ITER", "JOB_ID", "STATE", "STATUS")
 TSV_DETAILS = (
-    "judge_notes", "expected_restart", "logsage_restart", "primary_ranks", "secondary_ranks", "fr_suspects",
+    "judge_notes", "expected_restart", "analyzer_restart", "primary_ranks", "secondary_ranks", "fr_suspects",
     "analyzer_version", "analyzer_error", "analyzer_stderr_end", "fault_to_end_s", "analyzer_wall_s",
     "gpus_per_node", "segment_size", "scored_by",
 )  # fmt: skip

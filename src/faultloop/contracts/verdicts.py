@@ -1,4 +1,4 @@
-"""The analyzers' answers and how they came about: logsage.json (`LogVerdict`, every log
+"""The analyzers' answers and how they came about: verdict.json (`LogVerdict`, every log
 analyzer's), fr.json (`FrVerdict`, every flight-recorder analyzer's), run.json and the analysis
 indexes (`RunRecord`). Each with one reader, one writer and one validator."""
 
@@ -17,7 +17,7 @@ T = TypeVar("T")
 
 
 class RecordError(ValueError):
-    """A record file (logsage.json, fr.json, run.json, score.json, a scores row) that cannot be used."""
+    """A record file (verdict.json, fr.json, run.json, score.json, a scores row) that cannot be used."""
 
 
 def _rank_list(value: Any, name: str) -> list[int]:
@@ -51,7 +51,7 @@ def _in_file(path: Path, read: Callable[[dict[str, Any]], T]) -> T:
         raise RecordError(f"{path}: {exc}") from None
 
 
-# ---- logsage.json: a log analyzer's verdict -----------------------------------------------------
+# ---- verdict.json: a log analyzer's verdict -----------------------------------------------------
 
 
 class CitesLine(Protocol):
@@ -70,7 +70,7 @@ class CitesLine(Protocol):
 
 @dataclass(frozen=True)
 class VerdictLine:
-    """A cited line as logsage.json holds it."""
+    """A cited line as verdict.json holds it."""
 
     line: int | None
     text: str
@@ -96,7 +96,7 @@ class VerdictLine:
 
 @dataclass
 class LogVerdict:
-    """logsage.json (docs/architecture.md): every log analyzer's answer, whatever its kind.
+    """verdict.json (docs/architecture.md): every log analyzer's answer, whatever its kind.
     `extra` holds what an analyzer adds (logsage's LLM mode: the deterministic verdict beside)."""
 
     restart: str

@@ -39,10 +39,13 @@ INFRA_HISTORY = "infra_failures.jsonl"
 STRIPPED_LOG = "analysis/main_workload.log"
 LOGSAGE_INDEX = "analysis/analyzers.json"  # the log analyzers' runs on this cell, one record each
 FR_INDEX = "analysis/fr/analyzers.json"  # the same for the flight-recorder analyzers
+MERGED_INDEX = "analysis/merged.json"  # the same for verdicts merged from those (combined)
 SCORE_JSON = "analysis/score.json"  # every analyzer's score for the cell
 # Per analyzer: analysis/<name>/ (log analyzers) and analysis/fr/<name>/ (FR analyzers) hold
-LOGSAGE_TEXT = "logsage.txt"  # upstream's five-part text form
-LOGSAGE_JSON = "logsage.json"  # the verdict (docs/architecture.md)
+VERDICT_TEXT = "verdict.txt"  # a log analyzer's verdict in upstream's five-part text form
+VERDICT_JSON = "verdict.json"  # a log analyzer's verdict (docs/architecture.md)
+# Their names before this release (logsage.json, logsage.txt): a stored session's are still read.
+LEGACY_NAMES = {VERDICT_JSON: "logsage.json", VERDICT_TEXT: "logsage.txt"}
 FR_TEXT = "fr.txt"  # upstream's FR table
 FR_JSON = "fr.json"
 RUN_JSON = "run.json"  # how the result came about: fingerprint, input digest, status, wall time
@@ -105,3 +108,12 @@ def session_dir(config: Mapping[str, Any]) -> Path:
     if config.get("adopt"):
         return Path(config["adopt"])
     return Path(config["base_experiments_dir"]) / FAULT_INJECTION / str(config["session"])
+
+
+def stored(directory: Path, name: str) -> Path:
+    """A result file of an analyzer's folder; under its legacy name where only that one exists."""
+    path = directory / name
+    legacy = LEGACY_NAMES.get(name)
+    if legacy and not path.exists() and (directory / legacy).exists():
+        return directory / legacy
+    return path

@@ -65,6 +65,7 @@ def resolve(
     config_files: Iterable[str | Path] = (),
     *,
     check: bool = False,
+    analyzer_schema: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Apply the site file under the command-line overrides.
 
@@ -72,7 +73,9 @@ def resolve(
     typo such as `gpus_per_nod`) or a value it refuses fails here, named with where it came from.
     `--config analyzers=mine,builtin` (a name or a list) limits an invocation to those entries
     of `analyzers` (likewise `fr_analyzers`), in that order, as config_files and the site file
-    define them; a name without an entry stands for the kind of that name.
+    define them; a name without an entry stands for the kind of that name. analyzer_schema: the
+    analyzer keys' schema as the table of kinds states it (`analyze.registry.config_schema`), in
+    place of the file's (which a test holds equal to the built-in table).
     """
     site_file = overrides.get("site_file", config.get("site_file", "config/site.yaml"))
     site = load_site_file(site_file)
@@ -81,6 +84,7 @@ def resolve(
     layers = (("--config", overrides), (str(site_file), site), ("config/config.yaml", config))
     schema = yaml.safe_load(CONFIG_SCHEMA.read_text()) if check else None
     if schema is not None:
+        schema["properties"].update(analyzer_schema or {})
         seen: dict[str, str] = {}
         for where, layer in layers:
             for problem in unknown_keys(layer, schema):

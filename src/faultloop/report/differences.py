@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from faultloop.analyze import combined
+from faultloop.analyze.kinds import combined
 from faultloop.contracts import DIMENSIONS, FR_RANK, Grade, Reads, ScoreRecord
 
 RESTART = "restart_correct"
@@ -46,7 +46,7 @@ def policy_findings(log_views: dict[str, list[ScoreRecord]]) -> list[Finding]:
         right = sum(1 for r in scored if r.grade(RESTART) == DIMENSIONS[RESTART].passing)
         summary.append([name, ", ".join(policies), f"{right}/{len(scored)}", str(len(by_design))])
         detail += [
-            [name, r.cell.name, r.expected_restart, r.logsage_restart or "-", r.restart_policy] for r in by_design
+            [name, r.cell.name, r.expected_restart, r.analyzer_restart or "-", r.restart_policy] for r in by_design
         ]
     others = [n for n in log_views if n not in with_policy]
     return [

@@ -451,7 +451,7 @@ def evidence_sections(rep: Report) -> list[Section]:
             Section(
                 f"{r.cell.name}: {', '.join(f'{d}={r.values[d]}' for d in r.failing())}",
                 [
-                    f"Verdict: restart `{r.logsage_restart or 'none'}`, primary {r.primary_ranks}, "
+                    f"Verdict: restart `{r.analyzer_restart or 'none'}`, primary {r.primary_ranks}, "
                     f"secondary {r.secondary_ranks}, FR suspects {r.fr_suspects}. {r.notes}",
                     f"Lines naming rank {r.cell.rank} or carrying the {r.cell.fault_type} signature "
                     "(missed = not cited by the analyzer):",

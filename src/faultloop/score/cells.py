@@ -11,7 +11,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from faultloop.analyze import combined
 from faultloop.analyze.llm import LLMSettings
 from faultloop.analyze.running import file_digest
 from faultloop.contracts import (
@@ -34,7 +33,7 @@ from faultloop.score.grade import Truth, score_cell, score_fr
 from faultloop.score.judge import JudgeInputs, judge, judge_log_tail
 
 # A record's links to the analyzer's own files (the report's per-cell drill-down)
-LOG_FILES = (layout.LOGSAGE_JSON, layout.LOGSAGE_TEXT, layout.RAW_OUTPUT, layout.RUN_JSON, layout.ANALYZER_SCORE)
+LOG_FILES = (layout.VERDICT_JSON, layout.VERDICT_TEXT, layout.RAW_OUTPUT, layout.RUN_JSON, layout.ANALYZER_SCORE)
 FR_FILES = (layout.FR_JSON, layout.FR_TEXT, layout.RAW_OUTPUT, layout.RUN_JSON, layout.ANALYZER_SCORE)
 DUMP_LINKS = 16
 
@@ -75,11 +74,8 @@ def _reuse_key(*parts: Any) -> str:
 
 def _links(cell_dir: Path, folder: str, names: Iterable[str]) -> list[FileLink]:
     """The files of a cell that exist, as links relative to the session."""
-    return [
-        FileLink(label, f"{cell_dir.name}/{folder}{name}")
-        for label, name in ((n.rsplit("/", 1)[-1], n) for n in names)
-        if name and (cell_dir / folder / name).is_file()
-    ]
+    found = [layout.stored(cell_dir / folder, name).name for name in names if name]
+    return [FileLink(name, f"{cell_dir.name}/{folder}{name}") for name in found if (cell_dir / folder / name).is_file()]
 
 
 def cell_files(cell_dir: Path, job: Manifest | None) -> list[FileLink]:
@@ -120,17 +116,14 @@ def score_analyzers(
     llm: LLMSettings | None = None,
     version: str = "",
     fresh: bool = False,
-    combine: bool = False,
 ) -> list[ScoreRecord]:
-    """Score every analyzer the cell's indexes list: the log analyzers (graded with the first FR
+    """Score every analyzer the cell's indexes list: the log analyzers and those whose verdicts
+    were merged from others (the combined verdict, graded as log analyzers, with the first FR
     analyzer's verdict, as upstream's table is), then each FR analyzer on its own. A score whose
     inputs are unchanged is reused (its file untouched); the LLM judge runs on valid runs when
-    the mode asks for it. With combine, faultloop's combined verdict (analyze.combined) is merged
-    first and scored after the log analyzers."""
-    log_runs = read_index(cell_dir / layout.LOGSAGE_INDEX)
+    the mode asks for it."""
+    log_runs = read_index(cell_dir / layout.LOGSAGE_INDEX) + read_index(cell_dir / layout.MERGED_INDEX)
     fr_runs = read_index(cell_dir / layout.FR_INDEX)
-    if combine:
-        log_runs.append(combined.combine_cell(cell_dir, log_runs, fr_runs, fresh=fresh))
     primary_fr = fr_runs[0] if fr_runs else None
     fr_primary = (
         _fr_verdict(cell_dir / layout.fr_analyzer_dir(primary_fr.analyzer) / layout.FR_JSON)
@@ -155,7 +148,7 @@ def score_analyzers(
         key = _reuse_key((*common, fr_key), asdict(run) | {"reused": None})
         score = None if fresh else _stored_score(cell_dir / folder / layout.ANALYZER_SCORE, key)
         if score is None:
-            verdict = _log_verdict(cell_dir / folder / layout.LOGSAGE_JSON) if run.status == OK else None
+            verdict = _log_verdict(layout.stored(cell_dir / folder, layout.VERDICT_JSON)) if run.status == OK else None
             score = score_cell(truth, job, verdict, fr_primary, failure=run.error if run.status != OK else None)
             _describe(score, run.analyzer, run, key)
             if score.scored:
@@ -171,7 +164,7 @@ def score_analyzers(
                 )
                 inputs = JudgeInputs(
                     judge_log_tail(_read_text(cell_dir / layout.STRIPPED_LOG)),
-                    _read_text(cell_dir / folder / layout.LOGSAGE_TEXT),
+                    _read_text(layout.stored(cell_dir / folder, layout.VERDICT_TEXT)),
                     fr_text,
                 )
                 judge(score, truth, judge_mode, llm, inputs)
@@ -201,15 +194,12 @@ def score_cell_dir(
     llm: LLMSettings | None = None,
     version: str = "",
     fresh: bool = False,
-    combine: bool = False,
 ) -> list[ScoreRecord]:
     """judge_score: grade every analyzer on the cell against the truth its job.json records,
-    into `output` (the cell's score.json); with combine, the combined verdict among them.
+    into `output` (the cell's score.json).
     ManifestError when job.json cannot be used."""
     job = Manifest.read(cell_dir / layout.MANIFEST)
     truth = Truth(Cell(job.fault_type, job.fault_rank, job.fault_iter, job.nodes), gpus_per_node, segment_size)
-    scores = score_analyzers(
-        cell_dir, truth, job, judge_mode=judge_mode, llm=llm, version=version, fresh=fresh, combine=combine
-    )
+    scores = score_analyzers(cell_dir, truth, job, judge_mode=judge_mode, llm=llm, version=version, fresh=fresh)
     write_cell_scores(scores, truth.cell.name, output)
     return scores

@@ -4,7 +4,7 @@ Each DIR, and every folder below it, holds `<case>.log` files and `labels_*.tsv`
 (columns: case, source, root_cause_rank, fault_class, expected_restart, justification; see
 ../shared/real_logs/README.md). A fault_class may list accepted alternatives, `a|b`, where the
 excerpt supports both readings: either is right. The evaluation takes any analyzer, a callable
-from a log path to its `LogVerdict` (the logsage.json contract), and reports, overall, by folder,
+from a log path to its `LogVerdict` (the verdict.json contract), and reports, overall, by folder,
 by labelled category and by launcher style: the category right, the restart decision right (cases
 labelled RESTART or STOP), the culprit named as the sole primary rank (cases with a known
 culprit), and how often a rank is named with high confidence where the culprit is unknown (an
@@ -23,7 +23,7 @@ from typing import Any
 from faultloop.contracts import LogVerdict
 from faultloop.faults import RESTART, STOP
 
-# An analyzer: log path -> its verdict (the logsage.json contract).
+# An analyzer: log path -> its verdict (the verdict.json contract).
 Analyzer = Callable[[Path], LogVerdict]
 
 # label fault_class -> the analyzer's fault_category (the corpus README's mapping)

@@ -118,7 +118,7 @@ def _notes(truth: Truth, s: ScoreRecord, log: LogVerdict | None, problems: list[
     rank = truth.cell.rank
     gaps: list[str] = list(problems)
     if s.grade("restart_correct") == Grade.FALSE:
-        gaps.append(f"restart {s.logsage_restart or 'missing'} but expected {s.expected_restart}")
+        gaps.append(f"restart {s.analyzer_restart or 'missing'} but expected {s.expected_restart}")
     if s.grade("rank_primary") == Grade.PARTIAL:
         gaps.append(f"rank {rank} is one of {len(s.primary_ranks)} primary ranks {s.primary_ranks}")
     elif s.grade("rank_any") == Grade.TRUE and s.grade("rank_primary") == Grade.FALSE:
@@ -190,11 +190,11 @@ def score_cell(
         base.analyzer_error = failure
         problems.append(f"analyzer failed: {failure}")
     elif log is None:
-        problems.append("no logsage.json")
+        problems.append("no verdict.json")
     if fr is None:
         problems.append("no fr.json")
     if log is not None:
-        base.logsage_restart = log.restart
+        base.analyzer_restart = log.restart
         base.primary_ranks, base.secondary_ranks = list(log.primary_ranks), list(log.secondary_ranks)
         base.restart_policy = restart_policy(log)
     base.fr_suspects = sorted(set(fr.suspect_ranks)) if fr else []

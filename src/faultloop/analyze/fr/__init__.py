@@ -1,1 +1,2 @@
-"""Flight-recorder analyzers: faultloop's own (`analysis`) and the peers run beside it (`peers`)."""
+"""Flight-recorder dumps and faultloop's own analysis of them (`dumps`, `analysis`); the FR
+kinds are in `analyze/kinds/`."""

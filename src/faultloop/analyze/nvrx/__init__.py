@@ -5,13 +5,14 @@ NVIDIA's nvidia-resiliency-ext (NVRx) is not on the package index in a version w
 (`nvrx.src`, default the `NVRX_SRC` environment variable) and at the interpreter that has its
 dependencies (`nvrx.python`, default `NVRX_PYTHON`, else the project's).
 
-- this module: the kinds' names and NVRx's module names (what `analyze.kinds.KINDS` and
-  `analyze.fr.peers.FR_KINDS` list; it imports nothing);
+- this module: the kinds' names and NVRx's module names (it imports nothing); the kinds
+  themselves are `analyze/kinds/nvrx_*.py`, rows of `analyze.registry.TABLE`;
 - `tools`: the checkout and endpoint settings, NVRx's command lines, the sanitized dump copies its
   tools read;
-- `outputs`: the tables that map what NVRx printed onto a `LogVerdict` (logsage.json) and the rows
+- `outputs`: the tables that map what NVRx printed onto a `LogVerdict` (verdict.json) and the rows
   of fr_attribution's table;
-- `run`: each kind run on a staged log (a `LogVerdict`) or a dump folder (an `FrVerdict`).
+- `run`: what the log kinds share (`NvrxLog`: checkout, endpoint, running NVRx's command line on
+  the staged log) and fr_attribution run on a dump folder (an `FrVerdict`).
 """
 
 RESTART_AGENT, LOGSAGE, COMBINED, FR = "nvrx_restart_agent", "nvrx_logsage", "nvrx_combined", "nvrx_fr"

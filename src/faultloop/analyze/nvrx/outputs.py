@@ -1,6 +1,6 @@
 """What NVRx's analyzers printed, read as faultloop's verdicts: the Restart Agent's
 `restart_agent_response.v1`, nvrx_logsage's printout and combined_log_fr's merged answer as a
-`LogVerdict` (each through `kinds.checked`, the contract's validator), and the rows of
+`LogVerdict` (each through `analyzer.checked`, the contract's validator), and the rows of
 fr_attribution's missing-ranks table (what `run` makes an `FrVerdict` of).
 
 Mapping (docs/analyzers.md, "NVRx's analyzers"): the Restart Agent's `decision` is the restart
@@ -16,7 +16,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from faultloop.analyze.kinds import checked
+from faultloop.analyze import upstream_text
+from faultloop.analyze.analyzer import checked
 from faultloop.analyze.nvrx import COMBINED, LOGSAGE, RESTART_AGENT, RESTART_AGENT_SCHEMA
 from faultloop.analyze.running import AnalyzerFailure
 from faultloop.contracts import LogVerdict
@@ -32,7 +33,6 @@ from faultloop.faults import (
     OOM,
     OTHER,
     RESTART,
-    RESTART_DECISIONS,
     STOP,
 )
 
@@ -41,7 +41,7 @@ class NvrxOutputError(AnalyzerFailure):
     """What an NVRx analyzer printed cannot be read as a verdict."""
 
 
-# ---- the Restart Agent -> logsage.json ---------------------------------------------------------
+# ---- the Restart Agent -> verdict.json ---------------------------------------------------------
 
 # failure_class (NVRx's L0 registry) -> faultloop's category and, where the class alone says it,
 # the fault type. Classes not listed are "other".
@@ -169,39 +169,27 @@ def restart_agent_verdict(response: Mapping[str, Any], *, l1: bool = False) -> L
     )
 
 
-# ---- nvrx_logsage's printout -> logsage.json ---------------------------------------------------
+# ---- nvrx_logsage's printout -> verdict.json ---------------------------------------------------
 
-_DECISION_RE = re.compile("|".join(re.escape(d) for d in (*RESTART_DECISIONS, "LLM FAILURE")))
-_ATTRIBUTION_RE = re.compile(
-    r"Primary issues:\s*\[([^\]]*)\],?\s*Secondary issues:\s*\[([^\]]*)\]"
-    r"|primary_issues=\[([^\]]*)\],\s*secondary_issues=\[([^\]]*)\]"  # its result's repr
-)
-_CHECKPOINT_RE = re.compile(
-    r"checkpoint_saved\W+(?:(?P<saved>true)|false)|checkpoint_saved_flag=(?:(?P<flag>1)|0)", re.IGNORECASE
-)
+_DECISION_RE = re.compile("|".join(re.escape(d) for d in upstream_text.DECISIONS))
 
 
 def logsage_verdict(text: str) -> LogVerdict:
-    """nvrx_logsage's `--emit-stdout` payload (a Python repr holding upstream's five parts): the
-    decision, the attribution lists and checkpoint_saved, wherever they are. It states no
-    category or fault type."""
-    decision = _DECISION_RE.search(text)
-    if decision is None:
+    """nvrx_logsage's `--emit-stdout` payload (a Python repr holding upstream's five parts, read by
+    `upstream_text`): the decision, the attribution lists and checkpoint_saved, wherever they are.
+    It states no category or fault type."""
+    parts = upstream_text.read(text, anywhere=True)
+    if parts is None:
         raise NvrxOutputError(f"nvrx_logsage printed no decision: {text.strip()[:120]!r}")
-    attribution = _ATTRIBUTION_RE.search(text)
-    groups = [g for g in attribution.groups() if g is not None] if attribution else ["", ""]
-    primary, secondary = ([int(x) for x in re.findall(r"\d+", group)] for group in groups[:2])
-    checkpoint = _CHECKPOINT_RE.search(text)
-    saved = bool(checkpoint and (checkpoint["saved"] or checkpoint["flag"]))
     return checked(
         {
-            "restart": decision.group(0),
-            "primary_ranks": primary,
-            "secondary_ranks": [r for r in secondary if r not in primary],
+            "restart": parts.decision,
+            "primary_ranks": parts.primary_ranks,
+            "secondary_ranks": [r for r in parts.secondary_ranks if r not in parts.primary_ranks],
             "fault_category": None,
             "fault_type": None,
             "explanation": text.strip()[:2000],
-            "checkpoint_saved": saved,
+            "checkpoint_saved": parts.checkpoint_saved,
             "mode": LOGSAGE,
         }
     )
@@ -245,7 +233,7 @@ def fr_suspects(rows: list[dict[str, Any]]) -> list[int]:
     return sorted({r for row in rows for r in row["missing_ranks"]})
 
 
-# ---- combined_log_fr's merged answer -> logsage.json -------------------------------------------
+# ---- combined_log_fr's merged answer -> verdict.json -------------------------------------------
 
 _MERGED_RE = re.compile(r"attribution_result: (.*?)(?=^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):|\Z)", re.S | re.M)
 _EXCLUDED_RE = re.compile(r"list of ranks to be excluded:([^\n]*)", re.I)

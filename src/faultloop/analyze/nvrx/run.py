@@ -1,58 +1,80 @@
 """NVRx's analyzers run from the user's checkout by its own interpreter, each in its own process
-group: a log kind on the staged log answers a `LogVerdict`, nvrx_fr on sanitized copies of a
-cell's dumps an `FrVerdict`. A crash, unreadable output or a timeout raises AnalyzerFailure with
-the tail of what the tool printed on stderr."""
+group: a log kind (`NvrxLog`, one subclass per kind under `analyze/kinds/`) on the staged log
+answers a `LogVerdict`, nvrx_fr on sanitized copies of a cell's dumps an `FrVerdict`. A crash,
+unreadable output or a timeout raises AnalyzerFailure with the tail of what the tool printed on
+stderr."""
 
 from __future__ import annotations
 
+import sys
 import tempfile
+from abc import abstractmethod
 from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from faultloop.analyze import nvrx
+from faultloop.analyze.analyzer import Answer, Input, Kind, LogSource, Spec, log_answer, staged_log
 from faultloop.analyze.fr import analysis, dumps
-from faultloop.analyze.kinds import MAX_OUTPUT_BYTES
-from faultloop.analyze.nvrx import FR, LOGSAGE, RESTART_AGENT, outputs, tools
+from faultloop.analyze.llm import LLM_OPTION, keyless
+from faultloop.analyze.nvrx import FR, outputs, tools
 from faultloop.analyze.nvrx.tools import Checkout
-from faultloop.analyze.running import TAIL_CHARS, AnalyzerFailure, exit_reason, run_process, tail
+from faultloop.analyze.running import (
+    MAX_OUTPUT_BYTES,
+    TAIL_CHARS,
+    AnalyzerFailure,
+    exit_reason,
+    run_process,
+    tail,
+)
 from faultloop.contracts import FrVerdict, LogVerdict
 
 OUTPUT_CAP = 64 << 10  # fr_attribution lists every dump before its table: both ends are kept
 
 
-def analyze_log(
-    kind: str, checkout: Checkout, llm: Mapping[str, Any], timeout_s: float, log: Path, *, source: Path
-) -> tuple[LogVerdict, str]:
-    """One of NVRx's log analyzers on the staged log (`log`, under a neutral path); its verdict
-    and what it printed. combined_log_fr also reads the cell's dumps beside the source log, as
-    copies the restricted reader rewrote."""
-    if kind == RESTART_AGENT:
-        argv = tools.restart_agent_argv(checkout.python, log, llm)
-    elif kind == LOGSAGE:
-        argv = tools.logsage_argv(checkout.python, log, llm)
-    else:
-        copies = log.parent / "dumps"
-        copies.mkdir()
-        folder = tools.dumps_beside(source)
-        tools.copy_dumps(dumps.find_dumps(str(folder)) if folder else [], copies)
-        argv = tools.combined_argv(checkout.python, log, copies, llm)
-    stdout_path, stderr_path = log.parent / "stdout", log.parent / "stderr"
-    env = checkout.env(str(llm.get("api_key_file") or ""))
-    status = run_process(argv, stdout_path, stderr_path, timeout_s, env=env)
-    stderr_tail = tail(stderr_path)
-    if status != 0:
-        raise AnalyzerFailure(exit_reason(status), stderr_tail)
-    raw = stdout_path.read_text(errors="replace")
-    try:
-        if kind == RESTART_AGENT:
-            verdict = outputs.restart_agent_verdict(outputs.last_json_object(raw), l1=bool(llm))
-        elif kind == LOGSAGE:
-            verdict = outputs.logsage_verdict(raw)
-        else:
-            verdict = outputs.combined_verdict(raw)
-    except AnalyzerFailure as exc:
-        raise AnalyzerFailure(str(exc), stderr_tail) from None
-    return verdict, raw
+class NvrxLog(Kind):
+    """One of NVRx's log analyzers, run from the checkout on the staged log (a neutral path); a kind
+    states its command line and how its printout becomes a verdict."""
+
+    input = Input.LOG
+    options = LLM_OPTION
+    covers = (nvrx, outputs, tools, sys.modules[__name__])
+
+    def configure(self, entry: Mapping[str, Any], config: Mapping[str, Any], where: str) -> dict[str, Any]:
+        return {
+            "nvrx": asdict(tools.checkout(config, where, self.name)),
+            "llm": tools.endpoint(config, entry, where, self.name),
+        }
+
+    def fingerprint_settings(self, spec: Spec, config: Mapping[str, Any]) -> Any:
+        checkout = Checkout(**spec.settings["nvrx"])
+        return (self.name, checkout.digest(), checkout.python, keyless(spec.settings["llm"]), spec.timeout_s)
+
+    @abstractmethod
+    def argv(self, python: str, log: Path, llm: Mapping[str, Any], source: Path) -> list[str]:
+        """NVRx's command line on the staged log (source: the cell's log, for what lies beside it)."""
+
+    @abstractmethod
+    def read(self, raw: str, llm: Mapping[str, Any]) -> LogVerdict:
+        """What it printed on stdout, as a verdict (NvrxOutputError when it cannot be read)."""
+
+    def run(self, spec: Spec, source: Any) -> Answer:
+        assert isinstance(source, LogSource)
+        checkout, llm = Checkout(**spec.settings["nvrx"]), spec.settings["llm"]
+        with staged_log(source) as log:
+            argv = self.argv(checkout.python, log, llm, source.path)
+            stdout_path, stderr_path = log.parent / "stdout", log.parent / "stderr"
+            env = checkout.env(str(llm.get("api_key_file") or ""))
+            status = run_process(argv, stdout_path, stderr_path, spec.timeout_s, env=env)
+            stderr_tail = tail(stderr_path)
+            if status != 0:
+                raise AnalyzerFailure(exit_reason(status), stderr_tail)
+            raw = stdout_path.read_text(errors="replace")
+        try:
+            return log_answer(self.read(raw, llm), raw)
+        except AnalyzerFailure as exc:
+            raise AnalyzerFailure(str(exc), stderr_tail) from None
 
 
 def analyze_fr(

@@ -1,5 +1,4 @@
-"""Flight-recorder analyzers side by side: faultloop's own (`fr`), torch's `torchfrtrace` and NVRx's
-`nvrx_fr` (its fr_attribution from a checkout, run by `analyze.nvrx.run` on copies of its own).
+"""torch's own flight-recorder analyzer (`python -m torch.distributed.flight_recorder.fr_trace`).
 
 Dumps are untrusted, and torchfrtrace reads them with a plain `pickle.load`. So it never sees
 the originals: each dump is read with faultloop's restricted unpickler (`dumps.load_dump`, which
@@ -14,44 +13,19 @@ after the unsafe or broken files are dropped), that is its recorded failure for 
 
 from __future__ import annotations
 
-import hashlib
-import os
 import re
 import sys
 import tempfile
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-from faultloop.analyze import nvrx
+from faultloop.analyze.analyzer import Answer, DumpsSource, Input, Kind, Spec, package_version
 from faultloop.analyze.fr import analysis, dumps
-from faultloop.analyze.fr.analysis import BUILTIN
-from faultloop.analyze.nvrx import run as nvrx_run
-from faultloop.analyze.nvrx import tools as nvrx_tools
-from faultloop.analyze.registry import package_version
-from faultloop.analyze.running import (
-    DEFAULT_TIMEOUT_S,
-    NAME_RE,
-    TAIL_CHARS,
-    AnalyzerFailure,
-    Outcome,
-    exit_reason,
-    file_digest,
-    param_json,
-    run_process,
-    run_with_reuse,
-    tail,
-    timed,
-)
-from faultloop.contracts import FrVerdict, RunRecord, verdicts, write_index
-from faultloop.core import layout
-from faultloop.core.errors import ConfigError
-from faultloop.fingerprint import source_fingerprint
+from faultloop.analyze.running import TAIL_CHARS, AnalyzerFailure, exit_reason, run_process, tail
+from faultloop.contracts import FrVerdict
 
 TORCHFRTRACE = "torchfrtrace"
-FR_KINDS = (BUILTIN, TORCHFRTRACE, *nvrx.FR_KINDS)
 TORCHFRTRACE_MODULE = "torch.distributed.flight_recorder.fr_trace"
 PREFIX = "_dump_"
 _REPORT_RE = re.compile(
@@ -62,57 +36,6 @@ _FIELD_RE = re.compile(r"^(group info|collective|missing ranks|error msg): (.*)$
 _CULPRIT_RE = re.compile(r"Culprit rank (\d+)")
 _UNDECIDED_RE = re.compile(r"missed FR dumps from ranks \(\{([\d, ]*)\}\)")
 OUTPUT_CAP = 64 << 10  # torchfrtrace repeats itself per collective; the head says what it found
-
-
-@dataclass(frozen=True)
-class FrSpec:
-    """One entry of `fr_analyzers`, resolved; travels to the fr_analysis job as JSON."""
-
-    name: str
-    kind: str
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    fingerprint: str = ""
-    nvrx: dict[str, str] = field(default_factory=dict)  # nvrx_fr's checkout (nvrx.tools.Checkout)
-
-
-def spec_from_config(name: str, entry: Mapping[str, Any] | None, config: Mapping[str, Any]) -> FrSpec:
-    where = f"config key 'fr_analyzers.{name}'"
-    if not NAME_RE.match(name):
-        raise ConfigError(f"{where}: names are letters, digits, '_' and '-'")
-    entry = dict(entry) if entry else {"kind": name}
-    kind = entry.get("kind")
-    if kind not in FR_KINDS:
-        raise ConfigError(f"{where}: unknown kind {kind!r}; kinds are {', '.join(FR_KINDS)}")
-    timeout = float(entry.get("timeout_s", DEFAULT_TIMEOUT_S))
-    if timeout <= 0:
-        raise ConfigError(f"{where}.timeout_s: must be positive")
-    shape = (config["gpus_per_node"], config["fr_segment_size"])
-    if kind == BUILTIN:
-        stamp = source_fingerprint(analysis, dumps, verdicts, settings=shape)
-    elif kind in nvrx.FR_KINDS:
-        checkout = nvrx_tools.checkout(config, where, kind)
-        settings = (shape, timeout, checkout.digest(), checkout.python)
-        stamp = source_fingerprint(sys.modules[__name__], dumps, verdicts, nvrx, settings=settings)
-        return FrSpec(name, kind, timeout, stamp, asdict(checkout))
-    else:
-        stamp = source_fingerprint(
-            sys.modules[__name__], dumps, verdicts, settings=(shape, timeout, package_version("torch"))
-        )
-    return FrSpec(name, kind, timeout, stamp)
-
-
-def selected(config: Mapping[str, Any]) -> list[FrSpec]:
-    """The FR analyzers this invocation runs, in order; the first grades the log analyzers' rows."""
-    entries = config.get("fr_analyzers") or {}
-    if not isinstance(entries, Mapping):
-        raise ConfigError("config key 'fr_analyzers': expected a mapping of named FR analyzers")
-    chosen = [spec_from_config(name, entry, config) for name, entry in entries.items() if entry is not None]
-    if not chosen:
-        raise ConfigError("config key 'fr_analyzers': no FR analyzer selected")
-    return chosen
-
-
-# ---- torchfrtrace --------------------------------------------------------------------------
 
 
 def sanitize(dump: dict[str, Any]) -> list[str]:
@@ -210,82 +133,25 @@ def analyze_torchfrtrace(
     return verdict, output
 
 
-# ---- running a cell's FR analyzers -----------------------------------------------------------
+class Torchfrtrace(Kind):
+    name = TORCHFRTRACE
+    input = Input.DUMPS
+    summary = "torch's own `python -m torch.distributed.flight_recorder.fr_trace`, on sanitized dump copies (see below)"
+    covers = (dumps,)
 
+    def fingerprint_settings(self, spec: Spec, config: Mapping[str, Any]) -> Any:
+        return ((config["gpus_per_node"], config["fr_segment_size"]), spec.timeout_s, package_version("torch"))
 
-def dumps_digest(fr_path: str, manifest: Path) -> str:
-    """The FR analyzers' input: the dump files (names and sizes) of this run of the job."""
-    digest = hashlib.sha256(file_digest(manifest).encode())
-    for path in dumps.find_dumps(fr_path):
-        digest.update(f"{os.path.basename(path)}:{os.path.getsize(path)}\n".encode())
-    return digest.hexdigest()[:16]
-
-
-def attempt(spec: FrSpec, fr_path: str, *, world_size: int | None, gpus_per_node: int, segment_size: int) -> Outcome:
-    def work() -> tuple[FrVerdict, str, str | None]:
-        if spec.kind == BUILTIN:
-            result = analysis.analyze_dir(
-                fr_path, world_size=world_size, gpus_per_node=gpus_per_node, segment_size=segment_size
-            )
-            return result.to_verdict(), result.to_table(), None
-        if spec.kind in nvrx.FR_KINDS:
-            verdict, output = nvrx_run.analyze_fr(
-                fr_path,
-                nvrx_tools.Checkout(**spec.nvrx),
-                world_size=world_size,
-                gpus_per_node=gpus_per_node,
-                segment_size=segment_size,
-                timeout_s=spec.timeout_s,
-            )
-            return verdict, output, output
+    def run(self, spec: Spec, source: Any) -> Answer:
+        assert isinstance(source, DumpsSource)
         verdict, output = analyze_torchfrtrace(
-            fr_path,
-            world_size=world_size,
-            gpus_per_node=gpus_per_node,
-            segment_size=segment_size,
+            source.fr_path,
+            world_size=source.world_size,
+            gpus_per_node=source.gpus_per_node,
+            segment_size=source.segment_size,
             timeout_s=spec.timeout_s,
         )
-        return verdict, output, output
-
-    return timed(work)
+        return Answer(verdict, output, output)
 
 
-def analyze_cell(
-    specs: list[FrSpec],
-    fr_path: str,
-    manifest: Path,
-    index: Path,
-    *,
-    world_size: int | None,
-    gpus_per_node: int,
-    segment_size: int,
-    fresh: bool = False,
-) -> list[RunRecord]:
-    cell_dir = manifest.parent
-    digest = dumps_digest(fr_path, manifest)
-    records = []
-    for spec in specs:
-        record = run_with_reuse(
-            spec.name,
-            spec.kind,
-            spec.fingerprint,
-            digest,
-            cell_dir / layout.fr_analyzer_dir(spec.name),
-            fresh=fresh,
-            files=(layout.FR_JSON, layout.FR_TEXT),
-            attempt=partial(
-                attempt, spec, fr_path, world_size=world_size, gpus_per_node=gpus_per_node, segment_size=segment_size
-            ),
-        )
-        state = "reused" if record.reused else record.status
-        print(
-            f"fr {spec.name}: {state} in {record.wall_s:.2f} s" + (f": {record.error}" if record.error else ""),
-            file=sys.stderr,
-        )
-        records.append(record)
-    write_index(index, records)
-    return records
-
-
-def specs_json(specs: list[FrSpec]) -> str:
-    return param_json([asdict(spec) for spec in specs])
+KIND = Torchfrtrace()

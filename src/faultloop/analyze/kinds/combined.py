@@ -1,7 +1,8 @@
 """faultloop's combined verdict: the primary log analyzer's and the first FR analyzer's verdicts of
 a cell merged into one (which rank, which fault, restart), deterministically, scored as the log
-analyzer `combined` beside the others. It runs in rule judge_score (`score.cells`), on the two
-verdicts the analysis rules wrote, into analysis/combined/.
+analyzer `combined` beside the others. Its input is the two verdicts the analysis rules wrote
+(`Input.VERDICTS`); it is run by the analyze layer's merge step (`faultloop analyzers merge`,
+which rule judge_score calls before it scores) into analysis/combined/.
 
 The log says what happened (a death signal, an exception, a timeout) and what to do; the flight
 recorder says which rank did not join the collective everyone else waited in. Merge rules, in
@@ -27,35 +28,20 @@ order (docs/analyzers.md, "The combined verdict"):
 
 from __future__ import annotations
 
-import hashlib
-import sys
 from collections.abc import Mapping
 from dataclasses import replace
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from faultloop.analyze.running import AnalyzerFailure, Outcome, file_digest, run_with_reuse, timed
-from faultloop.contracts import OK, FrVerdict, LogVerdict, RecordError, RunRecord, verdicts
-from faultloop.core import layout
-from faultloop.core.errors import ConfigError
+from faultloop.analyze.analyzer import Answer, Input, Kind, Spec, VerdictsSource, log_answer
+from faultloop.analyze.running import AnalyzerFailure
+from faultloop.contracts import FrVerdict, LogVerdict
 from faultloop.faults import ERRORS_NOT_FOUND, HANG
-from faultloop.fingerprint import source_fingerprint
 
-NAME = KIND = "combined"
+NAME = "combined"
 LOG_ONLY, FR_FILLS, AGREE, FR_NARROWS, FR_OVERRIDES, LOG_STANDS, FR_ONLY = (
     "log_only", "fr_fills", "agree", "fr_narrows", "fr_overrides", "log_stands", "fr_only",
 )  # fmt: skip
 HIGH = "high"  # the log analyzer's confidence that its culprit's own line shows the fault
-V = TypeVar("V", LogVerdict, FrVerdict)
-
-
-def enabled(config: Mapping[str, Any], log_names: list[str]) -> bool:
-    """Whether the invocation scores the combined verdict (`combined`, default on); its name is
-    refused for a log analyzer then, since both would write analysis/combined/."""
-    on = bool(config.get("combined", True))
-    if on and NAME in log_names:
-        raise ConfigError(f"config key 'analyzers.{NAME}': the name is the combined verdict's (or set combined: false)")
-    return on
 
 
 def _suspects(fr: FrVerdict | None) -> list[int]:
@@ -105,59 +91,27 @@ def _verdict(log: LogVerdict, primary: list[int], secondary: list[int], rule: st
         log.detail,
         list(log.evidence),
         log.checkpoint_saved,
-        mode=KIND,
+        mode=NAME,
         extra={"merge_rule": rule},
     )
 
 
-def _read(run: RunRecord | None, path: Path, reader: type[V]) -> V | None:
-    """An input's verdict, through its reader; None where the analyzer failed or left none."""
-    if run is None or run.status != OK:
-        return None
-    try:
-        return reader.read(path)
-    except RecordError:
-        return None
+class Combined(Kind):
+    name = NAME
+    input = Input.VERDICTS
+    summary = "faultloop's merge of the primary log analyzer's and the first FR analyzer's verdicts (config `combined`)"
+
+    def fingerprint_settings(self, spec: Spec, config: Mapping[str, Any]) -> Any:
+        return None  # the merge rules' code and the verdict's contract: editing them re-merges every cell
+
+    def run(self, spec: Spec, source: Any) -> Answer:
+        assert isinstance(source, VerdictsSource)
+        merged = merge(source.log(), source.fr())
+        inputs = {
+            "log": source.log_run.analyzer if source.log_run else "",
+            "fr": source.fr_run.analyzer if source.fr_run else "",
+        }
+        return log_answer(replace(merged, extra={**merged.extra, "inputs": inputs}))
 
 
-def combine_cell(
-    cell_dir: Path, log_runs: list[RunRecord], fr_runs: list[RunRecord], *, fresh: bool = False
-) -> RunRecord:
-    """The combined verdict of a cell into analysis/combined/ (reused, files untouched, while
-    neither input changed); its run record, listed with the log analyzers'."""
-    log_run = log_runs[0] if log_runs else None
-    fr_run = fr_runs[0] if fr_runs else None
-    names = (log_run.analyzer if log_run else "", fr_run.analyzer if fr_run else "")
-    log_path = cell_dir / layout.analyzer_dir(names[0]) / layout.LOGSAGE_JSON
-    fr_path = cell_dir / layout.fr_analyzer_dir(names[1]) / layout.FR_JSON
-    digest = hashlib.sha256(
-        "".join(
-            f"{run.analyzer}:{run.fingerprint}:{run.status}:{file_digest(path)}\n" if run else "-\n"
-            for run, path in ((log_run, log_path), (fr_run, fr_path))
-        ).encode()
-    ).hexdigest()[:16]
-
-    def attempt() -> Outcome:
-        def work() -> tuple[LogVerdict, str, str | None]:
-            merged = merge(_read(log_run, log_path, LogVerdict), _read(fr_run, fr_path, FrVerdict))
-            merged = replace(merged, extra={**merged.extra, "inputs": {"log": names[0], "fr": names[1]}})
-            return merged, merged.to_text(), None
-
-        return timed(work)
-
-    return run_with_reuse(
-        NAME,
-        KIND,
-        fingerprint(),
-        digest,
-        cell_dir / layout.analyzer_dir(NAME),
-        fresh=fresh,
-        files=(layout.LOGSAGE_JSON, layout.LOGSAGE_TEXT),
-        attempt=attempt,
-    )
-
-
-def fingerprint() -> str:
-    """The merge rules' code and the verdict's contract: editing them re-merges (and re-scores)
-    every cell."""
-    return source_fingerprint(sys.modules[__name__], verdicts)
+KIND = Combined()
