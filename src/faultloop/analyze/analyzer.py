@@ -25,14 +25,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from types import ModuleType
 from typing import Any, ClassVar
 
 from faultloop.analyze.fr import dumps
 from faultloop.analyze.running import DEFAULT_TIMEOUT_S, AnalyzerFailure, file_digest
-from faultloop.contracts import OK, FrVerdict, LogVerdict, RecordError, RunRecord, verdicts
+from faultloop.contracts import OK, FrVerdict, LogVerdict, RecordError, RunRecord
 from faultloop.core import layout
-from faultloop.fingerprint import source_fingerprint
+from faultloop.fingerprint import code_fingerprint, source_fingerprint
 
 
 class Input(StrEnum):
@@ -153,7 +152,6 @@ class Kind(ABC):
     input: ClassVar[Input]
     summary: ClassVar[str]
     options: ClassVar[Mapping[str, Any]] = {}
-    covers: ClassVar[tuple[ModuleType, ...]] = ()  # code beyond its own module its verdicts depend on
 
     def configure(self, entry: Mapping[str, Any], config: Mapping[str, Any], where: str) -> dict[str, Any]:
         """The settings of a config entry (its keys other than kind and timeout_s, already known to
@@ -161,11 +159,15 @@ class Kind(ABC):
         return {}
 
     def fingerprint(self, spec: Spec, config: Mapping[str, Any]) -> str:
-        """What its verdicts depend on: its own module, this protocol, the verdict contract, the
-        code it `covers` and its settings (`fingerprint_settings`)."""
-        own = sys.modules[type(self).__module__]
+        """What its verdicts depend on: the code its module runs (every faultloop module it imports,
+        transitively, with the data beside them: `fingerprint.code_fingerprint`, never a hand list)
+        and its settings (`fingerprint_settings`). A kind from outside the package is fingerprinted
+        by its own module's source."""
         settings = self.fingerprint_settings(spec, config)
-        return source_fingerprint(own, sys.modules[__name__], verdicts, *self.covers, settings=settings)
+        module = type(self).__module__
+        if module.partition(".")[0] == __name__.partition(".")[0]:
+            return code_fingerprint(module, settings=settings)
+        return source_fingerprint(sys.modules[module], settings=settings)
 
     def fingerprint_settings(self, spec: Spec, config: Mapping[str, Any]) -> Any:
         """The settings a verdict depends on (default: the kind's name and resolved settings)."""

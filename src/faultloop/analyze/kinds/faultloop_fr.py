@@ -6,14 +6,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from faultloop.analyze.analyzer import Answer, DumpsSource, Input, Kind, Spec
-from faultloop.analyze.fr import analysis, dumps
+from faultloop.analyze.fr import analysis
 
 
 class FaultloopFr(Kind):
     name = "faultloop_fr"
     input = Input.DUMPS
     summary = "faultloop's `fr` (`faultloop.analyze.fr`)"
-    covers = (analysis, dumps)
 
     def fingerprint_settings(self, spec: Spec, config: Mapping[str, Any]) -> Any:
         return (config["gpus_per_node"], config["fr_segment_size"])

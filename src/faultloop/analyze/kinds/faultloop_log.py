@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from faultloop import faults
 from faultloop.analyze import logsage
 from faultloop.analyze.analyzer import Answer, Input, Kind, LogSource, Spec, checked, log_answer
 
@@ -13,7 +12,6 @@ class FaultloopLog(Kind):
     name = "faultloop"
     input = Input.LOG
     summary = "faultloop's logsage (`faultloop.analyze.logsage`), deterministic and offline"
-    covers = (logsage, faults)
 
     def run(self, spec: Spec, source: Any) -> Answer:
         assert isinstance(source, LogSource)

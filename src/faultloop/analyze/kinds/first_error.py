@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from faultloop import faults
 from faultloop.analyze import baselines
 from faultloop.analyze.analyzer import Answer, Input, Kind, LogSource, Spec, log_answer
 
@@ -13,7 +12,6 @@ class FirstError(Kind):
     name = "first_error"
     input = Input.LOG
     summary = "baseline: the rank of the first line that looks like an error; STOP when there is one"
-    covers = (baselines, faults)
 
     def run(self, spec: Spec, source: Any) -> Answer:
         assert isinstance(source, LogSource)

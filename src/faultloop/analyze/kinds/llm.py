@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from faultloop import faults
 from faultloop.analyze import logsage
 from faultloop.analyze.analyzer import Answer, Input, Kind, LogSource, Spec, checked, log_answer
 from faultloop.analyze.llm import LLM_OPTION, endpoint_settings, keyless
@@ -27,7 +26,6 @@ class Llm(Kind):
         "when the model fails, that is a recorded failure, not the deterministic fallback"
     )
     options = LLM_OPTION
-    covers = (logsage, faults)
 
     def configure(self, entry: Mapping[str, Any], config: Mapping[str, Any], where: str) -> dict[str, Any]:
         endpoint = endpoint_of(entry, config)

@@ -6,10 +6,8 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
-from faultloop.analyze import nvrx
 from faultloop.analyze.analyzer import Answer, DumpsSource, Input, Kind, Spec
-from faultloop.analyze.fr import dumps
-from faultloop.analyze.nvrx import FR, outputs, tools
+from faultloop.analyze.nvrx import FR, tools
 from faultloop.analyze.nvrx import run as nvrx_run
 from faultloop.analyze.nvrx.tools import Checkout
 
@@ -18,7 +16,6 @@ class NvrxFr(Kind):
     name = FR
     input = Input.DUMPS
     summary = "NVRx's `fr_attribution` from your checkout, on sanitized copies (see \"NVRx's analyzers\")"
-    covers = (dumps, nvrx, outputs, tools, nvrx_run)
 
     def configure(self, entry: Mapping[str, Any], config: Mapping[str, Any], where: str) -> dict[str, Any]:
         return {"nvrx": asdict(tools.checkout(config, where, self.name))}

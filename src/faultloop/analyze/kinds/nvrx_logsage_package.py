@@ -34,7 +34,6 @@ class NvrxLogsagePackage(Kind):
         "NVRx's `nvrx_logsage` from its pip package (`nvidia-resiliency-ext`, with its own endpoint), when installed; "
         "configuring it without the package is a config error. `nvrx_logsage` runs the same analyzer from a checkout"
     )
-    covers = (logsage,)
 
     def configure(self, entry: Mapping[str, Any], config: Mapping[str, Any], where: str) -> dict[str, Any]:
         if importlib.util.find_spec("logsage") is None:

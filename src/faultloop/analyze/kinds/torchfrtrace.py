@@ -137,7 +137,6 @@ class Torchfrtrace(Kind):
     name = TORCHFRTRACE
     input = Input.DUMPS
     summary = "torch's own `python -m torch.distributed.flight_recorder.fr_trace`, on sanitized dump copies (see below)"
-    covers = (dumps,)
 
     def fingerprint_settings(self, spec: Spec, config: Mapping[str, Any]) -> Any:
         return ((config["gpus_per_node"], config["fr_segment_size"]), spec.timeout_s, package_version("torch"))

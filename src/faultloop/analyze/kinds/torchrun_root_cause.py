@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from faultloop import faults
 from faultloop.analyze import baselines
 from faultloop.analyze.analyzer import Answer, Input, Kind, LogSource, Spec, log_answer
 
@@ -17,7 +16,6 @@ class TorchrunRootCause(Kind):
         "one), else the first `failed (exitcode: N) local_rank: L` line; restart STOP for any signal or non-zero "
         "exit. With `srun --label` and one torchrun per node the label is the node index."
     )
-    covers = (baselines, faults)
 
     def run(self, spec: Spec, source: Any) -> Answer:
         assert isinstance(source, LogSource)

@@ -6,7 +6,6 @@ stderr."""
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from abc import abstractmethod
 from collections.abc import Mapping
@@ -14,7 +13,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from faultloop.analyze import nvrx
 from faultloop.analyze.analyzer import Answer, Input, Kind, LogSource, Spec, log_answer, staged_log
 from faultloop.analyze.fr import analysis, dumps
 from faultloop.analyze.llm import LLM_OPTION, keyless
@@ -39,7 +37,6 @@ class NvrxLog(Kind):
 
     input = Input.LOG
     options = LLM_OPTION
-    covers = (nvrx, outputs, tools, sys.modules[__name__])
 
     def configure(self, entry: Mapping[str, Any], config: Mapping[str, Any], where: str) -> dict[str, Any]:
         return {
