@@ -108,7 +108,6 @@ def load_dump(path: str) -> dict[str, Any]:
         IndexError,
         KeyError,
         AttributeError,
-        MemoryError,
         OverflowError,
         RecursionError,
     ) as exc:

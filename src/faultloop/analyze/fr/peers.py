@@ -25,7 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from faultloop.analyze import nvrx
+from faultloop.analyze import limits, nvrx
 from faultloop.analyze.fr import analysis, dumps
 from faultloop.analyze.fr.analysis import BUILTIN
 from faultloop.analyze.nvrx import run as nvrx_run
@@ -265,6 +265,9 @@ def analyze_cell(
     digest = dumps_digest(fr_path, manifest)
     records = []
     for spec in specs:
+        work = partial(
+            attempt, spec, fr_path, world_size=world_size, gpus_per_node=gpus_per_node, segment_size=segment_size
+        )
         record = run_with_reuse(
             spec.name,
             spec.kind,
@@ -273,9 +276,7 @@ def analyze_cell(
             cell_dir / layout.fr_analyzer_dir(spec.name),
             fresh=fresh,
             files=(layout.FR_JSON, layout.FR_TEXT),
-            attempt=partial(
-                attempt, spec, fr_path, world_size=world_size, gpus_per_node=gpus_per_node, segment_size=segment_size
-            ),
+            attempt=partial(limits.run_limited, work),  # dumps are untrusted: a child under a memory limit
         )
         state = "reused" if record.reused else record.status
         print(
