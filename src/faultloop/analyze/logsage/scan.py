@@ -352,23 +352,21 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
     terminate: Evidence | None = None  # a C++ terminate line waiting for its what() line
     repeats = Repeats()
     for hit in prefilter.hits(path, prefilter_name, jobs):
+        if (repeat := repeats.seen(hit.text, len(facts.label_pairs), hit.line)) is not None:
+            if repeat.rule is not None:  # a flood: counted, not read again
+                if terminate and hit.line - terminate.line <= 2:
+                    drop(facts, terminate)
+                previous, terminate = (hit.line, repeat.rank), None
+            continue
         for part in unglue(hit.text):
             source, text = split_prefix(part)
             note_rank(facts, source)
             if "Timeout (" in text and (headers := len(DUMP_HEADER_RE.findall(text))):  # literal first: a hot loop
                 facts.dump_headers[source.label] = facts.dump_headers.get(source.label, 0) + headers
             facts.several_processes |= source.host is not None  # pdsh host prefixes: a multi-node launcher
-            text_rank = _text_rank(text) if "Rank " in text else None
-            template = repeats.key(source, text, text_rank, len(facts.label_pairs))
-            if (repeat := repeats.seen(template, hit.line, text)) is not None:  # a flood: counted, not re-read
-                if repeat.rule is not None:
-                    if terminate and hit.line - terminate.line <= 2:
-                        drop(facts, terminate)
-                    previous, terminate = (hit.line, repeat.rank), None
-                continue
             found = classify(text)
             if not found:
-                repeats.learn(template, None, None, hit.line)
+                repeats.learn(part, text, len(facts.label_pairs), None, None, hit.line)
                 continue
             rule, m = found
             named = m.groupdict().get("rank")
@@ -377,7 +375,8 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
                 rank = _device_rank(facts, source)
             if rank is None and rule.kind == COLLECTIVE and source == NO_SOURCE and previous[0] == hit.line - 1:
                 rank = previous[1]  # the rest of a wrapped line
-            repeats.learn(template, rule, rank, hit.line)
+            if "Rank " not in text or (rank is not None and rank == resolve_rank(facts, source, "")):
+                repeats.learn(part, text, len(facts.label_pairs), rule, rank, hit.line)  # its rank is its prefixes'
             previous = (hit.line, rank)
             ev = Evidence(hit.line, text.strip(), rule.kind, rank, rule.name, rule.hint)
             if rule.kind in (TRACEBACK, STACK_DUMP):
