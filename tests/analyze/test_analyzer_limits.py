@@ -139,14 +139,14 @@ def test_a_cell_of_hostile_dumps_completes_and_the_report_says_why(tmp_path: Pat
     assert builtin.status == OK  # refusals are its answer: no dump readable
     fr = FrVerdict.read(d / "analysis" / "fr" / "builtin" / layout.FR_JSON)
     assert fr.no_dumps and len(fr.skipped_files) == len(list(HOSTILE.glob("_dump_*")))
-    assert torch.status == FAILED and torch.error.startswith("no dump torchfrtrace may read (11 unsafe or unreadable)")
+    assert torch.status == FAILED and torch.error.startswith("no dump torchfrtrace may read (13 unsafe or unreadable)")
 
     scores = score_analyzers(d, Truth(cell, 4, 32), job, judge_mode="code", llm=None)
     write_cell_scores(scores, cell.name, d / layout.SCORE_JSON)
     by_name = {s.analyzer: s for s in scores}
     assert by_name["builtin"].grade("rank_primary") == "true"  # the log analyzers and scoring go on
     assert by_name["fr:builtin"].judge_notes.startswith(
-        "No FR dump readable: 11 refused (_dump_0: refused before unpickling: LONG_BINPUT"
+        "No FR dump readable: 13 refused (_dump_0: refused before unpickling: LONG_BINPUT"
     )
     assert by_name["fr:torchfrtrace"].analyzer_error.startswith("no dump torchfrtrace may read")
 
@@ -156,4 +156,4 @@ def test_a_cell_of_hostile_dumps_completes_and_the_report_says_why(tmp_path: Pat
     md = (session / layout.REPORT_MD).read_text()
     assert "Dumps present but none readable" in md
     assert "refused before unpickling: LONG_BINPUT" in md  # the first refused dump's bound
-    assert "no dump torchfrtrace may read (11 unsafe or unreadable)" in md  # under analyzer failures
+    assert "no dump torchfrtrace may read (13 unsafe or unreadable)" in md  # under analyzer failures

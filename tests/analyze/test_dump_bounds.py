@@ -13,8 +13,9 @@ import pytest
 from bounded import run_bounded
 from conftest import NVRX_FR, TESTS, needs_nvrx_dumps
 from faultloop.analyze.fr import analysis as fr
-from faultloop.analyze.fr import pickle_bounds
+from faultloop.analyze.fr import dumps, pickle_bounds
 from faultloop.analyze.fr.dumps import load_dump
+from faultloop.analyze.fr.peers import sanitize
 
 HOSTILE = TESTS / "data" / "hostile_dumps"
 FLAT_KIB = 16 << 10  # growth of the child's peak RSS allowed per refused dump (16 MiB)
@@ -22,7 +23,7 @@ TIME_BOUND_S = 60  # the whole child, imports included; before the walk one dump
 
 _SETUP = (
     "import pickle, tempfile\n"
-    "from faultloop.analyze.fr.dumps import load_dump\n"
+    "from faultloop.analyze.fr.dumps import load_dump, summarize\n"
     "warm = tempfile.NamedTemporaryFile(suffix='_dump_0', delete=False)\n"
     "warm.write(pickle.dumps({'entries': [{'a': 1}], 'pg_config': {}}, protocol=2)); warm.close()\n"
     "load_dump(warm.name)\n"
@@ -35,8 +36,9 @@ def hostile_files() -> list[Path]:
 
 def test_hostile_dumps_are_refused_fast_with_memory_flat() -> None:
     files = hostile_files()
-    assert len(files) >= 11
-    results = run_bounded(_SETUP, "load_dump", "ValueError", files, TIME_BOUND_S)
+    assert len(files) >= 13
+    # fr's reading of each file (torchfrtrace's and nvrx_fr's copies: test_fuzz_dumps, test_analyzer_limits)
+    results = run_bounded(_SETUP, "(lambda path: summarize(path, 'bounds'))", "ValueError", files, TIME_BOUND_S)
     for result in results:
         assert result.outcome.startswith("refused:"), result
         message = result.outcome.split(": ", 1)[1]
@@ -48,6 +50,8 @@ def test_hostile_dumps_are_refused_fast_with_memory_flat() -> None:
     assert "BINBYTES8 at byte 2: declared length 100000000000" in by_name["_dump_3"]
     assert "more than 1000 nested MARKs" in by_name["_dump_8"]
     assert "truncated" in by_name["_dump_10"]
+    assert "nested deeper than the interpreter's recursion limit" in by_name["_dump_11"]
+    assert "malformed entries" in by_name["_dump_12"]
 
 
 @pytest.mark.parametrize(
@@ -91,7 +95,7 @@ def test_real_and_python_pickles_pass_the_walk(tmp_path: Path) -> None:
 
 def test_a_cell_of_hostile_dumps_is_refusals_not_a_crash(tmp_path: Path) -> None:
     """fr reads the whole folder: every file is a skipped file naming its bound; no dump, no crash."""
-    result = fr.analyze_dir(str(HOSTILE), world_size=11)
+    result = fr.analyze_dir(str(HOSTILE), world_size=13)
     assert sorted(s.rank for s in result.skipped_files) == sorted(
         int(p.name.rsplit("_", 1)[1]) for p in HOSTILE.glob("_dump_*")
     )
@@ -104,3 +108,12 @@ def test_real_dumps_read_as_before() -> None:
     result = fr.analyze_dir(str(NVRX_FR / "gpu_error_2nd"))
     assert result.skipped_files == []
     assert result.suspect_ranks == [9, 14]
+
+
+def test_the_copies_for_other_tools_refuse_them_too(tmp_path: Path) -> None:
+    """torchfrtrace and nvrx_fr read rewritten copies: none is written of a hostile file."""
+    files = [str(p) for p in sorted(HOSTILE.glob("_dump_*"))]
+    ranks, skipped, _ = dumps.rewrite_dumps(files, tmp_path, sanitize)
+    assert ranks == [] and not list(tmp_path.iterdir())
+    assert sorted(s.file for s in skipped) == sorted(files)
+    assert all(s.error.startswith(s.file + ": ") and "\n" not in s.error for s in skipped)

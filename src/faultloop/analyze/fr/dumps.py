@@ -16,6 +16,7 @@ import json
 import os
 import pickle
 import re
+import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -176,8 +177,21 @@ def _sig_of(entry: dict[str, Any], intern: dict[Sig, Sig]) -> Sig:
     return intern.setdefault(sig, sig)
 
 
+def _too_deep(path: str) -> str:
+    """Nesting built through memo references, which the opcode walk cannot bound, meets the
+    interpreter's recursion limit where the dump is read further: a refusal like the walk's."""
+    return f"{path}: refused: nested deeper than the interpreter's recursion limit ({sys.getrecursionlimit()})"
+
+
 def summarize(path: str, token: str) -> RankSummary:
     """Read one dump and reduce it; `token` scopes the once-per-worker ranks-text cache."""
+    try:
+        return _summarize(path, token)
+    except RecursionError:
+        raise ValueError(_too_deep(path)) from None
+
+
+def _summarize(path: str, token: str) -> RankSummary:
     global _sent_texts
     if _sent_texts[0] != token:
         _sent_texts = (token, set())
@@ -370,9 +384,17 @@ def rewrite_dumps(
         except (ValueError, pickle.UnpicklingError) as exc:
             skipped.append(SkippedFile(path, str(exc)))
             continue
-        if normalise is not None:
-            notes += [f"{os.path.basename(path)}: {note}" for note in normalise(dump)]
+        try:
+            changes = normalise(dump) if normalise is not None else []
+            copy = pickle.dumps(dump, protocol=pickle.HIGHEST_PROTOCOL)
+        except RecursionError:
+            skipped.append(SkippedFile(path, _too_deep(path)))
+            continue
+        except (TypeError, ValueError, AttributeError, KeyError) as exc:  # a dump of odd shape
+            skipped.append(SkippedFile(path, f"{path}: refused: cannot be normalised ({type(exc).__name__}: {exc})"))
+            continue
+        notes += [f"{os.path.basename(path)}: {note}" for note in changes]
         rank = int(match.group(1))
-        (dest / f"_dump_{rank}").write_bytes(pickle.dumps(dump, protocol=pickle.HIGHEST_PROTOCOL))
+        (dest / f"_dump_{rank}").write_bytes(copy)
         ranks.append(rank)
     return sorted(ranks), skipped, notes
