@@ -19,7 +19,7 @@ RUN_CONFIG ?= pool_file=config/pools/quick.tsv session=quick
 SNAKEMAKE_ARGS ?=
 PYTEST_ARGS ?=
 # Examples per fuzz property in `make fuzz` (the suite runs 25-40, deterministically); 2000 take
-# about an hour on two cores. Inputs Hypothesis finds breaking a bound are kept in .hypothesis/.
+# about half an hour on two cores. Inputs Hypothesis finds breaking a bound are kept in .hypothesis/.
 FUZZ_EXAMPLES ?= 2000
 
 .PHONY: run test test-fast fuzz setup system-deps lint fmt clean-results docs-screenshot
