@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 import signal
 import subprocess
@@ -28,6 +29,7 @@ from faultloop.plan.pool import Cell
 from faultloop.score.cells import score_analyzers
 from faultloop.score.grade import Truth
 from faultloop.score.tables import gather
+from fr_synth import make_dump
 
 HOSTILE = TESTS / "data" / "hostile_dumps"
 SPECS = [FrSpec("builtin", BUILTIN), FrSpec("torchfrtrace", TORCHFRTRACE, timeout_s=120)]
@@ -157,3 +159,17 @@ def test_a_cell_of_hostile_dumps_completes_and_the_report_says_why(tmp_path: Pat
     assert "Dumps present but none readable" in md
     assert "refused before unpickling: LONG_BINPUT" in md  # the first refused dump's bound
     assert "no dump torchfrtrace may read (13 unsafe or unreadable)" in md  # under analyzer failures
+
+
+def test_faultloop_fr_holds_itself_to_the_limit(tmp_path: Path) -> None:
+    """The command line reads dumps in its own process: over the limit it says so in one line."""
+    (tmp_path / "_dump_0").write_bytes(pickle.dumps(make_dump(2, 100_000, 200_000), protocol=2))  # 230 MB to read
+    argv = [sys.executable, "-m", "faultloop.cli", "fr", "--fr-path", str(tmp_path), "--format", "json"]
+
+    def run(gib: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(argv, env={**os.environ, limits.ENV: gib}, capture_output=True, text=True, timeout=300)
+
+    over = run("0.1")
+    assert over.returncode == 1
+    assert over.stderr == "faultloop fr: went over its memory limit of 0.1 GiB (FAULTLOOP_ANALYZER_MEMORY_GB)\n"
+    assert run("0").returncode == 0

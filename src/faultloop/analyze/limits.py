@@ -51,7 +51,8 @@ def over_limit(limit: int) -> str:
     return f"went over its memory limit of {describe(limit)} ({ENV})"
 
 
-def _limit_self(limit: int) -> None:
+def limit_this_process(limit: int) -> None:
+    """Hold this process, and every process it starts afterwards, to `limit` bytes of address space."""
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
     soft = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
     resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
@@ -60,7 +61,7 @@ def _limit_self(limit: int) -> None:
 def _child(attempt: Callable[[], Outcome], limit: int, write_fd: int) -> None:
     """In the forked child: the attempt under the limit, its outcome pickled to the parent."""
     try:
-        _limit_self(limit)
+        limit_this_process(limit)
         outcome = attempt()
         said = f"{outcome.error} {outcome.stderr_tail[-300:]}"
         if outcome.error and any(sign in said for sign in _OUT_OF_MEMORY):

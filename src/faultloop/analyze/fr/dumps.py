@@ -76,11 +76,12 @@ def load_dump(path: str) -> dict[str, Any]:
     `pickle_bounds` and MAX_DUMP_BYTES; every refusal is one line naming the file."""
     try:
         with open(path, "rb") as fh:
-            data = fh.read(MAX_DUMP_BYTES + 1)
+            size = os.fstat(fh.fileno()).st_size
+            if size > MAX_DUMP_BYTES:
+                raise ValueError(f"{path}: refused: larger than {MAX_DUMP_BYTES >> 20} MiB")
+            data = fh.read(size)  # read(n) allocates n up front: the file's size, not the bound
         if not data:
             raise ValueError(f"{path}: empty file")
-        if len(data) > MAX_DUMP_BYTES:
-            raise ValueError(f"{path}: refused: larger than {MAX_DUMP_BYTES >> 20} MiB")
         if path.endswith(".json") or data[:1] == b"{":
             dump = json.loads(data)
         else:
