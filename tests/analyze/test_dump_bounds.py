@@ -46,7 +46,7 @@ def test_hostile_dumps_are_refused_fast_with_memory_flat() -> None:
         assert result.grew_kib < FLAT_KIB, result
         assert result.seconds < 1.0, result  # well under a second: a bound, not a speed target
     by_name = {Path(r.path).name: r.outcome for r in results}
-    assert "LONG_BINPUT at byte 3: memo slot 805306368 beyond the 0 stored so far" in by_name["_dump_0"]
+    assert "LONG_BINPUT at byte 3: memo slot 805306368 out of bounds (at most 256 here)" in by_name["_dump_0"]
     assert "BINBYTES8 at byte 2: declared length 100000000000" in by_name["_dump_3"]
     assert "more than 1000 nested MARKs" in by_name["_dump_8"]
     assert "truncated" in by_name["_dump_10"]
@@ -58,7 +58,9 @@ def test_hostile_dumps_are_refused_fast_with_memory_flat() -> None:
     ("data", "bound"),
     [
         (b"\x80\x02]q\x00h\x01.", None),  # a GET of a slot never stored: the unpickler's own refusal
-        (b"\x80\x02N" + b"r" + struct.pack("<I", 1) + b".", "memo slot 1 beyond the 0"),
+        (b"\x80\x02N" + b"r" + struct.pack("<I", 257) + b".", r"memo slot 257 out of bounds \(at most 256 here\)"),
+        (b"\x80\x02N" + b"r" + struct.pack("<I", 256) + b"Nr" + struct.pack("<I", 258) + b".", "memo slot 258"),
+        (b"\x80\x02N" + b"p999\n.", "PUT at byte 3: memo slot 999 out of bounds"),
         (b"\x80\x02" + b"\xff", "unknown opcode 0xff"),
         (b"\x80\x02" + b"e.", "no MARK to pop to"),
         (b"\x80\x02" + b"L12", "no end of line"),

@@ -110,8 +110,9 @@ def odd_shapes(draw: st.DrawFn) -> bytes:
         where = draw(st.sampled_from(["entry", "pg_config", "pg_status", "top"]))
         key, value = draw(st.one_of(_FIELDS, st.text(max_size=4))), draw(_VALUES)
         entries = dump.get("entries")
-        if where == "entry" and isinstance(entries, list) and entries and isinstance(entries[0], dict):
-            entries[draw(st.integers(0, len(entries) - 1))][key] = value
+        entry = entries[draw(st.integers(0, len(entries) - 1))] if isinstance(entries, list) and entries else None
+        if where == "entry" and isinstance(entry, dict):
+            entry[key] = value
         elif where == "pg_config" and isinstance(dump.get("pg_config"), dict):
             dump["pg_config"][draw(st.sampled_from(["0", "", "1"]))] = draw(st.one_of(_VALUES, st.just({key: value})))
         elif where == "pg_status":

@@ -88,8 +88,13 @@ def _table() -> list[tuple[int, int, bool]]:
 
 _TABLE = _table()
 # The byte step of each _PLAIN opcode (its argument plus one), 0 for the rest: the walk's fast path.
-_PLAIN_STEP = [1 + size if kind == _PLAIN else 0 for kind, size, _ in _TABLE]
+# The fast paths: the byte step of each _PLAIN opcode and of BINPUT (its slot is below 256), and
+# the count width of each length-prefixed opcode whose count is unsigned; 0 for the rest.
+_PLAIN_STEP = [1 + size if kind in (_PLAIN, _BINPUT) else 0 for kind, size, _ in _TABLE]
+_UNSIGNED_COUNT = [size if kind == _COUNTED and not signed else 0 for kind, size, signed in _TABLE]
 _NO_STEP = [0] * 256
+_LONG_BINPUT_CODE = next(ord(op.code) for op in pickletools.opcodes if op.name == "LONG_BINPUT")
+BINPUT_SLOTS = 256  # BINPUT names slots 0-255; a pickler numbers later ones by LONG_BINPUT, PUT, MEMOIZE
 _NAMES = {ord(op.code): op.name for op in pickletools.opcodes}
 
 
@@ -116,7 +121,8 @@ def _refusal(data: bytes, at: int) -> str:
 def check(data: bytes, *, max_depth: int = MAX_DEPTH, max_objects: int = MAX_OBJECTS) -> None:
     """Walk a pickle's opcodes up to STOP; raise PickleBoundError at the first broken bound:
     an unknown opcode, an argument or declared length past the end of the bytes, a memo slot
-    stored beyond the next free one, more than `max_depth` nested MARKs, or more than
+    stored past `BINPUT_SLOTS` plus the LONG_BINPUT, PUT and MEMOIZE seen so far (picklers number
+    slots in order, the first 256 by BINPUT), more than `max_depth` nested MARKs, or more than
     `max_objects` opcodes (each builds at most one object). Globals are refused here too.
 
     Fetching a memo slot never stored, or popping an empty stack, the unpickler itself refuses
@@ -125,50 +131,66 @@ def check(data: bytes, *, max_depth: int = MAX_DEPTH, max_objects: int = MAX_OBJ
     end = len(data)
     pos = 0
     depth = 0  # MARKs open
-    memo = 0  # memo slots stored so far; a put may name at most the next one
+    memo = BINPUT_SLOTS  # the highest memo slot a put may name here
     ops = 0
     table = _TABLE
     # Every opcode is at least a byte: a stream shorter than max_objects cannot break that bound,
     # so only a longer one takes every opcode through the counting path.
-    plain_step = _PLAIN_STEP if end <= max_objects else _NO_STEP
+    plain_step, counted = (_PLAIN_STEP, _UNSIGNED_COUNT) if end <= max_objects else (_NO_STEP, _NO_STEP)
     while pos < end:
-        step = plain_step[data[pos]]
-        if step:
+        op = data[pos]
+        step = plain_step[op]
+        if step:  # the fast paths: most opcodes, then strings, then numbered memo slots
             pos += step
             continue
+        width = counted[op]
+        if width:
+            pos += 1 + width
+            length = int.from_bytes(data[pos - width : pos], "little")
+            if length > end - pos:
+                if pos > end:
+                    break
+                _too_long(data, pos - 1 - width, length, end - pos)
+            pos += length
+            continue
+        if op == _LONG_BINPUT_CODE:
+            index = int.from_bytes(data[pos + 1 : pos + 5], "little")
+            if index > memo:
+                raise PickleBoundError(
+                    f"LONG_BINPUT at byte {pos}: memo slot {index} out of bounds (at most {memo} here)"
+                )
+            memo += 1
+            pos += 5
+            continue
         at = pos
-        kind, size, signed = table[data[pos]]
+        kind, size, signed = table[op]
         pos += 1 + size
         ops += 1
-        if kind == _PLAIN:
+        if kind == _PLAIN or kind == _BINPUT:
             continue
-        if kind == _LONG_BINPUT or kind == _BINPUT or kind == _PUT:  # most common first
+        if kind == _COUNTED:
             if pos > end:
                 break
-            if kind == _LONG_BINPUT:
-                index = int.from_bytes(data[pos - 4 : pos], "little")
-            elif kind == _BINPUT:
-                index = data[pos - 1]
-            else:
+            length = int.from_bytes(data[pos - size : pos], "little", signed=signed)
+            if length < 0 or length > end - pos:
+                _too_long(data, at, length, end - pos)
+            pos += length
+        elif kind == _LONG_BINPUT or kind == _PUT:
+            if kind == _PUT:
                 newline = data.find(b"\n", pos)
                 text = data[pos:newline]
                 if newline < 0 or not text.isdigit() or len(text) > 12:
                     raise PickleBoundError(f"PUT at byte {at}: memo index is not a number")
                 index, pos = int(text), newline + 1
+            elif pos > end:
+                break
+            else:
+                index = int.from_bytes(data[pos - 4 : pos], "little")
             if index > memo:
                 raise PickleBoundError(
-                    f"{_NAMES[data[at]]} at byte {at}: memo slot {index} beyond the {memo} stored so far"
+                    f"{_NAMES[data[at]]} at byte {at}: memo slot {index} out of bounds (at most {memo} here)"
                 )
-            memo += index == memo
-        elif kind == _COUNTED:
-            if pos > end:
-                break
-            length = int.from_bytes(data[pos - size : pos], "little", signed=signed)
-            if length < 0 or length > end - pos:
-                raise PickleBoundError(
-                    f"{_NAMES[data[at]]} at byte {at}: declared length {length} but {end - pos} bytes are left"
-                )
-            pos += length
+            memo += 1
         elif kind == _MARK:
             depth += 1
             if depth > max_depth:
@@ -199,3 +221,9 @@ def check(data: bytes, *, max_depth: int = MAX_DEPTH, max_objects: int = MAX_OBJ
     if ops > max_objects:
         raise PickleBoundError(f"more than {max_objects} objects")
     raise PickleBoundError("ends before its STOP opcode (truncated)")
+
+
+def _too_long(data: bytes, at: int, length: int, left: int) -> None:
+    raise PickleBoundError(
+        f"{_NAMES[data[at]]} at byte {at}: declared length {length} but {max(left, 0)} bytes are left"
+    )
