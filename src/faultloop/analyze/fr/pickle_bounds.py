@@ -10,6 +10,7 @@ The walk is one pass over the bytes with a table lookup per opcode.
 from __future__ import annotations
 
 import pickletools
+from typing import NoReturn
 
 # Nesting: MARKs open at once (each starts a container's items). A dump nests about six deep.
 MAX_DEPTH = 1_000
@@ -87,7 +88,6 @@ def _table() -> list[tuple[int, int, bool]]:
 
 
 _TABLE = _table()
-# The byte step of each _PLAIN opcode (its argument plus one), 0 for the rest: the walk's fast path.
 # The fast paths: the byte step of each _PLAIN opcode and of BINPUT (its slot is below 256), and
 # the count width of each length-prefixed opcode whose count is unsigned; 0 for the rest.
 _PLAIN_STEP = [1 + size if kind in (_PLAIN, _BINPUT) else 0 for kind, size, _ in _TABLE]
@@ -175,21 +175,14 @@ def check(data: bytes, *, max_depth: int = MAX_DEPTH, max_objects: int = MAX_OBJ
             if length < 0 or length > end - pos:
                 _too_long(data, at, length, end - pos)
             pos += length
-        elif kind == _LONG_BINPUT or kind == _PUT:
-            if kind == _PUT:
-                newline = data.find(b"\n", pos)
-                text = data[pos:newline]
-                if newline < 0 or not text.isdigit() or len(text) > 12:
-                    raise PickleBoundError(f"PUT at byte {at}: memo index is not a number")
-                index, pos = int(text), newline + 1
-            elif pos > end:
-                break
-            else:
-                index = int.from_bytes(data[pos - 4 : pos], "little")
+        elif kind == _PUT:  # (LONG_BINPUT took its fast path)
+            newline = data.find(b"\n", pos)
+            text = data[pos:newline]
+            if newline < 0 or not text.isdigit() or len(text) > 12:
+                raise PickleBoundError(f"PUT at byte {at}: memo index is not a number")
+            index, pos = int(text), newline + 1
             if index > memo:
-                raise PickleBoundError(
-                    f"{_NAMES[data[at]]} at byte {at}: memo slot {index} out of bounds (at most {memo} here)"
-                )
+                raise PickleBoundError(f"PUT at byte {at}: memo slot {index} out of bounds (at most {memo} here)")
             memo += 1
         elif kind == _MARK:
             depth += 1
@@ -223,7 +216,7 @@ def check(data: bytes, *, max_depth: int = MAX_DEPTH, max_objects: int = MAX_OBJ
     raise PickleBoundError("ends before its STOP opcode (truncated)")
 
 
-def _too_long(data: bytes, at: int, length: int, left: int) -> None:
+def _too_long(data: bytes, at: int, length: int, left: int) -> NoReturn:
     raise PickleBoundError(
         f"{_NAMES[data[at]]} at byte {at}: declared length {length} but {max(left, 0)} bytes are left"
     )
