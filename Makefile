@@ -2,6 +2,7 @@
 #   make run   - run the quick pool on this machine (built-in CPU workload) and print the report
 #   make test  - the whole test suite (what CI runs)
 #   make test-fast - lint and the tests that start no job, service or cluster (no apt; about a minute)
+#   make fuzz  - the fuzz tests of the dump and log readers at FUZZ_EXAMPLES examples a property
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -17,8 +18,11 @@ PY_SOURCES := src tests benchmarks workflow/scripts
 RUN_CONFIG ?= pool_file=config/pools/quick.tsv session=quick
 SNAKEMAKE_ARGS ?=
 PYTEST_ARGS ?=
+# Examples per fuzz property in `make fuzz` (the suite runs 25-40, deterministically); 2000 take
+# about half an hour on two cores. Inputs Hypothesis finds breaking a bound are kept in .hypothesis/.
+FUZZ_EXAMPLES ?= 2000
 
-.PHONY: run test test-fast setup system-deps lint fmt clean-results docs-screenshot
+.PHONY: run test test-fast fuzz setup system-deps lint fmt clean-results docs-screenshot
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -54,6 +58,10 @@ test: setup system-deps lint
 # The edit-test loop: no Debian packages, no real jobs, SLURM or browser (the slow and slurm marks).
 test-fast: setup lint
 	$(BIN)/python -m pytest -ra -m "not slow and not slurm" $(PYTEST_ARGS)
+
+fuzz: setup
+	FAULTLOOP_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -ra tests/analyze/test_fuzz_dumps.py \
+		tests/analyze/test_fuzz_logs.py $(PYTEST_ARGS)
 
 # The checks a change must pass: the workflow's (Snakemake's linter, snakefmt) and the Python's
 # (ruff's lint and format, mypy on the package). `make fmt` fixes what can be fixed by itself.

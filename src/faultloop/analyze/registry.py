@@ -20,6 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from faultloop.analyze import limits
 from faultloop.analyze.analyzer import Input, Kind, LogSource, Source, Spec
 from faultloop.analyze.kinds import (
     combined,
@@ -76,6 +77,7 @@ class Place:
     folder: Callable[[str], str]
     files: tuple[str, str]  # the verdict and its text form
     index: str
+    memory_limited: bool = False  # untrusted binary input: each attempt in a child under `limits`
 
 
 PLACES = {
@@ -92,6 +94,7 @@ PLACES = {
         layout.fr_analyzer_dir,
         (layout.FR_JSON, layout.FR_TEXT),
         layout.FR_INDEX,
+        memory_limited=True,
     ),
     Input.VERDICTS: Place("", "", layout.analyzer_dir, (layout.VERDICT_JSON, layout.VERDICT_TEXT), layout.MERGED_INDEX),
 }
@@ -276,6 +279,7 @@ def run_cell(
     records = []
     for spec in specs:
         place = PLACES[spec.input]
+        work = partial(attempt, spec, source)
         record = run_with_reuse(
             spec.name,
             spec.kind,
@@ -284,7 +288,7 @@ def run_cell(
             cell_dir / place.folder(spec.name),
             fresh=fresh,
             files=place.files,
-            attempt=partial(attempt, spec, source),
+            attempt=partial(limits.run_limited, work) if place.memory_limited else work,
         )
         state = "reused" if record.reused else record.status
         error = f": {record.error}" if record.error else ""

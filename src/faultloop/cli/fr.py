@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from faultloop.analyze import limits
 from faultloop.analyze.fr.analysis import analyze_dir
 from faultloop.analyze.fr.dumps import DEFAULT_PATTERN, find_dumps
 from faultloop.core import atomic
@@ -41,14 +42,21 @@ def main(argv: list[str]) -> int:
     if problem:
         print(f"faultloop fr: {problem}", file=sys.stderr)
         return 2
-    result = analyze_dir(
-        args.fr_path,
-        args.pattern,
-        world_size=args.world_size,
-        gpus_per_node=args.gpus_per_node,
-        segment_size=args.segment_size,
-        workers=args.workers,
-    )
+    limit = limits.memory_limit()
+    if limit is not None:  # dumps are untrusted: this process and its readers under the limit
+        limits.limit_this_process(limit)
+    try:
+        result = analyze_dir(
+            args.fr_path,
+            args.pattern,
+            world_size=args.world_size,
+            gpus_per_node=args.gpus_per_node,
+            segment_size=args.segment_size,
+            workers=args.workers,
+        )
+    except MemoryError:
+        print(f"faultloop fr: {limits.over_limit(limit or 0)}", file=sys.stderr)
+        return 1
     atomic.emit_result(
         result.to_table(),
         result.to_verdict().to_json(),

@@ -36,6 +36,7 @@ from faultloop.report.model import (
     scored_by_cell,
 )
 from faultloop.report.patterns import pattern_hits
+from faultloop.score.grade import REFUSED_NOTE
 
 TITLE = "# Fault Injection Experiment Report"
 UPSTREAM_COLUMN = "upstream judge"  # adopted sessions: what upstream's LLM judge recorded for the cell
@@ -310,6 +311,22 @@ def side_by_side_sections(rep: Report) -> list[Section]:
     return out
 
 
+def _fr_refusals(rep: Report) -> list[str | Table]:
+    """Cells where an FR analyzer had dumps but refused every one (hostile or broken files)."""
+    rows = [
+        [name[len(FR_PREFIX) :], r.cell.name, r.notes]
+        for name, view in rep.fr_views.items()
+        for r in view
+        if r.scored and r.notes.startswith(REFUSED_NOTE)
+    ]
+    if not rows:
+        return []
+    return [
+        "Dumps present but none readable (each refused with the bound it broke; `no_dumps` above):",
+        Table(["analyzer", "cell", "why"], rows),
+    ]
+
+
 def fr_sections(rep: Report) -> list[Section]:
     if not rep.fr_views:
         return []
@@ -335,6 +352,7 @@ def fr_sections(rep: Report) -> list[Section]:
                 "fr_rank_correct per FR analyzer on the same dumps (rank = exactly the injected rank); a dump set an "
                 "analyzer could not read counts as false and is listed under analyzer failures.",
                 Table(["analyzer", "version", "failed on", "rank exact", *grades], table),
+                *_fr_refusals(rep),
             ],
         )
     ]

@@ -7,6 +7,7 @@ verdict has its grader in `GRADERS`, a function of the truth, the log verdict an
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -24,6 +25,9 @@ from faultloop.contracts import (
 )
 from faultloop.core.cell import Cell
 from faultloop.faults import FAULTS, expected_restart
+
+# The note of an FR row whose analyzer had dumps but refused every one; the report lists them.
+REFUSED_NOTE = "No FR dump readable:"
 
 
 @dataclass(frozen=True)
@@ -216,6 +220,10 @@ def score_fr(truth: Truth, job: Manifest | None, fr: FrVerdict | None, *, failur
         base.judge_notes = f"FR analyzer failed: {failure}."
     elif fr_grade == Grade.RANK:
         base.judge_notes = "FR names exactly the injected rank."
+    elif fr_grade == Grade.NO_DUMPS and fr is not None and fr.skipped_files:
+        first = fr.skipped_files[0]
+        why = first.error.replace(first.file, os.path.basename(first.file), 1)
+        base.judge_notes = f"{REFUSED_NOTE} {len(fr.skipped_files)} refused ({why})."
     elif fr_grade == Grade.NO_DUMPS:
         base.judge_notes = "No FR dumps."
     else:

@@ -1,7 +1,9 @@
-"""Reading flight-recorder dumps safely and at scale: a restricted unpickler that refuses every
-global (dumps are untrusted files: only plain containers and scalars can be built), and each dump
-reduced to a small per-rank summary right after it is read (in worker processes when there are
-many), so memory stays bounded at tens of thousands of ranks.
+"""Reading flight-recorder dumps safely and at scale: each pickle's opcode stream checked against
+its bytes before anything is built (`pickle_bounds`: memo slots, declared lengths, nesting, object
+count), a restricted unpickler that refuses every global (dumps are untrusted files: only plain
+containers and scalars can be built), and each dump reduced to a small per-rank summary right
+after it is read (in worker processes when there are many), so memory stays bounded at tens of
+thousands of ranks.
 """
 
 from __future__ import annotations
@@ -9,10 +11,12 @@ from __future__ import annotations
 import fnmatch
 import gc
 import hashlib
+import io
 import json
 import os
 import pickle
 import re
+import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -20,6 +24,7 @@ from multiprocessing import get_all_start_methods, get_context
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from faultloop.analyze.fr import pickle_bounds
 from faultloop.contracts import SkippedFile
 
 DEFAULT_PATTERN = "_dump_*"
@@ -29,6 +34,9 @@ TAIL = 32
 # Below this many files, reading in-process is faster than starting workers.
 PARALLEL_MIN_FILES = 48
 CHUNK = 32
+# A dump is read whole before it is checked. torch's default ring buffer (2000 entries) writes
+# about 350 KB; 256 MiB is a buffer of more than a million entries.
+MAX_DUMP_BYTES = 256 << 20
 _RANK_IN_NAME = re.compile(r"(\d+)(?:\.json)?$")
 INT_RE = re.compile(r"-?\d+")
 
@@ -64,27 +72,36 @@ class _PlainUnpickler(pickle.Unpickler):
 
 
 def load_dump(path: str) -> dict[str, Any]:
-    """Read one dump (torch pickle or JSON) without executing anything; errors name the file."""
+    """Read one dump (torch pickle or JSON) without executing anything and within the bounds of
+    `pickle_bounds` and MAX_DUMP_BYTES; every refusal is one line naming the file."""
     try:
         with open(path, "rb") as fh:
-            head = fh.peek(1)[:1]
-            if not head:
-                raise ValueError(f"{path}: empty file")
-            if path.endswith(".json") or head == b"{":
-                dump = json.load(fh)
-            else:
-                # Straight from the buffered file: the C unpickler reads it as fast as
-                # pickle.loads, while a BytesIO wrapper costs 2.5x. GC off: unpickling builds
-                # millions of containers the cyclic GC would rescan for nothing.
-                gc_was_on = gc.isenabled()
-                gc.disable()
-                try:
-                    dump = _PlainUnpickler(fh).load()
-                finally:
-                    if gc_was_on:
-                        gc.enable()
+            size = os.fstat(fh.fileno()).st_size
+            if size > MAX_DUMP_BYTES:
+                raise ValueError(f"{path}: refused: larger than {MAX_DUMP_BYTES >> 20} MiB")
+            data = fh.read(size)  # read(n) allocates n up front: the file's size, not the bound
+        if not data:
+            raise ValueError(f"{path}: empty file")
+        if path.endswith(".json") or data[:1] == b"{":
+            dump = json.loads(data)
+        else:
+            pickle_bounds.check(data)
+            # A buffered reader over the checked bytes: the C unpickler reads it as fast as
+            # pickle.loads (a bare BytesIO costs 3x). GC off: unpickling builds millions of
+            # containers the cyclic GC would rescan for nothing.
+            gc_was_on = gc.isenabled()
+            gc.disable()
+            try:
+                dump = _PlainUnpickler(io.BufferedReader(io.BytesIO(data))).load()
+            finally:
+                if gc_was_on:
+                    gc.enable()
+    except pickle_bounds.UnsafePickleError as exc:
+        raise UnsafeDumpError(f"{path}: unsafe pickle: {exc}") from None
     except UnsafeDumpError as exc:
         raise UnsafeDumpError(f"{path}: unsafe pickle: {exc}") from None
+    except pickle_bounds.PickleBoundError as exc:
+        raise ValueError(f"{path}: refused before unpickling: {exc}") from None
     except (
         pickle.UnpicklingError,
         EOFError,
@@ -93,7 +110,6 @@ def load_dump(path: str) -> dict[str, Any]:
         IndexError,
         KeyError,
         AttributeError,
-        MemoryError,
         OverflowError,
         RecursionError,
     ) as exc:
@@ -162,8 +178,21 @@ def _sig_of(entry: dict[str, Any], intern: dict[Sig, Sig]) -> Sig:
     return intern.setdefault(sig, sig)
 
 
+def _too_deep(path: str) -> str:
+    """Nesting built through memo references, which the opcode walk cannot bound, meets the
+    interpreter's recursion limit where the dump is read further: a refusal like the walk's."""
+    return f"{path}: refused: nested deeper than the interpreter's recursion limit ({sys.getrecursionlimit()})"
+
+
 def summarize(path: str, token: str) -> RankSummary:
     """Read one dump and reduce it; `token` scopes the once-per-worker ranks-text cache."""
+    try:
+        return _summarize(path, token)
+    except RecursionError:
+        raise ValueError(_too_deep(path)) from None
+
+
+def _summarize(path: str, token: str) -> RankSummary:
     global _sent_texts
     if _sent_texts[0] != token:
         _sent_texts = (token, set())
@@ -356,9 +385,17 @@ def rewrite_dumps(
         except (ValueError, pickle.UnpicklingError) as exc:
             skipped.append(SkippedFile(path, str(exc)))
             continue
-        if normalise is not None:
-            notes += [f"{os.path.basename(path)}: {note}" for note in normalise(dump)]
+        try:
+            changes = normalise(dump) if normalise is not None else []
+            copy = pickle.dumps(dump, protocol=pickle.HIGHEST_PROTOCOL)
+        except RecursionError:
+            skipped.append(SkippedFile(path, _too_deep(path)))
+            continue
+        except (TypeError, ValueError, AttributeError, KeyError) as exc:  # a dump of odd shape
+            skipped.append(SkippedFile(path, f"{path}: refused: cannot be normalised ({type(exc).__name__}: {exc})"))
+            continue
+        notes += [f"{os.path.basename(path)}: {note}" for note in changes]
         rank = int(match.group(1))
-        (dest / f"_dump_{rank}").write_bytes(pickle.dumps(dump, protocol=pickle.HIGHEST_PROTOCOL))
+        (dest / f"_dump_{rank}").write_bytes(copy)
         ranks.append(rank)
     return sorted(ranks), skipped, notes

@@ -25,6 +25,7 @@ from faultloop.analyze.logsage.facts import (
     Facts,
     Source,
 )
+from faultloop.analyze.logsage.repeats import Repeats
 from faultloop.analyze.logsage.rules import (
     BUSY,
     CLOSED,
@@ -349,7 +350,14 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
     last_traceback_line: dict[Source, int] = {}  # per source: the latest traceback header or frame
     previous: tuple[int, int | None] = (0, None)  # (line, rank) of the last classified line
     terminate: Evidence | None = None  # a C++ terminate line waiting for its what() line
+    repeats = Repeats()
     for hit in prefilter.hits(path, prefilter_name, jobs):
+        if (repeat := repeats.seen(hit.text, len(facts.label_pairs), hit.line)) is not None:
+            if repeat.rule is not None:  # a flood: counted, not read again
+                if terminate and hit.line - terminate.line <= 2:
+                    drop(facts, terminate)
+                previous, terminate = (hit.line, repeat.rank), None
+            continue
         for part in unglue(hit.text):
             source, text = split_prefix(part)
             note_rank(facts, source)
@@ -358,6 +366,7 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
             facts.several_processes |= source.host is not None  # pdsh host prefixes: a multi-node launcher
             found = classify(text)
             if not found:
+                repeats.learn(part, text, len(facts.label_pairs), None, None, hit.line)
                 continue
             rule, m = found
             named = m.groupdict().get("rank")
@@ -366,6 +375,8 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
                 rank = _device_rank(facts, source)
             if rank is None and rule.kind == COLLECTIVE and source == NO_SOURCE and previous[0] == hit.line - 1:
                 rank = previous[1]  # the rest of a wrapped line
+            if "Rank " not in text or (rank is not None and rank == resolve_rank(facts, source, "")):
+                repeats.learn(part, text, len(facts.label_pairs), rule, rank, hit.line)  # its rank is its prefixes'
             previous = (hit.line, rank)
             ev = Evidence(hit.line, text.strip(), rule.kind, rank, rule.name, rule.hint)
             if rule.kind in (TRACEBACK, STACK_DUMP):
@@ -386,6 +397,11 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
                 drop(facts, terminate)  # its what() line says why, and is kept instead
             terminate = ev if rule.kind == TERMINATE else None
             _keep(facts, rule, m, ev, source)
+    for repeat in repeats.read_last():
+        assert repeat.rule is not None
+        rule = repeat.rule
+        _collective(facts, Evidence(repeat.last, repeat.last_text.strip(), rule.kind, repeat.rank, rule.name))
+    facts.repeated_lines = repeats.counted()
 
 
 def _keep(facts: Facts, rule: Rule, m: re.Match[str], ev: Evidence, source: Source) -> None:

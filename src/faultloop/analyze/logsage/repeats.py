@@ -1,0 +1,126 @@
+"""Log floods: a line that repeats an earlier line's template is counted, not analysed again.
+
+A chatty rank printing the same failure every step (NCCL's watchdog, a retried connection) can
+fill a log with a million lines that differ only in their numbers. A line's template is the line
+with every digit read as 0, with its prefixes (srun label, host, [rankN]...) kept as they are, so
+each rank's first occurrence is analysed. Once a template's first line is classified, later lines
+with it are only counted, with the last one kept, before their prefixes are even parsed.
+
+Only templates whose reading cannot depend on their numbers are skipped this way: rules that keep
+nothing but their first line per rank (none reading pids, exit codes, rank lists or step counts,
+none whose pattern names a digit), with the rank from the prefixes rather than the text. So the
+evidence, and the verdict, are those of a full scan; for collective timeouts, whose SeqNum the
+attribution compares across ranks, the last occurrence is read as well.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from faultloop.analyze.logsage.rules import (
+    BUSY,
+    COLLECTIVE,
+    RULES,
+    STACK_DUMP,
+    SUMMARY,
+    TERMINATE,
+    TIMEOUT,
+    TRACEBACK,
+    Rule,
+)
+
+MAX_TEMPLATES = 4096  # templates remembered at once; when full they are forgotten and learnt again
+_DIGITS = bytes.maketrans(b"0123456789", b"0000000000")
+# Rules whose effect on the facts a later line of the same template and source cannot change:
+# the first line per (kind, rank) is kept anyway. Not blocks (counted per source), a terminate
+# line (dropped when its what() follows), one-rank work (the latest counts), nor any rule reading
+# a number other than a SeqNum (pids, exit codes, ranks, steps) from its line.
+_NOT_REPEATABLE_KINDS = {TRACEBACK, STACK_DUMP, SUMMARY, TERMINATE, BUSY}
+REPEATABLE = frozenset(
+    rule.name
+    for rule in RULES
+    if rule.kind not in _NOT_REPEATABLE_KINDS and set(re.compile(rule.pattern).groupindex) <= {"seq"}
+)
+# Anchors of rules whose pattern names a digit (`error [1-9]`): lines holding one are always read.
+DIGIT_ANCHORS = tuple(
+    anchor
+    for rule in RULES
+    if re.search(r"\d", re.sub(r"\\d|\{\d+(?:,\d*)?\}", "", rule.pattern))
+    for anchor in rule.anchors
+)
+# Lines always read in full: a progress bar may glue several lines into one, and faulthandler's
+# dump headers are counted per line.
+_ALWAYS_READ = ("/s", "/it", "Timeout (")
+READ_LAST = (TIMEOUT, COLLECTIVE)  # the SeqNum of the last timeout counts too (first_seq, desyncs)
+
+
+@dataclass(slots=True)
+class Repeat:
+    """A template seen more than once: its rule and rank (from its first line), how many lines
+    repeated it, and the last of them."""
+
+    rule: Rule | None  # None: the template matches no rule
+    rank: int | None
+    first: int
+    last: int = 0
+    count: int = 0
+    last_text: str = ""
+
+
+class Repeats:
+    """The templates of one log's scan. `layout` (how many prefix shapes were known) is part of
+    every key: the prefixes' mapping to ranks may change while new shapes appear."""
+
+    def __init__(self) -> None:
+        self.prefix_length: dict[tuple[bytes, int], int] = {}  # (shape, layout) -> prefix length
+        self.templates: dict[tuple[str, bytes, int], Repeat] = {}  # (prefixes, shape, layout)
+        self.forgotten: list[Repeat] = []  # repeated timeouts among forgotten templates
+        self.forgotten_count = 0
+
+    @staticmethod
+    def _shape(line: str) -> bytes:
+        return line.encode("utf-8", "surrogatepass").translate(_DIGITS)
+
+    def seen(self, line: str, layout: int, number: int) -> Repeat | None:
+        """The reading of the line's template, when the line repeats one (then it is counted)."""
+        if any(mark in line for mark in _ALWAYS_READ):
+            return None
+        shape = self._shape(line)
+        prefix = self.prefix_length.get((shape, layout))
+        if prefix is None:
+            return None
+        repeat = self.templates.get((line[:prefix], shape, layout))
+        if repeat is not None:
+            repeat.count += 1
+            repeat.last = number
+            repeat.last_text = line[prefix:]
+        return repeat
+
+    def learn(self, line: str, text: str, layout: int, rule: Rule | None, rank: int | None, number: int) -> None:
+        """Remember the template of a line read in full (`text`: the line without its prefixes),
+        when later lines of it may be skipped; `rank` must come from the prefixes alone."""
+        if rule is not None and (rule.name not in REPEATABLE or (rule.kind == COLLECTIVE and text == line)):
+            return  # (a collective line without prefixes may take its rank from the line before)
+        if any(mark in line for mark in _ALWAYS_READ) or any(anchor in text for anchor in DIGIT_ANCHORS):
+            return
+        if len(self.templates) >= MAX_TEMPLATES:  # a log of ever new lines: memory stays bounded
+            self.forgotten_count += sum(r.count for r in self.templates.values())
+            self.forgotten += self._timeouts()[: MAX_TEMPLATES - len(self.forgotten)]
+            self.templates.clear()
+            self.prefix_length.clear()
+        shape = self._shape(line)
+        prefix = len(line) - len(text)
+        self.prefix_length[shape, layout] = prefix
+        self.templates[line[:prefix], shape, layout] = Repeat(rule, rank, number)
+
+    def _timeouts(self) -> list[Repeat]:
+        return [r for r in self.templates.values() if r.count and r.rule is not None and r.rule.kind in READ_LAST]
+
+    def read_last(self) -> list[Repeat]:
+        """Repeated collective timeouts, whose last line is read after the scan."""
+        return [*self.forgotten, *self._timeouts()]
+
+    def counted(self) -> int:
+        """Lines counted instead of analysed."""
+        return self.forgotten_count + sum(r.count for r in self.templates.values())

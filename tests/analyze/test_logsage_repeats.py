@@ -1,0 +1,97 @@
+"""Log floods: lines repeating a known template are counted, not analysed again, and the
+verdict is the full scan's (tested against the scan with the memo turned off)."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from conftest import REAL_LOGS, TESTS, needs_real_logs
+from faultloop.analyze.logsage import repeats, scan
+from faultloop.analyze.logsage.engine import analyze_log
+from faultloop.analyze.logsage.facts import Facts
+
+
+def _full_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(repeats.Repeats, "seen", lambda self, line, layout, number: None)
+
+
+def _both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[dict, dict]:
+    with_memo = analyze_log(path).to_json()
+    with monkeypatch.context() as patch:
+        _full_scan(patch)
+        without = analyze_log(path).to_json()
+    return with_memo, without
+
+
+def flood(path: Path, lines: int, *, culprit: int = 3, ranks: int = 8) -> Path:
+    """Every rank but the culprit timing out again and again, with new numbers each time."""
+    out = []
+    for i in range(lines):
+        r = [x for x in range(ranks) if x != culprit][i % (ranks - 1)]
+        out.append(
+            f"{r}: [rank{r}]:[E1130 13:10:{i % 60:02d}.{i:06d} {4100 + r} ProcessGroupNCCL.cpp:632] [Rank {r}] "
+            f"Watchdog caught collective operation timeout: WorkNCCL(SeqNum={100 + i // (ranks - 1)}, "
+            f"OpType=ALLREDUCE, NumelIn=4096, NumelOut=4096, Timeout(ms)=600000) ran for {600000 + i} milliseconds "
+            "before timing out."
+        )
+    out.append(f"srun: error: node-001: task {culprit}: Killed")
+    path.write_text("\n".join(out) + "\n")
+    return path
+
+
+def test_a_flood_is_counted_and_keeps_the_full_scans_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = flood(tmp_path / "flood.log", 5000)
+    with_memo, without = _both(log, monkeypatch)
+    assert with_memo == without
+    assert with_memo["primary_ranks"] == [3]
+    facts = Facts()
+    scan.census(log, facts)
+    scan.scan(log, facts, "auto", 1)
+    assert facts.repeated_lines == 5000 - 7  # every rank's first line read, the rest counted
+    assert sorted(e.rank for e in facts.evidence if e.kind == "collective_timeout") == [0, 1, 2, 4, 5, 6, 7]
+    assert facts.first_seq == 100 and max(facts.collectives) == 100 + 4999 // 7  # first and last read
+
+
+def test_templates_forgotten_when_full_change_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = flood(tmp_path / "flood.log", 400)
+    expected = analyze_log(log).to_json()
+    monkeypatch.setattr(repeats, "MAX_TEMPLATES", 2)
+    assert analyze_log(log).to_json() == expected
+
+
+def test_lines_whose_numbers_matter_are_each_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """srun's task lines, torchrun's exit records and pid lines differ only in their numbers and
+    each says something of its own: they are never counted away."""
+    lines = [f"{r}: training step 1" for r in range(4)]
+    lines += [f"srun: error: node-00{r}: task {r}: Exited with exit code {r + 1}" for r in range(3)]
+    lines += [
+        f"[2026-11-30 12:00:0{r},000] torch.distributed.elastic.multiprocessing.api: [WARNING] Sending "
+        f"process {4100 + r} closing signal SIGTERM"
+        for r in range(3)
+    ]
+    log = tmp_path / "numbers.log"
+    log.write_text("\n".join(lines) + "\n")
+    with_memo, without = _both(log, monkeypatch)
+    assert with_memo == without
+    assert "srun_task" not in repeats.REPEATABLE and "launcher_close" not in repeats.REPEATABLE
+    assert "nccl_watchdog_timeout" in repeats.REPEATABLE
+
+
+def test_the_cpu_corpus_keeps_its_verdicts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for gz in sorted((TESTS / "data" / "logs" / "cpu_gloo").glob("*.gz"))[:40]:
+        log = tmp_path / gz.stem
+        log.write_bytes(gzip.decompress(gz.read_bytes()))
+        with_memo, without = _both(log, monkeypatch)
+        assert with_memo == without, gz.name
+
+
+@needs_real_logs
+def test_the_real_corpora_keep_their_verdicts(monkeypatch: pytest.MonkeyPatch) -> None:
+    logs = sorted(REAL_LOGS.glob("*.log")) + sorted((REAL_LOGS.parent / "real_logs_ho").glob("*.log"))
+    assert logs
+    for log in logs:
+        with_memo, without = _both(log, monkeypatch)
+        assert with_memo == without, log.name
