@@ -516,7 +516,7 @@ def _crash_cause(facts: Facts, rank: int | None) -> str:
     first = facts.first
     if (GPU, rank) in first or (GPU_HARDWARE, rank) in first:
         return Cause.GPU_ERROR
-    if (OOM_KIND, rank) in first:
+    if (OOM_KIND, rank) in first or _oom_killed(facts, rank):
         return Cause.OOM
     if (FATAL, rank) in first:
         return first[(FATAL, rank)].hint or Cause.CRASH
@@ -536,6 +536,22 @@ def _crash_cause(facts: Facts, rank: int | None) -> str:
     if (ex and ex.exitcode) or (EXITED, rank) in first:
         return Cause.WORKLOAD_EXC  # exit status 1 and the like: the program ended on an error of its own
     return Cause.CRASH
+
+
+def _oom_killed(facts: Facts, rank: int | None) -> bool:
+    """The kernel's OOM report names a pid, never a rank: it is this rank's where the launcher's
+    pid map says so, or where this rank is the only one that died by SIGKILL on its own."""
+    reports = [ev for (k, r), ev in facts.first.items() if k == OOM_KIND and r is None]
+    if rank is None or not reports:
+        return False
+    pids = {int(m.group(1)) for ev in reports for m in _KILLED_PID_RE.finditer(ev.text)}
+    if any(facts.pid_rank.get(pid) == rank for pid in pids):
+        return True
+    killed = [r for r, ex in facts.exits.items() if ex.signal == Signals.SIGKILL.name and not ex.stopped]
+    return killed == [rank]
+
+
+_KILLED_PID_RE = re.compile(r"[Kk]illed process (\d+)")
 
 
 def _signal_name(text: str) -> str | None:
