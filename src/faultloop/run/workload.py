@@ -515,8 +515,11 @@ def _sync_before_logging() -> None:
 
 
 def _recycle_connections() -> None:
-    """Shut down every connected TCP socket of this process (its links to its peers and to the
-    store), as a link going down cuts them; the peers see their connections closed."""
+    """Cut the receiving side of every connected TCP socket of this process (its links to its
+    peers and to the store), as a link that stops delivering to this host does: nothing reaches
+    the rank any more and its next read fails. A duplicate of each socket is kept open, so the
+    peers see their connections end only when this process does, as they see a dead link only
+    when the other side gives up."""
     for fd in os.listdir("/proc/self/fd"):
         try:
             if not os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
@@ -524,13 +527,18 @@ def _recycle_connections() -> None:
             sock = socket.socket(fileno=os.dup(int(fd)))
         except OSError:
             continue
-        with sock:
-            if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM:
-                try:
-                    sock.getpeername()  # connected (listening sockets stay: gloo treats a failed accept as fatal)
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+        if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM:
+            try:
+                sock.getpeername()  # connected (listening sockets stay: gloo treats a failed accept as fatal)
+                sock.shutdown(socket.SHUT_RD)
+                _CUT_LINKS.append(sock)
+                continue
+            except OSError:
+                pass
+        sock.close()
+
+
+_CUT_LINKS: list[socket.socket] = []  # kept open until the process ends
 
 
 def _grow_cache() -> None:

@@ -103,3 +103,4 @@ class Facts:
     pending_record: dict[Source, tuple[int, int | None]] = field(default_factory=dict)  # rank, local
     assumed: dict[int, tuple[str, str]] = field(default_factory=dict)  # rank -> (confidence, the assumption)
     failure_time: dict[int, str] = field(default_factory=dict)  # rank -> when torchrun's summary says it failed
+    waited_in: dict[int, str] = field(default_factory=dict)  # rank -> the torch.distributed call its traceback ended in
