@@ -28,10 +28,12 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -218,18 +220,20 @@ class RunJob:
             stale.unlink(missing_ok=True)
 
     def run(self) -> int:
-        """Run the job; the cell's memory cgroups are removed however it ends."""
+        """Run the job; the cell's memory cgroups are removed however it ends, also when the
+        workflow stops run_job with SIGTERM or SIGHUP (a SIGKILL leaves them to the next attempt)."""
+        previous = _exit_on_termination()
         try:
             return self._run()
         finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
             if self.memcg_folder is not None:
                 removed = memcg.remove_folder(self.memcg_folder)
                 if removed:
+                    when = f"{dt.datetime.now():%Y-%m-%d %H:%M:%S}"
                     with open(self.cell / self.paths.launch_out, "a") as out:
-                        for name, kills in removed:
-                            out.write(
-                                f"[{dt.datetime.now():%Y-%m-%d %H:%M:%S}] memory cgroup {name}: oom_kill {kills}, removed\n"
-                            )
+                        out.writelines(f"[{when}] memory cgroup {name}: oom_kill {n}, removed\n" for name, n in removed)
 
     def _run(self) -> int:
         s = self.spec
@@ -389,6 +393,17 @@ class RunJob:
             run_valid=fired is not None,
             invalid_reason=reason,
         )
+
+
+def _exit_on_termination() -> dict[signal.Signals, Any]:
+    """SIGTERM and SIGHUP raise SystemExit (so cleanup runs) while a job runs; the previous handlers."""
+
+    def leave(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.signal(sig, leave) for sig in (signal.SIGTERM, signal.SIGHUP)}
 
 
 def _as_returncode(code: int) -> int:

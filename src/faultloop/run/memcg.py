@@ -115,7 +115,7 @@ def remove_folder(folder: Path, wait_s: float = 5.0) -> list[tuple[str, int]]:
     if h is None or not folder.is_dir():
         return []
     counts: list[tuple[str, int]] = []
-    for cgroup in sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [folder]:
+    for cgroup in [*sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)), folder]:
         if cgroup != folder:
             counts.append((cgroup.name, oom_kills(h, cgroup)))
         deadline = time.monotonic() + wait_s
@@ -165,7 +165,12 @@ def kernel_lines(folder: Path, start_monotonic: float, end_monotonic: float) -> 
         window = [(t, m) for t, m in _kmsg_records() if start_monotonic - 1 <= t <= end_monotonic + 1]
     except OSError:
         return []
-    pids = {next(g for g in m.groups() if g) for _, text in window if token in text for m in _PID_IN_KERNEL_LINE.finditer(text)}
+    pids = {
+        next(g for g in m.groups() if g)
+        for _, text in window
+        if token in text
+        for m in _PID_IN_KERNEL_LINE.finditer(text)
+    }
     offset = time.time() - time.monotonic()
     host = socket.gethostname()
     kept = []

@@ -271,7 +271,9 @@ class Trainer:
         self._action: Callable[[], None] | None = None
         if self.plan is not None:
             fault = self.plan.fault
-            if fault.injector == "exceed_memory_limit" and (memcg.hierarchy() is None or not os.environ.get(memcg.MEMCG_ENV)):
+            if fault.injector == "exceed_memory_limit" and (
+                memcg.hierarchy() is None or not os.environ.get(memcg.MEMCG_ENV)
+            ):
                 raise RuntimeError(f"fault {fault.name} needs a writable memory cgroup hierarchy and {memcg.MEMCG_ENV}")
             if fault.injector == "send_signal":
                 assert fault.signal is not None, f"fault {fault.name} sends no signal"

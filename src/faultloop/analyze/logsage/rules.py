@@ -157,7 +157,10 @@ MEGATRON = ("Megatron-LM", "megatron/training/training.py")
 TRANSFORMERS = ("transformers", "src/transformers/trainer.py")
 TRAINING_SCRIPTS = ("training scripts", "common wording of evaluation, checkpointing and preprocessing loops")
 FAULTLOOP_WORKLOAD = ("faultloop", "src/faultloop/run/workload.py (the built-in workload's stall watchdog)")
-LIBC_ERRNO = ("glibc, CPython", "string/_strerror.c (strerror(ENOSPC)), Objects/exceptions.c (OSError's [Errno N] text)")
+LIBC_ERRNO = (
+    "glibc, CPython",
+    "string/_strerror.c (strerror(ENOSPC)), Objects/exceptions.c (OSError's [Errno N] text)",
+)
 MEGATRON_DDP = ("Megatron-LM", "megatron/core/distributed/param_and_grad_buffer.py (check_for_nan_in_grad)")
 
 
