@@ -352,6 +352,8 @@ def _hang(facts: Facts, tl: _Timeline) -> Attribution | None:
             MEDIUM,
             "the ranks' tracebacks end in different collectives; none is the odd one out",
         )
+    if (link := _link_down(facts, tl)) is not None:
+        return link
     if Cause.SETUP_HANG in hints or (facts.first_seq is not None and facts.first_seq <= FIRST_SEQ):
         return _attribution(
             Cause.SETUP_HANG,
@@ -520,16 +522,8 @@ def _peer_lost(facts: Facts, tl: _Timeline) -> Attribution | None:
             "the only rank that did not report a lost peer"
             + ("" if facts.world_size and world == known else "; the world size is inferred"),
         )
-    if (first := _first_to_lose_peers(facts, tl)) is not None:
-        return _attribution(
-            Cause.NET_DROP,
-            [first],
-            victims - {first},
-            keys,
-            f"rank {first} lost its connections before any other rank had failed, lost a peer or been stopped",
-            MEDIUM,
-            "it reported the lost connection first; no peer had died or failed before it",
-        )
+    if (link := _link_down(facts, tl)) is not None:
+        return link
     cause = next((ev.hint for ev in _evidence_of(facts, NETWORK_KIND) if ev.hint), Cause.NETWORK)
     return _attribution(
         cause,
@@ -542,19 +536,39 @@ def _peer_lost(facts: Facts, tl: _Timeline) -> Attribution | None:
     )
 
 
+def _link_down(facts: Facts, tl: _Timeline) -> Attribution | None:
+    """NET_DROP where one rank lost its connections before anything else happened (a peer that
+    timed out later waited for it: the lost link explains the timeouts too)."""
+    first = _first_to_lose_peers(facts, tl)
+    if first is None:
+        return None
+    return _attribution(
+        Cause.NET_DROP,
+        [first],
+        tl.victims - {first},
+        _evidence_of(facts, PEER_LOST)[:3],
+        f"rank {first} lost its connections before any other rank had failed, lost a peer, timed out or been stopped",
+        MEDIUM,
+        "it reported the lost connection first; no peer had died or failed before it",
+    )
+
+
 def _first_to_lose_peers(facts: Facts, tl: _Timeline) -> int | None:
-    """The rank whose connections failed first: it reported a lost peer before any other rank
-    reported anything, ended or was stopped (a peer that had died or failed first would show
-    before it), other ranks did afterwards, and no rank died by a signal of its own."""
+    """The rank whose connections failed first: it reported a lost peer while the job was still
+    making progress (before any stall report or stack dump: a job stuck first loses connections
+    as its ranks give up) and before any other rank reported anything, ended or was stopped (a
+    peer that had died or failed first would show before it); other ranks came to grief after
+    it, and no rank died by a signal of its own."""
     lost = sorted((ev.line, r) for (k, r), ev in facts.first.items() if k == PEER_LOST and r is not None)
-    if not lost:
+    if not lost or any(ex.signal and not ex.stopped for ex in facts.exits.values()):
         return None
     line, rank = lost[0]
     others = [ln for r, ln in tl.symptom_at.items() if r is not None and r != rank]
     others += [ln for r, ln in tl.stopped_at.items() if r != rank]
     others += [ex.line for r, ex in facts.exits.items() if r != rank]
+    stalled = _first_line(facts, [STALL, STACK_DUMP])
     # other ranks in view that came to grief after it (a lone reporter in an excerpt says nothing)
-    return rank if others and line < min(others) and line < facts.stop_line else None
+    return rank if others and line < min(others) and line < min(facts.stop_line, stalled) else None
 
 
 def _quiet_end(facts: Facts) -> Attribution:
