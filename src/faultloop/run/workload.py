@@ -169,16 +169,26 @@ class Checkpointer:
         self.rank = rank
         self.volume: str | None = None  # where the bytes go instead of the folder, when set
 
+    @staticmethod
+    def _serialize(iteration: int, params: list[torch.Tensor]) -> bytes:
+        buffer = io.BytesIO()
+        torch.save({"iteration": iteration, "params": [p.detach() for p in params]}, buffer)
+        return buffer.getvalue()
+
+    def warm_up(self, params: list[torch.Tensor]) -> None:
+        """torch.save imports its modules on first use (seconds on a loaded machine): pay that
+        while healthy, so a signal later lands in training, not in an import."""
+        self._serialize(0, params)
+
     def save(self, iteration: int, params: list[torch.Tensor]) -> None:
         if self.folder is None:
             return
-        buffer = io.BytesIO()
-        torch.save({"iteration": iteration, "params": [p.detach() for p in params]}, buffer)
+        data = self._serialize(iteration, params)
         self.folder.mkdir(parents=True, exist_ok=True)
         final = self.folder / f"rank_{self.rank:05d}.pt"
         tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
         with open(self.volume or tmp, "wb") as handle:
-            handle.write(buffer.getvalue())
+            handle.write(data)
         os.replace(tmp, final)
 
 
@@ -387,6 +397,7 @@ class Trainer:
                 self.checkpoint.save(it, self.params)
             if it == 1:
                 self.fr.warm_up()
+                self.checkpoint.warm_up(self.params)
             self.done_iter, self.last_progress = it, time.monotonic()
             if it >= 2:  # iteration 2 waits out every rank's slow warm-up dump: not a stall
                 faulthandler.dump_traceback_later(s.stall_timeout_s, exit=False)
