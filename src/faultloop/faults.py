@@ -1,7 +1,9 @@
-"""The fault table and the restart decisions: the one source of truth for the 12 upstream faults.
+"""The fault table and the restart decisions: the one source of truth for every injectable fault.
 
-Names, enum values and expected restart decisions follow NVRx's ``Fault`` enum and the
-``_RESTART_TABLE`` of its judge, so faultloop scores are comparable with upstream's. Everything
+The first twelve rows are upstream's: names, enum values and expected restart decisions follow
+NVRx's ``Fault`` enum and the ``_RESTART_TABLE`` of its judge, so faultloop scores are comparable
+with upstream's. The rows after them are faults clusters see that upstream's injector has no
+mechanism for (a desync, a dropped link, the kernel's OOM killer, NaN, a full disk). Everything
 else faultloop asks about a fault (how the built-in workload injects it, the wording its
 injector fires with, the signal it sends, the log lines that show it) is a field of its row.
 """
@@ -54,6 +56,7 @@ class Fault:
     # What the fault leaves in a log when it fires (never its marker lines, which are stripped):
     # the lines scoring points at as the ones an analyzer should have read.
     evidence: str = r"$^"
+    upstream: bool = True  # one of NVRx's twelve (its Fault enum); False: a faultloop addition
 
     def fire_wording(self, *, device: str, pid: int) -> str:
         """The fire-time detail of the marker line, in upstream's injector wording."""
@@ -212,11 +215,74 @@ FAULTS: dict[str, Fault] = {
             signal.SIGSTOP,
             r"SIGSTOP|stopped|watchdog|timed? ?out|timeout|stall",
         ),
+        # -- faultloop's additions (upstream's injector has no mechanism for them) -------------
+        Fault(
+            "DESYNC",
+            13,
+            HANG,
+            STOP,
+            "ranks issued different collectives: a program-order bug recurs at the same point",
+            hangs=True,
+            injector="extra_collective",
+            fires_with="issuing a collective the other ranks do not",
+            evidence=_HANG_EVIDENCE + "|mismatch|barrier",
+            upstream=False,
+        ),
+        Fault(
+            "NET_DROP",
+            14,
+            NETWORK,
+            RESTART,
+            "the rank's links to its peers were cut: a transient network fault a restart clears",
+            hangs=False,
+            injector="cut_connections",
+            fires_with="shutting down connections to peers",
+            evidence=r"[Cc]onnection (?:closed|reset) by peer|Broken pipe|not connected|network",
+            upstream=False,
+        ),
+        Fault(
+            "HOST_OOM",
+            15,
+            OOM,
+            STOP,
+            "the kernel's OOM killer ended the rank: the same job runs out of memory again",
+            hangs=False,
+            injector="exceed_memory_limit",
+            fires_with="allocating past the rank's memory cgroup limit",
+            evidence=r"oom[-_]kill|[Oo]ut of memory|Killed process|SIGKILL|signal 9\b|exit ?code[:= ]*-9\b",
+            upstream=False,
+        ),
+        Fault(
+            "NAN_LOSS",
+            16,
+            EXCEPTION,
+            STOP,
+            "the rank's gradients became NaN: the same data and settings diverge again",
+            hangs=False,
+            injector="poison_gradients",
+            fires_with="turning the rank's gradients into NaN",
+            evidence=r"\bNaN\b|\bnan\b|Traceback",
+            upstream=False,
+        ),
+        Fault(
+            "STORAGE_FULL",
+            17,
+            OTHER,
+            STOP,
+            "the checkpoint volume is full: it stays full until someone frees space",
+            hangs=False,
+            injector="fill_checkpoint_volume",
+            fires_with="writing the rank's checkpoint to a full device",
+            evidence=r"No space left on device|ENOSPC|Errno 28",
+            upstream=False,
+        ),
     )
 }
 # The upstream faults in table order, fixed at import; code asking about "every fault" reads FAULTS,
 # which a site (or a test) may extend with a row.
-FAULT_NAMES = tuple(FAULTS)
+FAULT_NAMES = tuple(name for name, fault in FAULTS.items() if fault.upstream)
+# faultloop's own additions, in table order (config/pools/cluster.tsv runs them).
+CLUSTER_FAULT_NAMES = tuple(name for name, fault in FAULTS.items() if not fault.upstream)
 
 
 def expected_restart(fault_type: str) -> str:

@@ -561,10 +561,10 @@ SHAPES: dict[str, tuple[list[str], tuple[str, list[int], str, str | None]]] = {
         ],
         (STOP, [5], "exception", "WORKLOAD_EXC"),
     ),
-    # ranks waiting in different collectives at one SeqNum: no rank is the culprit
+    # ranks waiting in different collectives at one SeqNum: a desync; two ranks name no culprit
     "desync": (
         [watchdog(1, 4084, "ALLREDUCE", 4821568, prefix=True), watchdog(3, 4084, "BROADCAST", 56623104, prefix=True)],
-        (STOP, [], "hang", None),
+        (STOP, [], "hang", "DESYNC"),
     ),
     # the first collective never completed: a setup problem
     "first_collective": (

@@ -21,6 +21,7 @@ import yaml
 from faultloop.core import layout
 from faultloop.core.cell import Cell
 from faultloop.core.errors import ConfigError
+from faultloop.faults import FAULTS
 from faultloop.plan.pool import load_pool
 
 CONFIG_SCHEMA = layout.SCHEMAS / "config.schema.yaml"
@@ -189,6 +190,13 @@ class Workload:
     min_nodes: int
     description: str
     pool_file: str
+    faults: tuple[str, ...] = ()  # faults beyond upstream's twelve that its script injects (a site workload)
+
+    def injects(self) -> frozenset[str] | None:
+        """The faults it can inject; None: every row of the fault table (the built-in workload)."""
+        if self.script == BUILTIN:
+            return None
+        return frozenset(name for name, fault in FAULTS.items() if fault.upstream) | frozenset(self.faults)
 
 
 def workload(config: Mapping[str, Any]) -> Workload:
@@ -198,7 +206,12 @@ def workload(config: Mapping[str, Any]) -> Workload:
         raise ConfigError(f"config key 'workload': unknown workload {name!r} (registered: {', '.join(registry)})")
     entry = registry[name]
     return Workload(
-        name, entry["script"], int(entry.get("min_nodes", 1)), entry.get("description", ""), entry.get("pool_file", "")
+        name,
+        entry["script"],
+        int(entry.get("min_nodes", 1)),
+        entry.get("description", ""),
+        entry.get("pool_file", ""),
+        tuple(entry.get("faults", ())),
     )
 
 
@@ -213,6 +226,7 @@ def pool_cells(config: Mapping[str, Any]) -> list[Cell]:
         min_nodes=spec.min_nodes,
         workload=spec.name,
         iterations=int(config["run_job"]["iterations"]) if spec.script == BUILTIN else None,
+        injects=spec.injects(),
     )
 
 

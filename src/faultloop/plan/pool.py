@@ -105,11 +105,14 @@ def validate(
     min_nodes: int = 1,
     workload: str = "the workload",
     iterations: int | None = None,
+    injects: frozenset[str] | None = None,
 ) -> list[Cell]:
     """Turn raw rows into cells, collecting every problem before raising.
 
     `iterations`: how many iterations the workload's job runs, when known (the built-in
-    workload's run_job.iterations): a row injecting later can only end "fault never fired"."""
+    workload's run_job.iterations): a row injecting later can only end "fault never fired".
+    `injects`: the faults the workload can inject, when not every row of the table (a site
+    workload: upstream's faults and those its registry entry declares)."""
     problems: list[str] = []
     cells: list[Cell] = []
     first_seen: dict[Cell, str] = {}
@@ -124,6 +127,11 @@ def validate(
         fault = fault.upper()
         if fault not in FAULTS:
             row_problems.append(f"unknown fault type {row.fields[0]!r} (known: {', '.join(FAULTS)})")
+        elif injects is not None and fault not in injects:
+            row_problems.append(
+                f"{workload} does not inject {fault}: declare it under workloads.{workload}.faults once its script "
+                f"injects it (docs/slurm.md)"
+            )
         numbers: dict[str, int] = {}
         for column, text in (("ITER", iter_text), ("NODES", nodes_text)):
             if not re.fullmatch(r"\d+", text):
@@ -178,6 +186,7 @@ def load_pool(
     min_nodes: int = 1,
     workload: str = "the workload",
     iterations: int | None = None,
+    injects: frozenset[str] | None = None,
 ) -> list[Cell]:
     """Load the pool from the one-line spec if given, else from the TSV file."""
     if pool_spec and pool_spec.strip():
@@ -187,7 +196,13 @@ def load_pool(
     else:
         raise PoolError("(none)", ["no pool given: set pool_file or pool"])
     return validate(
-        rows, source=source, gpus_per_node=gpus_per_node, min_nodes=min_nodes, workload=workload, iterations=iterations
+        rows,
+        source=source,
+        gpus_per_node=gpus_per_node,
+        min_nodes=min_nodes,
+        workload=workload,
+        iterations=iterations,
+        injects=injects,
     )
 
 

@@ -28,17 +28,19 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 from faultloop.contracts import Manifest, RankExit
 from faultloop.core import layout
 from faultloop.marker import marker_times
-from faultloop.run import slurm
+from faultloop.run import memcg, slurm
 from faultloop.run.spec import JobSpec
 from faultloop.run.srun import JobLog, LocalSrun, Task, TaskExit
 from faultloop.signals import exit_signal, srun_signal
@@ -103,6 +105,9 @@ class RunJob:
         )
         self.job_id = slurm_job if self.on_slurm and slurm_job else f"local-{uuid.uuid4().hex[:12]}"
         self.paths = layout.RunPaths(self.job_id)
+        hierarchy = memcg.hierarchy()
+        # where a rank injecting HOST_OOM puts its memory cgroup; removed after every attempt
+        self.memcg_folder = memcg.cell_folder(hierarchy, self.cell) if hierarchy else None
 
     def workload_argv(self) -> list[str]:
         return ["-m", RANK_MODULE, *self.spec.rank_argv()]
@@ -142,6 +147,8 @@ class RunJob:
             OMP_NUM_THREADS="1",
         )
         env[CELL_ENV] = str(self.cell)
+        if self.memcg_folder is not None:
+            env[memcg.MEMCG_ENV] = str(self.memcg_folder)
         env.setdefault("TORCH_FR_BUFFER_SIZE", "2000")
         src = str(Path(__file__).resolve().parents[2])  # ranks import faultloop from here too
         env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
@@ -201,6 +208,8 @@ class RunJob:
 
     def prepare(self) -> None:
         stop_leftovers(self.cell)
+        if self.memcg_folder is not None:
+            memcg.remove_folder(self.memcg_folder)  # what an interrupted attempt left
         for sub in layout.CELL_SUBDIRS:
             (self.cell / sub).mkdir(parents=True, exist_ok=True)
         for stale in [
@@ -211,9 +220,26 @@ class RunJob:
             stale.unlink(missing_ok=True)
 
     def run(self) -> int:
+        """Run the job; the cell's memory cgroups are removed however it ends, also when the
+        workflow stops run_job with SIGTERM or SIGHUP (a SIGKILL leaves them to the next attempt)."""
+        previous = _exit_on_termination()
+        try:
+            return self._run()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            if self.memcg_folder is not None:
+                removed = memcg.remove_folder(self.memcg_folder)
+                if removed:
+                    when = f"{dt.datetime.now():%Y-%m-%d %H:%M:%S}"
+                    with open(self.cell / self.paths.launch_out, "a") as out:
+                        out.writelines(f"[{when}] memory cgroup {name}: oom_kill {n}, removed\n" for name, n in removed)
+
+    def _run(self) -> int:
         s = self.spec
         self.prepare()
         start = time.time()
+        start_monotonic = time.monotonic()
         deadline = start + s.settings.job_timeout_s
         with (
             open(self.cell / self.paths.launch_out, "a", buffering=1) as out,
@@ -250,6 +276,12 @@ class RunJob:
                 node_names = [f"node{i}" for i in range(s.nodes)]
             for e in exits:
                 note(f"task {e.label} exited with code {e.exitcode}" + (" after being signalled" if e.stopped else ""))
+            if self.memcg_folder is not None:
+                # the job's epilog: the kernel's lines about the job's own cgroups, as journald frames them
+                kernel = memcg.kernel_lines(self.memcg_folder, start_monotonic, time.monotonic())
+                log.writelines(f"{line}\n".encode() for line in kernel)
+                if kernel:
+                    note(f"appended {len(kernel)} kernel log line(s) about the job's memory cgroups")
             manifest = self.manifest(start, time.time(), exits, timed_out, node_names, joblog.last)
             infra = manifest.state != "COMPLETED" and not manifest.fault_fired
             note(
@@ -361,6 +393,17 @@ class RunJob:
             run_valid=fired is not None,
             invalid_reason=reason,
         )
+
+
+def _exit_on_termination() -> dict[signal.Signals, Any]:
+    """SIGTERM and SIGHUP raise SystemExit (so cleanup runs) while a job runs; the previous handlers."""
+
+    def leave(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.signal(sig, leave) for sig in (signal.SIGTERM, signal.SIGHUP)}
 
 
 def _as_returncode(code: int) -> int:

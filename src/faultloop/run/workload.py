@@ -17,6 +17,7 @@ import _thread
 import ctypes
 import datetime as dt
 import faulthandler
+import io
 import math
 import os
 import signal
@@ -35,6 +36,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 
 from faultloop.faults import FAULTS, Fault
 from faultloop.marker import firing_line, scheduled_line, stamp
+from faultloop.run import memcg
 from faultloop.run.spec import JobSettings
 from faultloop.signals import signal_name
 
@@ -58,6 +60,10 @@ FEATURES = 128
 HIDDEN = 512
 BATCH = 32
 SHARD_ROWS = 4096
+CHECKPOINT_EVERY = 5  # iterations between checkpoints (every rank saves its replica)
+CHECKPOINT_FOLDER = "model"  # beside the FR dumps, in the cell's checkpoints/
+FULL_DEVICE = "/dev/full"  # every write to it fails with ENOSPC, as on a full volume
+OOM_HEADROOM_BYTES = 64 << 20  # HOST_OOM: the cgroup's limit is the rank's use plus this
 
 
 def log(message: str) -> None:
@@ -155,6 +161,37 @@ class FlightRecorder:
         log(f"flight recorder: dumped {len(data)} bytes to {self.path.name} ({reason})")
 
 
+class Checkpointer:
+    """Each rank's checkpoint of its replica, written atomically every CHECKPOINT_EVERY iterations."""
+
+    def __init__(self, folder: Path | None, rank: int) -> None:
+        self.folder = folder
+        self.rank = rank
+        self.volume: str | None = None  # where the bytes go instead of the folder, when set
+
+    @staticmethod
+    def _serialize(iteration: int, params: list[torch.Tensor]) -> bytes:
+        buffer = io.BytesIO()
+        torch.save({"iteration": iteration, "params": [p.detach() for p in params]}, buffer)
+        return buffer.getvalue()
+
+    def warm_up(self, params: list[torch.Tensor]) -> None:
+        """torch.save imports its modules on first use (seconds on a loaded machine): pay that
+        while healthy, so a signal later lands in training, not in an import."""
+        self._serialize(0, params)
+
+    def save(self, iteration: int, params: list[torch.Tensor]) -> None:
+        if self.folder is None:
+            return
+        data = self._serialize(iteration, params)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        final = self.folder / f"rank_{self.rank:05d}.pt"
+        tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
+        with open(self.volume or tmp, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, final)
+
+
 class Device:
     """Where kernels run: CUDA when present, else the CPU with a stream-like completion flag.
 
@@ -202,6 +239,8 @@ class Trainer:
         self.s = settings
         self.plan = plan if plan and plan.rank == settings.rank else None
         self.fr = FlightRecorder(settings.dump_prefix, settings.rank)
+        ckpt_root = Path(settings.dump_prefix).parent / CHECKPOINT_FOLDER if settings.dump_prefix else None
+        self.checkpoint = Checkpointer(ckpt_root, settings.rank)
         self.device = Device(settings.local_rank)
         self.last_progress = time.monotonic()
         self.done_iter = 0
@@ -233,10 +272,19 @@ class Trainer:
             "abort": _release_buffers,
             "hold_gil": _compact_buffers,
             "bad_pointer": self._remap_shard,
+            "extra_collective": _sync_before_logging,
+            "cut_connections": _recycle_connections,
+            "exceed_memory_limit": _grow_cache,
+            "poison_gradients": self._refresh_shard,
+            "fill_checkpoint_volume": self._move_checkpoints,
         }
         self._action: Callable[[], None] | None = None
         if self.plan is not None:
             fault = self.plan.fault
+            if fault.injector == "exceed_memory_limit" and (
+                memcg.hierarchy() is None or not os.environ.get(memcg.MEMCG_ENV)
+            ):
+                raise RuntimeError(f"fault {fault.name} needs a writable memory cgroup hierarchy and {memcg.MEMCG_ENV}")
             if fault.injector == "send_signal":
                 assert fault.signal is not None, f"fault {fault.name} sends no signal"
                 mechanisms["send_signal"] = partial(_spawn_worker, fault.signal)
@@ -345,8 +393,11 @@ class Trainer:
             self.device.synchronize()
             loss_avg, grad_norm = self._all_reduce_grads(loss)
             self._sgd_step(lr=1e-3)
+            if it % CHECKPOINT_EVERY == 0:
+                self.checkpoint.save(it, self.params)
             if it == 1:
                 self.fr.warm_up()
+                self.checkpoint.warm_up(self.params)
             self.done_iter, self.last_progress = it, time.monotonic()
             if it >= 2:  # iteration 2 waits out every rank's slow warm-up dump: not a stall
                 faulthandler.dump_traceback_later(s.stall_timeout_s, exit=False)
@@ -384,10 +435,17 @@ class Trainer:
         return loss.detach()
 
     def _all_reduce_grads(self, loss: torch.Tensor) -> tuple[float, float]:
-        """One collective per step: all gradients and the loss in one flat buffer."""
+        """One collective per step: all gradients and the loss in one flat buffer. The local
+        gradient norm is checked first, as Megatron's check_for_nan_in_grad does, so a rank
+        whose gradients are NaN fails on its own instead of poisoning every replica."""
         grads = [p.grad for p in self.params]
         assert all(g is not None for g in grads), "backward ran first"
         flat = torch.cat([g.reshape(-1) for g in grads if g is not None] + [loss.reshape(1)])
+        norm = flat[:-1].norm()
+        assert not norm.isnan(), (
+            f"Rank {self.s.rank}: found NaN in local grad norm in backward pass before data-parallel "
+            f"communication collective. Device: {self.s.local_rank}, node: {self.s.node_name}"
+        )
         dist.all_reduce(flat)
         flat /= self.s.world_size
         offset = 0
@@ -426,6 +484,13 @@ class Trainer:
     def _remap_shard(self) -> None:
         self._shard_addr = 16
 
+    def _refresh_shard(self) -> None:
+        """Every byte 0xFF: each float of the shard reads as NaN."""
+        ctypes.memset(self._shard_addr, 0xFF, SHARD_ROWS * FEATURES * 4)
+
+    def _move_checkpoints(self) -> None:
+        self.checkpoint.volume = FULL_DEVICE
+
 
 def _die_with_parent() -> None:
     """End with the launcher that started this rank (Linux PR_SET_PDEATHSIG): torchrun starts
@@ -455,6 +520,47 @@ def _start_metrics_writer() -> None:
 
 def _flush_metrics(thread_id: int) -> None:
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(RuntimeError))
+
+
+def _sync_before_logging() -> None:
+    """A collective only this rank issues: the others are already in their gradient all-reduce."""
+    dist.barrier()
+
+
+def _recycle_connections() -> None:
+    """Cut the receiving side of every connected TCP socket of this process (its links to its
+    peers and to the store), as a link that stops delivering to this host does: nothing reaches
+    the rank any more and its next read fails. A duplicate of each socket is kept open, so the
+    peers see their connections end only when this process does, as they see a dead link only
+    when the other side gives up."""
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if not os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
+                continue
+            sock = socket.socket(fileno=os.dup(int(fd)))
+        except OSError:
+            continue
+        if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM:
+            try:
+                sock.getpeername()  # connected (listening sockets stay: gloo treats a failed accept as fatal)
+                sock.shutdown(socket.SHUT_RD)
+                _CUT_LINKS.append(sock)
+                continue
+            except OSError:
+                pass
+        sock.close()
+
+
+_CUT_LINKS: list[socket.socket] = []  # kept open until the process ends
+
+
+def _grow_cache() -> None:
+    """Move into a memory cgroup limited a little above this rank's use, then allocate past the
+    limit (touching every page) until the kernel's OOM killer ends the process."""
+    memcg.confine(Path(os.environ[memcg.MEMCG_ENV]), OOM_HEADROOM_BYTES)
+    cache = []
+    while True:
+        cache.append(b"\x01" * (8 << 20))
 
 
 def _spawn_worker(sig: signal.Signals) -> None:

@@ -374,14 +374,34 @@ def _p2p_lag(group: _Group) -> dict[int, int]:
     return {rank: top - last for rank, last in p2p.items() if last < top}
 
 
+def _reference(group: _Group, seq: int, bucket: dict[Sig, _SigCount]) -> Sig:
+    """The collective the ranks should have run at `seq`: the majority's. Where the ranks split
+    evenly (two ranks, or halves), the one the group ran at the nearest earlier sequence id where
+    its ranks agreed: a desync is a rank leaving the pattern the others keep. torch's fr_trace
+    instead measures every rank against the first rank it reads, so a desync of that rank blames
+    all the others (a limitation its own code notes)."""
+    top = max(slot.count for slot in bucket.values())
+    tied = [sig for sig, slot in bucket.items() if slot.count == top]
+    if len(tied) > 1:
+        for earlier in sorted((s for s in group.sigs if s < seq), reverse=True):
+            agreed = group.sigs[earlier]
+            if len(agreed) == 1:
+                (sig,) = agreed
+                if sig in tied:
+                    return sig
+                break
+    return tied[0]
+
+
 def _group_mismatches(name: str, group: _Group) -> list[Mismatch]:
-    """Ranks whose collective at a sequence id differs from the majority's in op, dtype or size."""
+    """Ranks whose collective at a sequence id differs from the reference (`_reference`) in op,
+    dtype or size."""
     found = []
     for seq in sorted(group.sigs):
         bucket = group.sigs[seq]
         if len(bucket) < 2:
             continue
-        ref = _majority(bucket)
+        ref = _reference(group, seq, bucket)
         for sig, slot in bucket.items():
             if sig == ref:
                 continue

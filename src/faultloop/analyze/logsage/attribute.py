@@ -139,6 +139,8 @@ def _timeline(facts: Facts) -> _Timeline:
     def before_own_end(kinds: tuple[str, ...]) -> dict[int | None, Evidence]:
         out: dict[int | None, Evidence] = {}
         for (kind, rank), ev in facts.first.items():
+            if rank is None and kind == SIGNAL and ev.line > first_symptom and _signal_name(ev.text) in STOP_SIGNALS:
+                continue  # a rank-less stop signal after a rank had failed: the job's teardown
             limit = min(symptom_at.get(rank, NEVER), stopped_at.get(rank, NEVER) if rank is not None else NEVER)
             if kind in kinds and ev.line < limit and (rank not in out or ev.line < out[rank].line):
                 out[rank] = ev
@@ -329,6 +331,29 @@ def _hang(facts: Facts, tl: _Timeline) -> Attribution | None:
             MEDIUM,
             "the timed-out collectives disagree; no rank is singled out",
         )
+    if odd := _odd_collective(facts):
+        rank, mine, theirs = odd
+        return _attribution(
+            Cause.DESYNC,
+            [rank],
+            tl.victims,
+            keys,
+            f"rank {rank} waited in {mine} while every other rank waited in {theirs}",
+            HIGH,
+            "the only rank whose traceback ends in another collective than the others'",
+        )
+    if len(set(facts.waited_in.values())) > 1:
+        return _attribution(
+            Cause.DESYNC,
+            [],
+            tl.victims,
+            keys,
+            "ranks waited in different collectives: " + ", ".join(sorted(set(facts.waited_in.values()))),
+            MEDIUM,
+            "the ranks' tracebacks end in different collectives; none is the odd one out",
+        )
+    if (link := _link_down(facts, tl)) is not None:
+        return link
     if Cause.SETUP_HANG in hints or (facts.first_seq is not None and facts.first_seq <= FIRST_SEQ):
         return _attribution(
             Cause.SETUP_HANG,
@@ -356,6 +381,19 @@ def _hang(facts: Facts, tl: _Timeline) -> Attribution | None:
     else:
         cause = _hang_cause(facts, primary[0]) if len(primary) == 1 else Cause.HANG
     return _attribution(cause, primary, tl.victims, keys, why, level, level_reason)
+
+
+def _odd_collective(facts: Facts) -> tuple[int, str, str] | None:
+    """(rank, its call, everyone else's) where one rank's traceback ends in another torch.distributed
+    call than every other rank's (three ranks at least: of two, neither is the odd one out)."""
+    calls = facts.waited_in
+    if len(calls) < 3 or len(set(calls.values())) != 2:
+        return None
+    odd = [r for r, call in calls.items() if sum(c == call for c in calls.values()) == 1]
+    if len(odd) != 1:
+        return None
+    rank = odd[0]
+    return rank, calls[rank], next(c for r, c in calls.items() if r != rank)
 
 
 def _busy_rank(facts: Facts, tl: _Timeline, busy: Evidence, stalled: list[int]) -> tuple[list[int], str, str] | None:
@@ -484,6 +522,8 @@ def _peer_lost(facts: Facts, tl: _Timeline) -> Attribution | None:
             "the only rank that did not report a lost peer"
             + ("" if facts.world_size and world == known else "; the world size is inferred"),
         )
+    if (link := _link_down(facts, tl)) is not None:
+        return link
     cause = next((ev.hint for ev in _evidence_of(facts, NETWORK_KIND) if ev.hint), Cause.NETWORK)
     return _attribution(
         cause,
@@ -494,6 +534,41 @@ def _peer_lost(facts: Facts, tl: _Timeline) -> Attribution | None:
         MEDIUM,
         "ranks lost their peers; the log does not show which peer went first",
     )
+
+
+def _link_down(facts: Facts, tl: _Timeline) -> Attribution | None:
+    """NET_DROP where one rank lost its connections before anything else happened (a peer that
+    timed out later waited for it: the lost link explains the timeouts too)."""
+    first = _first_to_lose_peers(facts, tl)
+    if first is None:
+        return None
+    return _attribution(
+        Cause.NET_DROP,
+        [first],
+        tl.victims - {first},
+        _evidence_of(facts, PEER_LOST)[:3],
+        f"rank {first} lost its connections before any other rank had failed, lost a peer, timed out or been stopped",
+        MEDIUM,
+        "it reported the lost connection first; no peer had died or failed before it",
+    )
+
+
+def _first_to_lose_peers(facts: Facts, tl: _Timeline) -> int | None:
+    """The rank whose connections failed first: it reported a lost peer while the job was still
+    making progress (before any stall report or stack dump: a job stuck first loses connections
+    as its ranks give up) and before any other rank reported anything, ended or was stopped (a
+    peer that had died or failed first would show before it); other ranks came to grief after
+    it, and no rank died by a signal of its own."""
+    lost = sorted((ev.line, r) for (k, r), ev in facts.first.items() if k == PEER_LOST and r is not None)
+    if not lost or any(ex.signal and not ex.stopped for ex in facts.exits.values()):
+        return None
+    line, rank = lost[0]
+    others = [ln for r, ln in tl.symptom_at.items() if r is not None and r != rank]
+    others += [ln for r, ln in tl.stopped_at.items() if r != rank]
+    others += [ex.line for r, ex in facts.exits.items() if r != rank]
+    stalled = _first_line(facts, [STALL, STACK_DUMP])
+    # other ranks in view that came to grief after it (a lone reporter in an excerpt says nothing)
+    return rank if others and line < min(others) and line < min(facts.stop_line, stalled) else None
 
 
 def _quiet_end(facts: Facts) -> Attribution:
@@ -518,6 +593,8 @@ def _crash_cause(facts: Facts, rank: int | None) -> str:
         return Cause.GPU_ERROR
     if (OOM_KIND, rank) in first:
         return Cause.OOM
+    if _oom_killed(facts, rank):
+        return Cause.HOST_OOM
     if (FATAL, rank) in first:
         return first[(FATAL, rank)].hint or Cause.CRASH
     if (EXCEPTION_KIND, rank) in first:
@@ -536,6 +613,22 @@ def _crash_cause(facts: Facts, rank: int | None) -> str:
     if (ex and ex.exitcode) or (EXITED, rank) in first:
         return Cause.WORKLOAD_EXC  # exit status 1 and the like: the program ended on an error of its own
     return Cause.CRASH
+
+
+def _oom_killed(facts: Facts, rank: int | None) -> bool:
+    """The kernel's OOM report names a pid, never a rank: it is this rank's where the launcher's
+    pid map says so, or where this rank is the only one that died by SIGKILL on its own."""
+    reports = [ev for (k, r), ev in facts.first.items() if k == OOM_KIND and r is None]
+    if rank is None or not reports:
+        return False
+    pids = {int(m.group(1)) for ev in reports for m in _KILLED_PID_RE.finditer(ev.text)}
+    if any(facts.pid_rank.get(pid) == rank for pid in pids):
+        return True
+    killed = [r for r, ex in facts.exits.items() if ex.signal == Signals.SIGKILL.name and not ex.stopped]
+    return killed == [rank]
+
+
+_KILLED_PID_RE = re.compile(r"[Kk]illed process (\d+)")
 
 
 def _signal_name(text: str) -> str | None:

@@ -104,3 +104,4 @@ class Facts:
     assumed: dict[int, tuple[str, str]] = field(default_factory=dict)  # rank -> (confidence, the assumption)
     failure_time: dict[int, str] = field(default_factory=dict)  # rank -> when torchrun's summary says it failed
     repeated_lines: int = 0  # lines that repeated a known template: counted, not analysed (scan's repeats)
+    waited_in: dict[int, str] = field(default_factory=dict)  # rank -> the torch.distributed call its traceback ended in

@@ -102,11 +102,16 @@ def parse_traceback(f: IO[bytes], block: Block) -> Traceback | None:
     """The frames and exception line of the traceback opened at the block (same source); a
     traceback that ends before its exception line is returned cut off (no exc_text)."""
     frames: list[Frame] = []
+    frame_indent = 0
     for line, text in _same_source(f, block):
         fm = _FRAME_RE.match(text)
         if fm:
             frames.append(Frame(fm.group(1), fm.group(3)))
+            frame_indent = len(text) - len(text.lstrip())
             continue
+        outdented = frames and text.strip() and len(text) - len(text.lstrip()) < frame_indent
+        if outdented and (em := _EXC_RE.match(text.strip())):  # a traceback printed indented (torchrun's summary)
+            return Traceback(line, frames, text.strip(), em.group(1), (em.group(2) or "").strip())
         if text.startswith((" ", "\t")) or not text.strip():
             if frames and not frames[-1].source and text.strip():
                 frames[-1].source = text.strip()
@@ -192,6 +197,11 @@ def _traceback_evidence(facts: Facts, tb: Traceback, source: Source) -> Evidence
     return Evidence(tb.line, tb.exc_text, EXCEPTION_KIND, rank, "python_exception", exception_hint(tb))
 
 
+def _collective_called(tb: Traceback) -> str | None:
+    """The torch.distributed call a traceback ended in (all_reduce, barrier...), if it did."""
+    return next((fr.func for fr in reversed(tb.frames) if fr.file.endswith("distributed_c10d.py")), None)
+
+
 def summary_times(f: IO[bytes], block: Block) -> dict[int, str]:
     """rank -> failure time of each record of a torchrun failure summary section (`time : ...`
     comes before `rank : N` in a record; the section ends at its `=====` rule)."""
@@ -225,6 +235,8 @@ def read_blocks(path: Path, facts: Facts) -> None:
                 continue
             tb = parse_traceback(f, block)
             ev = _traceback_evidence(facts, tb, block.source) if tb else None
+            if tb and ev and ev.rank is not None and (api := _collective_called(tb)):
+                facts.waited_in.setdefault(ev.rank, api)
             if ev:
                 scanned = facts.first.get((ev.kind, ev.rank))
                 if scanned and scanned.line == ev.line:

@@ -106,6 +106,11 @@ class Cause(StrEnum):
     NCCL_SETUP = "NCCL_SETUP"
     DIVERGED = "DIVERGED"
     PROGRAM_ERROR = "PROGRAM_ERROR"
+    # causes whose evidence a rank leaves on its own (the faults of issue 26)
+    NET_DROP = "NET_DROP"
+    HOST_OOM = "HOST_OOM"
+    NAN_LOSS = "NAN_LOSS"
+    STORAGE_FULL = "STORAGE_FULL"
 
 
 # Where the lines a rule matches come from: (program, source file that prints the template).
@@ -152,6 +157,11 @@ MEGATRON = ("Megatron-LM", "megatron/training/training.py")
 TRANSFORMERS = ("transformers", "src/transformers/trainer.py")
 TRAINING_SCRIPTS = ("training scripts", "common wording of evaluation, checkpointing and preprocessing loops")
 FAULTLOOP_WORKLOAD = ("faultloop", "src/faultloop/run/workload.py (the built-in workload's stall watchdog)")
+LIBC_ERRNO = (
+    "glibc, CPython",
+    "string/_strerror.c (strerror(ENOSPC)), Objects/exceptions.c (OSError's [Errno N] text)",
+)
+MEGATRON_DDP = ("Megatron-LM", "megatron/core/distributed/param_and_grad_buffer.py (check_for_nan_in_grad)")
 
 
 @dataclass(frozen=True)
@@ -302,6 +312,9 @@ RULES: tuple[Rule, ...] = (
          origin=TRAINING_SCRIPTS),
     Rule("job_done", DONE, ("is done",), r"after training is done", Cause.DONE, MEGATRON),
     Rule("trainer_done", DONE, ("completed",), r"[Tt]raining completed", Cause.DONE, TRANSFORMERS),
+    # -- a rank's own write or step failed (before the plain exception line reads it as a code bug)
+    Rule("disk_full", FATAL, ("rror",), r"No space left on device|\bENOSPC\b", Cause.STORAGE_FULL, LIBC_ERRNO),
+    Rule("nan_grad", FATAL, ("rror",), r"found NaN in local grad norm", Cause.NAN_LOSS, MEGATRON_DDP),
     # -- read what is there: a plain failure line with none of the context above ----------------
     Rule("exception_line", EXCEPTION_KIND, ("rror",),
          r"^\s*(?:[A-Za-z_]\w*\.)*(?!ChildFailedError|CalledProcessError|nccl)[A-Za-z_]*Error(?::(?!\s*[\d.eE+-]+\s*$)|$)", Cause.WORKLOAD_EXC,
@@ -405,7 +418,7 @@ POLICY.update(
             STOP,
             "ranks issued different collectives (desync): a code-path bug that recurs",
             "desynchronized: ranks waited in different collectives at the same sequence number",
-            blames_rank=False,
+            "DESYNC",
         ),
         Cause.SETUP_HANG: Policy(
             HANG,
@@ -473,6 +486,39 @@ POLICY.update(
             STOP,
             "a program reported an error the log does not explain further: a plain restart is not known to help",
             "reported an error",
+        ),
+    }
+)
+
+POLICY.update(
+    {
+        Cause.NET_DROP: Policy(
+            NETWORK,
+            RESTART,
+            "the rank's connections failed before any peer had failed: a network fault a restart clears",
+            "lost its connections to its peers first, before any peer had failed or lost anything",
+            "NET_DROP",
+        ),
+        Cause.HOST_OOM: Policy(
+            OOM,
+            STOP,
+            "the kernel's OOM killer ended the rank: the same job runs out of host memory again",
+            "was killed by the kernel's OOM killer",
+            "HOST_OOM",
+        ),
+        Cause.NAN_LOSS: Policy(
+            EXCEPTION,
+            STOP,
+            "the rank's gradients became NaN: the same data and settings diverge again",
+            "found NaN in its own gradients before the data-parallel all-reduce",
+            "NAN_LOSS",
+        ),
+        Cause.STORAGE_FULL: Policy(
+            OTHER,
+            STOP,
+            "a write failed with no space left on the device: the volume stays full until someone frees space",
+            "could not write: no space left on the device",
+            "STORAGE_FULL",
         ),
     }
 )
