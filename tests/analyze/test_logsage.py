@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import gzip
 import json
 import random
@@ -16,7 +17,7 @@ from faultloop.analyze import logsage
 from faultloop.analyze.llm import LLMSettings
 from faultloop.analyze.logsage import modes, prefilter, rules
 from faultloop.cli import logsage as logsage_cli
-from faultloop.faults import ERRORS_NOT_FOUND, FAULTS, NO_LOGS, RESTART, STOP
+from faultloop.faults import ERRORS_NOT_FOUND, FAULTS, NO_LOGS, RESTART, STOP, Fault
 from openai_server import OpenAIServer, Reply, openai_server
 
 DATA = TESTS / "data" / "logs"
@@ -110,16 +111,65 @@ def test_text_form_is_upstreams_five_parts() -> None:
     assert text[4] == "checkpoint_saved: false" and len(text) == 5
 
 
-def test_policy_matches_the_fault_table_for_every_injected_fault() -> None:
-    for name, fault in FAULTS.items():
-        assert logsage.POLICY[name].restart == fault.restart
-        assert logsage.POLICY[name].category == fault.category
-        assert logsage.POLICY[name].fault_type == name
+def policy_differences(policy: dict[str, rules.Policy], faults: dict[str, Fault]) -> dict[str, str]:
+    """Where logsage's own cause table and the scorer's fault table disagree on an injected fault's
+    category or restart (or logsage has no row for it): fault -> what differs."""
+    out = {}
+    for name, fault in faults.items():
+        row = policy.get(name)
+        if row is None:
+            out[name] = "logsage has no cause for it"
+        elif (row.category, row.restart) != (fault.category, fault.restart):
+            out[name] = f"logsage {row.category}/{row.restart}, scorer {fault.category}/{fault.restart}"
+    return out
+
+
+def test_policy_agrees_with_the_scorers_expectations_except_where_documented() -> None:
+    """Two tables written apart (logsage's POLICY, the scorer's FAULTS from NVRx's judge) agree on
+    every injected fault, or the difference is one rules.UPSTREAM_DIFFERENCES explains."""
+    differences = policy_differences(logsage.POLICY, FAULTS)
+    assert set(differences) == set(rules.UPSTREAM_DIFFERENCES), differences
+    assert all(rules.UPSTREAM_DIFFERENCES.values()), "every deliberate difference says why"
+    assert all(logsage.POLICY[name].fault_type == name for name in FAULTS if name in logsage.POLICY)
+
+
+@pytest.mark.parametrize("side", ["policy", "faults"])
+def test_the_policy_comparison_fails_when_either_side_changes(side: str) -> None:
+    """The comparison is real: flip one fault's restart on either side (a copy) and it differs."""
+    policy, faults = dict(logsage.POLICY), dict(FAULTS)
+    flip = {RESTART: STOP, STOP: RESTART}
+    if side == "policy":
+        policy["SIGTERM"] = dataclasses.replace(policy["SIGTERM"], restart=flip[policy["SIGTERM"].restart])
+    else:
+        faults["SEGFAULT"] = dataclasses.replace(faults["SEGFAULT"], restart=flip[faults["SEGFAULT"].restart])
+    changed = policy_differences(policy, faults).keys() - rules.UPSTREAM_DIFFERENCES.keys()
+    assert changed == {"SIGTERM" if side == "policy" else "SEGFAULT"}
+
+
+def test_policy_has_one_row_per_cause() -> None:
     assert set(logsage.POLICY) == set(rules.Cause), "the cause table has one row per cause"
     assert all(policy.happened for policy in logsage.POLICY.values()), "every cause needs its explanation wording"
     assert all(logsage.POLICY[c].fault_type is None for c in set(rules.Cause) - set(FAULTS)), (
         "only injected faults have a fault type"
     )
+
+
+def test_nothing_in_analyze_imports_the_scorers_expectations() -> None:
+    """An analyzer must not read the answer key: no module under analyze/ imports FAULTS (or
+    expected_restart) from faultloop.faults."""
+    import ast
+
+    package = Path(rules.__file__).parents[1]
+    offenders = []
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "faultloop.faults":
+                bad = {a.name for a in node.names} & {"FAULTS", "expected_restart", "Fault"}
+                offenders += [f"{path.relative_to(package)}: {name}" for name in sorted(bad)]
+            elif isinstance(node, ast.Attribute) and node.attr in ("FAULTS", "expected_restart"):
+                if isinstance(node.value, ast.Name) and node.value.id == "faults":
+                    offenders.append(f"{path.relative_to(package)}: faults.{node.attr}")
+    assert not offenders, offenders
 
 
 def test_every_rule_names_the_program_and_source_of_its_template() -> None:

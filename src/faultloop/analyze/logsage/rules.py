@@ -23,7 +23,19 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-from faultloop.faults import CRASH, EXCEPTION, EXTERNAL_SIGNAL, FAULTS, HANG, NETWORK, NONE, OOM, OTHER, RESTART, STOP
+from faultloop.faults import (
+    CRASH,
+    EXCEPTION,
+    EXTERNAL_SIGNAL,
+    GPU_ERROR_CATEGORY,
+    HANG,
+    NETWORK,
+    NONE,
+    OOM,
+    OTHER,
+    RESTART,
+    STOP,
+)
 
 # -- evidence kinds ------------------------------------------------------------------------------
 # symptoms: the rank only suffered (a victim)
@@ -333,149 +345,203 @@ class Policy:
     blames_rank: bool = True
 
 
-def _fault(name: Cause, happened: str) -> tuple[str, Policy]:
-    """An injected fault's row: category, restart and rationale from faults.FAULTS (the one source)."""
-    fault = FAULTS[name]
-    return name, Policy(fault.category, fault.restart, fault.rationale, happened, fault.name)
+# POLICY, the cause table: cause -> policy, logsage's own reasoning for every cause it diagnoses.
+# A hard crash, a code bug, a GPU error, OOM, a setup or configuration problem -> STOP (the next
+# attempt meets the same code, device or settings); a transient hang, an external signal,
+# preemption, a network flap -> RESTART (nothing in the job itself failed). The causes named after
+# injected faults carry that name as their fault type; NVRx's judge has a restart table for those
+# twelve (a fact logsage may cite, not a source it reads): tests/analyze/test_logsage.py compares
+# the two and documents where they differ on purpose (UPSTREAM_DIFFERENCES below: none today).
+POLICY: dict[str, Policy] = {
+    Cause.GPU_ERROR: Policy(
+        GPU_ERROR_CATEGORY,
+        STOP,
+        "a GPU error leaves the device or the kernel that hit it as it was: the next attempt meets it again",
+        "hit a GPU error (CUDA error / Xid)",
+        "GPU_ERROR",
+    ),
+    Cause.GPU_SLEEP: Policy(
+        HANG,
+        RESTART,
+        "a GPU that stalled and recovered on its own: nothing in the job is broken",
+        "stalled outside any collective with its threads alive, as on a stuck GPU kernel, and the others timed "
+        "out waiting for it",
+        "GPU_SLEEP",
+    ),
+    Cause.WORKLOAD_EXC: Policy(
+        EXCEPTION,
+        STOP,
+        "the program raised on its own code path: the same code raises again",
+        "raised an exception of its own",
+        "WORKLOAD_EXC",
+    ),
+    Cause.ASYNC_EXC: Policy(
+        EXCEPTION,
+        STOP,
+        "an exception injected into a running thread is a bug of the code that injects it: it recurs",
+        "was interrupted by an exception it did not raise (no message, no raise statement: raised "
+        "asynchronously from outside the code)",
+        "ASYNC_EXC",
+    ),
+    Cause.SIGNAL_EXC: Policy(
+        EXCEPTION,
+        RESTART,
+        "the exception came from a signal handler, so from a signal sent from outside: the next attempt is not sent it",
+        "raised an exception from a signal handler",
+        "SIGNAL_EXC",
+    ),
+    Cause.OS_ABORT: Policy(
+        CRASH,
+        STOP,
+        "the process aborted itself on a failed check: the same check fails again",
+        "aborted (SIGABRT)",
+        "OS_ABORT",
+    ),
+    Cause.LOCK_GIL: Policy(
+        HANG,
+        RESTART,
+        "a thread held the GIL and froze the process without failing: a stall the next attempt need not meet",
+        "froze: its Python threads went silent while faulthandler still dumped its stacks (the GIL was held), "
+        "and the others timed out waiting for it",
+        "LOCK_GIL",
+    ),
+    Cause.SEGFAULT: Policy(
+        CRASH,
+        STOP,
+        "a segmentation fault is corrupted memory or a bad pointer in the code: it recurs",
+        "crashed with a segmentation fault",
+        "SEGFAULT",
+    ),
+    Cause.SIGINT: Policy(
+        EXTERNAL_SIGNAL,
+        RESTART,
+        "interrupted from outside: the job itself did not fail",
+        "was interrupted by SIGINT",
+        "SIGINT",
+    ),
+    Cause.SIGKILL: Policy(
+        CRASH,
+        STOP,
+        "killed without a word: most often the host's OOM killer or memory pressure, which the same job meets again",
+        "was killed by SIGKILL without a word",
+        "SIGKILL",
+    ),
+    Cause.SIGTERM: Policy(
+        EXTERNAL_SIGNAL,
+        RESTART,
+        "terminated from outside: the job itself did not fail",
+        "was terminated by SIGTERM from outside",
+        "SIGTERM",
+    ),
+    Cause.SIGSTOP: Policy(
+        HANG,
+        RESTART,
+        "a process stopped from outside: the job itself did not fail",
+        "went completely silent (a stopped process) and had to be killed, while the others timed out waiting for it",
+        "SIGSTOP",
+    ),
+    Cause.HANG: Policy(
+        HANG, RESTART, "transient hang", "stopped making progress and the others timed out waiting for it"
+    ),
+    Cause.CRASH: Policy(CRASH, STOP, "hard crash", "died without a word"),
+    Cause.OOM: Policy(OOM, STOP, "out of memory: the same job will run out again", "ran out of memory"),
+    Cause.NETWORK: Policy(
+        NETWORK, RESTART, "network flap", "lost connections without any rank failing on its own (network)"
+    ),
+    Cause.EXTERNAL_SIGNAL: Policy(EXTERNAL_SIGNAL, RESTART, "external signal", "received a signal from outside"),
+    Cause.PREEMPTION: Policy(
+        EXTERNAL_SIGNAL, RESTART, "preempted by the scheduler", "was preempted by the scheduler", blames_rank=False
+    ),
+    Cause.CANCELLED: Policy(
+        EXTERNAL_SIGNAL,
+        RESTART,
+        "cancelled by the scheduler or an operator",
+        "was cancelled from outside",
+        blames_rank=False,
+    ),
+    Cause.NODE_FAIL: Policy(OTHER, RESTART, "node failure: restart on healthy nodes", "lost a node", blames_rank=False),
+    Cause.TIME_LIMIT: Policy(
+        OTHER, STOP, "time limit: a restart hits it again", "hit its time limit", blames_rank=False
+    ),
+    Cause.DONE: Policy(NONE, STOP, "the application finished", "finished", blames_rank=False),
+    Cause.DESYNC: Policy(
+        HANG,
+        STOP,
+        "ranks issued different collectives (desync): a code-path bug that recurs",
+        "desynchronized: ranks waited in different collectives at the same sequence number",
+        blames_rank=False,
+    ),
+    Cause.SETUP_HANG: Policy(
+        HANG,
+        STOP,
+        "the ranks never got through setup (rendezvous or first collective): a launch or environment problem "
+        "that a restart repeats",
+        "hung before training started (rendezvous or the first collective never completed)",
+        blames_rank=False,
+    ),
+    Cause.SHUTDOWN_HANG: Policy(
+        HANG,
+        STOP,
+        "the job hung after training finished: it hangs again at the same place",
+        "hung after training had finished",
+    ),
+    Cause.SLOW_RANK: Policy(
+        HANG,
+        STOP,
+        "one rank's work (evaluation, checkpointing, preprocessing) outlasted the collective timeout: it "
+        "recurs at the same step until the timeout is raised or the work shrinks",
+        "was busy with one-rank work (evaluation, checkpointing, preprocessing) while the others timed out",
+    ),
+    Cause.WATCHDOG_HANG: Policy(
+        HANG,
+        STOP,
+        "a CUDA/NCCL call blocked the NCCL watchdog itself (a deadlock or a stuck teardown): it recurs with the "
+        "same code and environment",
+        "hung inside a CUDA/NCCL call that blocked the NCCL watchdog",
+    ),
+    Cause.CONFIG_ERROR: Policy(
+        OTHER,
+        STOP,
+        "the job is misconfigured (missing file, module or argument): a restart fails the same way",
+        "could not start: its configuration names a file, module or argument that is not there",
+        blames_rank=False,
+    ),
+    Cause.LAUNCH_ENV: Policy(
+        OTHER,
+        STOP,
+        "the launch environment failed (MPI could not initialize): a restart with the same settings fails the same way",
+        "could not initialize its launch environment (MPI)",
+        blames_rank=False,
+    ),
+    Cause.DATA_ERROR: Policy(
+        EXCEPTION, STOP, "reading the data failed: the same sample fails again", "failed while reading its data"
+    ),
+    Cause.NCCL_SETUP: Policy(
+        NETWORK,
+        STOP,
+        "NCCL could not set up its transport (devices, shared memory, InfiniBand): a system or configuration "
+        "problem that a restart on the same nodes repeats",
+        "could not set up NCCL's transport (devices, shared memory, InfiniBand)",
+        blames_rank=False,
+    ),
+    Cause.DIVERGED: Policy(
+        OTHER,
+        STOP,
+        "nearly every step overflowed and was skipped: the same settings diverge again",
+        "ran on without learning: nearly every step was skipped on overflow",
+        blames_rank=False,
+    ),
+    Cause.PROGRAM_ERROR: Policy(
+        OTHER,
+        STOP,
+        "a program reported an error the log does not explain further: a plain restart is not known to help",
+        "reported an error",
+    ),
+}
+# Where logsage's restart for an injected fault's cause differs from NVRx's restart table on
+# purpose: cause -> why (tests/analyze/test_logsage.py holds the two tables to this list).
+UPSTREAM_DIFFERENCES: dict[str, str] = {}
 
-
-# POLICY, the cause table: cause -> policy. hard crash, code bug, GPU error, OOM, a setup or
-# configuration problem -> STOP; transient hang, external signal, preemption, network flap -> RESTART.
-POLICY: dict[str, Policy] = dict(
-    (
-        _fault(Cause.GPU_ERROR, "hit a GPU error (CUDA error / Xid)"),
-        _fault(
-            Cause.GPU_SLEEP,
-            "stalled outside any collective with its threads alive, as on a stuck GPU kernel, and the others timed "
-            "out waiting for it",
-        ),
-        _fault(Cause.WORKLOAD_EXC, "raised an exception of its own"),
-        _fault(
-            Cause.ASYNC_EXC,
-            "was interrupted by an exception it did not raise (no message, no raise statement: raised "
-            "asynchronously from outside the code)",
-        ),
-        _fault(Cause.SIGNAL_EXC, "raised an exception from a signal handler"),
-        _fault(Cause.OS_ABORT, "aborted (SIGABRT)"),
-        _fault(
-            Cause.LOCK_GIL,
-            "froze: its Python threads went silent while faulthandler still dumped its stacks (the GIL was held), "
-            "and the others timed out waiting for it",
-        ),
-        _fault(Cause.SEGFAULT, "crashed with a segmentation fault"),
-        _fault(Cause.SIGINT, "was interrupted by SIGINT"),
-        _fault(Cause.SIGKILL, "was killed by SIGKILL without a word"),
-        _fault(Cause.SIGTERM, "was terminated by SIGTERM from outside"),
-        _fault(
-            Cause.SIGSTOP,
-            "went completely silent (a stopped process) and had to be killed, while the others timed out waiting for it",
-        ),
-    )
-)
-POLICY.update(
-    {
-        Cause.HANG: Policy(
-            HANG, RESTART, "transient hang", "stopped making progress and the others timed out waiting for it"
-        ),
-        Cause.CRASH: Policy(CRASH, STOP, "hard crash", "died without a word"),
-        Cause.OOM: Policy(OOM, STOP, "out of memory: the same job will run out again", "ran out of memory"),
-        Cause.NETWORK: Policy(
-            NETWORK, RESTART, "network flap", "lost connections without any rank failing on its own (network)"
-        ),
-        Cause.EXTERNAL_SIGNAL: Policy(EXTERNAL_SIGNAL, RESTART, "external signal", "received a signal from outside"),
-        Cause.PREEMPTION: Policy(
-            EXTERNAL_SIGNAL, RESTART, "preempted by the scheduler", "was preempted by the scheduler", blames_rank=False
-        ),
-        Cause.CANCELLED: Policy(
-            EXTERNAL_SIGNAL,
-            RESTART,
-            "cancelled by the scheduler or an operator",
-            "was cancelled from outside",
-            blames_rank=False,
-        ),
-        Cause.NODE_FAIL: Policy(
-            OTHER, RESTART, "node failure: restart on healthy nodes", "lost a node", blames_rank=False
-        ),
-        Cause.TIME_LIMIT: Policy(
-            OTHER, STOP, "time limit: a restart hits it again", "hit its time limit", blames_rank=False
-        ),
-        Cause.DONE: Policy(NONE, STOP, "the application finished", "finished", blames_rank=False),
-        Cause.DESYNC: Policy(
-            HANG,
-            STOP,
-            "ranks issued different collectives (desync): a code-path bug that recurs",
-            "desynchronized: ranks waited in different collectives at the same sequence number",
-            blames_rank=False,
-        ),
-        Cause.SETUP_HANG: Policy(
-            HANG,
-            STOP,
-            "the ranks never got through setup (rendezvous or first collective): a launch or environment problem "
-            "that a restart repeats",
-            "hung before training started (rendezvous or the first collective never completed)",
-            blames_rank=False,
-        ),
-        Cause.SHUTDOWN_HANG: Policy(
-            HANG,
-            STOP,
-            "the job hung after training finished: it hangs again at the same place",
-            "hung after training had finished",
-        ),
-        Cause.SLOW_RANK: Policy(
-            HANG,
-            STOP,
-            "one rank's work (evaluation, checkpointing, preprocessing) outlasted the collective timeout: it "
-            "recurs at the same step until the timeout is raised or the work shrinks",
-            "was busy with one-rank work (evaluation, checkpointing, preprocessing) while the others timed out",
-        ),
-        Cause.WATCHDOG_HANG: Policy(
-            HANG,
-            STOP,
-            "a CUDA/NCCL call blocked the NCCL watchdog itself (a deadlock or a stuck teardown): it recurs with the "
-            "same code and environment",
-            "hung inside a CUDA/NCCL call that blocked the NCCL watchdog",
-        ),
-        Cause.CONFIG_ERROR: Policy(
-            OTHER,
-            STOP,
-            "the job is misconfigured (missing file, module or argument): a restart fails the same way",
-            "could not start: its configuration names a file, module or argument that is not there",
-            blames_rank=False,
-        ),
-        Cause.LAUNCH_ENV: Policy(
-            OTHER,
-            STOP,
-            "the launch environment failed (MPI could not initialize): a restart with the same settings fails "
-            "the same way",
-            "could not initialize its launch environment (MPI)",
-            blames_rank=False,
-        ),
-        Cause.DATA_ERROR: Policy(
-            EXCEPTION, STOP, "reading the data failed: the same sample fails again", "failed while reading its data"
-        ),
-        Cause.NCCL_SETUP: Policy(
-            NETWORK,
-            STOP,
-            "NCCL could not set up its transport (devices, shared memory, InfiniBand): a system or configuration "
-            "problem that a restart on the same nodes repeats",
-            "could not set up NCCL's transport (devices, shared memory, InfiniBand)",
-            blames_rank=False,
-        ),
-        Cause.DIVERGED: Policy(
-            OTHER,
-            STOP,
-            "nearly every step overflowed and was skipped: the same settings diverge again",
-            "ran on without learning: nearly every step was skipped on overflow",
-            blames_rank=False,
-        ),
-        Cause.PROGRAM_ERROR: Policy(
-            OTHER,
-            STOP,
-            "a program reported an error the log does not explain further: a plain restart is not known to help",
-            "reported an error",
-        ),
-    }
-)
 
 # The scheduler's causes, by precedence: the first one in the log's scheduler lines decides.
 SCHEDULER_CAUSES = (Cause.PREEMPTION, Cause.NODE_FAIL, Cause.TIME_LIMIT)
