@@ -3,23 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
+
+from faultloop.analyze.logsage.framing import NO_SOURCE as NO_SOURCE  # where a line came from
+from faultloop.analyze.logsage.framing import Source as Source
 
 NEVER = 1 << 62  # a line number after every line
 MAX_EVIDENCE = 60
 MAX_LABEL_PAIRS = 1 << 16
-
-
-class Source(NamedTuple):
-    """Where a line came from, by its prefixes; lines of one multi-line record share it."""
-
-    label: int | None  # srun --label: a task (= rank), or a node when one torchrun runs per node
-    host: str | None  # pdsh (DeepSpeed's multi-node runner)
-    role: str | None  # the word of a [wordN]: prefix: "rank" (torch: global rank), "default" (torchrun: local)
-    inner: int | None  # the number of that prefix
-
-
-NO_SOURCE = Source(None, None, None, None)
+MAX_HOSTS = 1 << 10
 
 
 @dataclass
@@ -78,6 +70,7 @@ class Facts:
     labelled: bool = False
     several_processes: bool = False  # rank-less lines are then nobody's in particular, not rank 0's
     world_size: int = 0
+    hosts: set[str] = field(default_factory=set)  # the host prefixes seen (capped): several are several processes
     label_pairs: set[tuple[int | None, str | None, int | None]] = field(default_factory=set)  # label, role, inner
     layout: tuple[int, int, bool, bool] = (-1, 0, False, False)  # pairs seen, then scan._layout's answer
     # faulthandler's `Timeout (H:MM:SS)!` headers per srun label, wherever they stand in a line (two

@@ -13,11 +13,11 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from faultloop.analyze.logsage import prefilter
+from faultloop.analyze.logsage import framing, prefilter
 from faultloop.analyze.logsage.facts import (
     MAX_EVIDENCE,
+    MAX_HOSTS,
     MAX_LABEL_PAIRS,
-    NO_SOURCE,
     Block,
     Death,
     Evidence,
@@ -25,6 +25,7 @@ from faultloop.analyze.logsage.facts import (
     Facts,
     Source,
 )
+from faultloop.analyze.logsage.framing import DEVICE
 from faultloop.analyze.logsage.rules import (
     BUSY,
     CLOSED,
@@ -66,7 +67,6 @@ MAX_BLOCKS_PER_SOURCE = {TRACEBACK: 2, STACK_DUMP: 16, SUMMARY: 2}  # a node lab
 FRAME_RUN_LINES = 6  # frame lines this close together belong to one traceback
 # faulthandler's header of a dump_traceback_later dump (CPython's faulthandler.c, "Timeout (%s)!")
 DUMP_HEADER_RE = re.compile(r"Timeout \(\d+:\d\d:\d\d(?:\.\d+)?\)!")
-LEAD_MAX = 120  # how far into a line a torch rank prefix may sit behind timestamps or host tags
 
 _COMPILED = tuple((rule, re.compile(rule.pattern)) for rule in RULES)
 
@@ -81,16 +81,9 @@ def _rules_by_anchor() -> dict[str, list[int]]:
 
 
 _RULES_BY_ANCHOR = _rules_by_anchor()
-_LABEL_RE = re.compile(r"^\s*(\d+): ")  # srun --label
-_LABEL_AT_RE = re.compile(r"[ \t]*(\d+): ")  # the same, matched at a line start inside a block
-_HOST_RE = re.compile(r"^\s*(\d{1,3}(?:\.\d{1,3}){3}): ")  # pdsh (DeepSpeed's multi-node runner)
-_NCCL_RE = re.compile(r"^\s*[\w.-]+:\d+:\d+ \[(\d+)\] ")  # NCCL's own host:pid:tid [cuda device]
-DEVICE = "device"  # the role of NCCL's [N]: the local GPU index, a local rank where one rank drives one GPU
+_LABEL_AT_RE = re.compile(r"[ \t]*(\d+): ")  # srun --label, matched at a line start inside a block
 _DEVICE_OWN_KINDS = (GPU, OOM_KIND, GPU_HARDWARE)  # what NCCL reports about its own GPU, not about a peer
-_INNER_AT_START_RE = re.compile(r"^\s*\[([a-z]+)(\d+)\]: ?")  # torch [rank3]: / torchrun [default3]:
-_INNER_IN_LEAD_RE = re.compile(r"\[(rank|default)(\d+)\]: ?")  # the same behind a timestamp or host tag
 _GLUE_RE = re.compile(r"(?:/s|/it)[^\]\n]{0,60}\](?=\S)")  # a progress bar's end with the next line glued on
-_LINE_PREFIX_RE = re.compile(r"^[ \t]*(?:(\d+): )?(?:\[([a-z]+)(\d+)\]:)?", re.M)  # both, per line
 _TEXT_RANK_RE = re.compile(r"\[(?:PG(?: ID)? 0 (?:PG GUID \S+ )?)?Rank (\d+)\]")  # default group only
 # world size statements; each starts with a literal, so the regex engine's fast prefix search applies
 _WORLD_RES = tuple(
@@ -112,22 +105,15 @@ _AGENT_LOCAL_RE = re.compile(r"local_rank: (\d+)")  # a literal first (no word b
 _SEVERAL_PROCESSES_RE = re.compile(r"\[Rank [1-9]|local_rank: [1-9]|closing signal|:\d+:\d+ \[[1-9]\d*\] NCCL")
 
 
+def unranked(facts: Facts, source: Source) -> bool:
+    """A line whose prefixes name no rank and no one of several hosts: from the log's only process
+    or node as far as its prefixes tell."""
+    return source.label is None and source.inner is None and (source.host is None or len(facts.hosts) < 2)
+
+
 def split_prefix(text: str) -> tuple[Source, str]:
-    """Where the line came from (its prefixes) and its text without them."""
-    label = inner = None
-    host = role = None
-    m = _LABEL_RE.match(text)
-    if m:
-        label, text = int(m.group(1)), text[m.end() :]
-    m = _HOST_RE.match(text)
-    if m:
-        host, text = m.group(1), text[m.end() :]
-    m = _INNER_AT_START_RE.match(text) or _INNER_IN_LEAD_RE.search(text, 0, LEAD_MAX)
-    if m:
-        role, inner, text = m.group(1), int(m.group(2)), text[m.end() :]
-    elif m := _NCCL_RE.match(text):
-        role, inner, text = DEVICE, int(m.group(1)), text[m.end() :]
-    return Source(label, host, role, inner), text
+    """Where the line came from (its prefixes) and its text without them (framing's grammar)."""
+    return framing.peel(text)
 
 
 def unglue(text: str) -> list[str]:
@@ -154,17 +140,12 @@ def census(path: Path, facts: Facts) -> None:
     agent_locals: set[tuple[int, int]] = set()
     for part in parts:  # whole-block regexes: a Python loop per line would cost more than the scan
         text = part.decode("utf-8", "replace")
-        for m in _LINE_PREFIX_RE.finditer(text):
-            if m.group(1) or m.group(3):
-                note_rank(
-                    facts,
-                    Source(
-                        int(m.group(1)) if m.group(1) else None,
-                        None,
-                        m.group(2),
-                        int(m.group(3)) if m.group(3) else None,
-                    ),
-                )
+        for m in framing.LINES_RE.finditer(text):
+            label, mpi, role, inner = m.group("label", "mpi", "role", "inner")
+            if label or mpi or inner:
+                if inner is None and mpi is not None:
+                    role, inner = "rank", mpi
+                note_rank(facts, Source(int(label) if label else None, None, role, int(inner) if inner else None))
         agent_locals.update(_agent_locals(text))
         for rx in _WORLD_RES:
             for m in rx.finditer(text):
@@ -355,7 +336,9 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
             note_rank(facts, source)
             if "Timeout (" in text and (headers := len(DUMP_HEADER_RE.findall(text))):  # literal first: a hot loop
                 facts.dump_headers[source.label] = facts.dump_headers.get(source.label, 0) + headers
-            facts.several_processes |= source.host is not None  # pdsh host prefixes: a multi-node launcher
+            if source.host is not None and len(facts.hosts) < MAX_HOSTS:
+                facts.hosts.add(source.host)
+                facts.several_processes |= len(facts.hosts) > 1  # several nodes, containers or workers
             found = classify(text)
             if not found:
                 continue
@@ -364,7 +347,7 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
             rank = int(named) if named is not None else resolve_rank(facts, source, text)
             if rank is None and source.role == DEVICE and rule.kind in _DEVICE_OWN_KINDS:
                 rank = _device_rank(facts, source)
-            if rank is None and rule.kind == COLLECTIVE and source == NO_SOURCE and previous[0] == hit.line - 1:
+            if rank is None and rule.kind == COLLECTIVE and unranked(facts, source) and previous[0] == hit.line - 1:
                 rank = previous[1]  # the rest of a wrapped line
             previous = (hit.line, rank)
             ev = Evidence(hit.line, text.strip(), rule.kind, rank, rule.name, rule.hint)
@@ -522,7 +505,7 @@ def resolve_deaths(facts: Facts) -> None:
     for death in facts.deaths:
         rank = facts.pid_rank.get(death.pid) if death.pid is not None else None
         if rank is None and death.local is not None:
-            if death.source == NO_SOURCE:
+            if unranked(facts, death.source):
                 rank = death.local
                 facts.assumed.setdefault(
                     rank,
