@@ -803,3 +803,31 @@ def test_two_agents_summaries_are_ordered_by_their_failure_times() -> None:
 
     v = logsage.analyze_log([*summary(0, 0, "00:52"), *summary(4, 0, "00:01")])
     assert (v.primary_ranks, v.fault_category) == ([4], "exception")
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "torch.multiprocessing.spawn.ProcessRaisedException: ",  # torch >= 1.8
+        "Exception: ",  # before torch 1.8
+    ],
+)
+def test_spawn_names_the_child_whose_traceback_it_prints(header: str) -> None:
+    """torch.multiprocessing.spawn prints a child's traceback under `-- Process N terminated with
+    the following error:`: that child is the culprit, and the parent's own traceback is not."""
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3/site-packages/torch/multiprocessing/spawn.py", line 160, in join',
+        "    raise ProcessRaisedException(msg, error_index, failed_process.pid)",
+        header,
+        "",
+        "-- Process 2 terminated with the following error:",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3/site-packages/torch/multiprocessing/spawn.py", line 69, in _wrap',
+        "    fn(i, *args)",
+        '  File "/w/train.py", line 20, in main',
+        "    x = batch[key]",
+        "KeyError: 'labels'",
+    ]
+    v = logsage.analyze_log(lines, logsage.Settings(prefilter="python"))
+    assert (v.fault_category, v.restart, v.primary_ranks) == ("exception", STOP, [2])

@@ -19,6 +19,7 @@ from faultloop.analyze.logsage.facts import Block, Evidence, Facts, Source
 from faultloop.analyze.logsage.rules import (
     COLLECTIVE_FRAMES,
     DATA_FRAMES,
+    DEATH,
     EXCEPTION_CAUSES,
     EXCEPTION_KIND,
     GPU,
@@ -37,6 +38,7 @@ from faultloop.analyze.logsage.rules import (
 from faultloop.analyze.logsage.scan import add, classify, drop, resolve_rank, split_prefix
 
 BLOCK_LINES = 400
+CHILD_HEADER_GAP = 2  # a launcher's header line this close above a traceback names its child
 INNERMOST_FRAMES = 3  # how deep into a traceback "where it failed" looks
 # the exception line's classification is kept when it names one of these; else it is the program's
 _EXCEPTION_LINE_KINDS = (TIMEOUT, PEER_LOST, GPU, GPU_HARDWARE, OOM_KIND, NETWORK_KIND)
@@ -68,6 +70,7 @@ class Traceback:
     exc_text: str = ""  # empty: the excerpt lost the exception line
     exc_class: str = ""
     message: str = ""
+    first_line: int = 0  # the traceback's first line
 
     @property
     def launcher(self) -> bool:
@@ -113,9 +116,9 @@ def parse_traceback(f: IO[bytes], block: Block) -> Traceback | None:
             continue
         em = _EXC_RE.match(text.strip())
         if em and frames:
-            return Traceback(line, frames, text.strip(), em.group(1), (em.group(2) or "").strip())
+            return Traceback(line, frames, text.strip(), em.group(1), (em.group(2) or "").strip(), block.line)
         break
-    return Traceback(block.line, frames) if frames else None
+    return Traceback(block.line, frames, first_line=block.line) if frames else None
 
 
 def main_stack(f: IO[bytes], block: Block) -> list[str]:
@@ -168,6 +171,9 @@ def _traceback_evidence(facts: Facts, tb: Traceback, source: Source) -> Evidence
     if tb.launcher:
         return None
     rank = resolve_rank(facts, source, tb.exc_text)
+    header = facts.child_errors.get(source)
+    if header and 0 < tb.first_line - header[0] <= CHILD_HEADER_GAP:
+        rank = header[1]  # a launcher printed the child's traceback under a header naming it
     if not tb.exc_text:
         if in_collective([str(fr) for fr in tb.frames[-INNERMOST_FRAMES:]]):
             return Evidence(
@@ -187,6 +193,8 @@ def _traceback_evidence(facts: Facts, tb: Traceback, source: Source) -> Evidence
             hint,
         )
     found = classify(tb.exc_text)
+    if found and found[0].kind == DEATH:
+        return None  # a launcher's report of a child's death, kept by the scan as that child's record
     if found and found[0].kind in _EXCEPTION_LINE_KINDS:
         return Evidence(tb.line, tb.exc_text, found[0].kind, rank, found[0].name, found[0].hint)
     return Evidence(tb.line, tb.exc_text, EXCEPTION_KIND, rank, "python_exception", exception_hint(tb))

@@ -61,6 +61,7 @@ CUDA_HINT = "cuda_hint"  # the lines torch prints after a CUDA error; a GPU erro
 TRACEBACK = "traceback"
 STACK_DUMP = "stack_dump"
 # launcher and scheduler
+CHILD_ERROR = "child_error"  # a launcher's header over the traceback a child raised: it names the child
 SUMMARY = "launcher_summary"  # a torchrun failure summary section: hint says which ("first" or "others")
 RECORD = "launcher_record"  # one rank's entry in that summary
 CLOSED = "launcher_closed"
@@ -136,6 +137,7 @@ TORCH_CUDA_CHECK = ("torch", "c10/cuda/CUDAException.cpp")
 TORCH_ELASTIC = ("torch", "torch/distributed/elastic/multiprocessing/api.py")
 TORCH_ELASTIC_ERRORS = ("torch", "torch/distributed/elastic/multiprocessing/errors/__init__.py")
 TORCH_ELASTIC_AGENT = ("torch", "torch/distributed/elastic/agent/server/api.py")
+TORCH_SPAWN = ("torch", "torch/multiprocessing/spawn.py")
 NCCL_CHECKS = ("NCCL", "src/include/checks.h (CUDACHECK), src/include/cudawrap.h (CUCHECK)")
 NCCL_ERRORS = ("NCCL", "src/init.cc (ncclGetErrorString)")
 NCCL_IB = ("NCCL", "src/transport/net_ib.cc")
@@ -271,9 +273,16 @@ RULES: tuple[Rule, ...] = (
     Rule("traceback", TRACEBACK, ("Traceback",), r"^Traceback \(most recent call last\):", origin=CPYTHON),
     Rule("traceback_frame", TRACEBACK, ('File "',), r'^\s+File "[^"]*", line \d+, in ', origin=CPYTHON),  # lost header
     # -- launchers: torchrun / elastic agent, torch.distributed.launch, DeepSpeed, mpirun, horovod
+    # the elastic agent's `Received {sigval} death signal`: an int before torch 2.2, a Signals member after
     Rule("agent_signal", JOB_SIGNAL, ("ignal",),
-         r"Received \d+ death signal|SignalException: Process \d+ got signal|[Ll]auncher received a stop signal",
-         origin=TORCH_ELASTIC_AGENT),
+         r"Received (?:Signals\.)?(?:SIG[A-Z0-9]+|\d+) death signal|SignalException: Process \d+ got signal"
+         r"|[Ll]auncher received a stop signal", origin=TORCH_ELASTIC_AGENT),
+    # torch.multiprocessing.spawn: a child's death (ProcessExitedException; a plain Exception before
+    # torch 1.8) and the header of the traceback a child raised (ProcessRaisedException)
+    Rule("spawn_exited", DEATH, ("erminat",),
+         r"process (?P<rank>\d+) terminated with (?:signal (?P<sig>SIG[A-Z0-9]+)|exit code (?P<code>\d+))", origin=TORCH_SPAWN),
+    Rule("spawn_raised", CHILD_ERROR, ("erminat",), r"-- Process (?P<rank>\d+) terminated with the following error:",
+         origin=TORCH_SPAWN),
     Rule("signal_received", SIGNAL, ("ignal", "eceived SIG"),
          r"\b(?:[Rr]eceived (?:signal[: ]*)?|(?:[Gg]ot|[Cc]aught) signal[: ]*)(?:SIG[A-Z0-9]+|\d+)", origin=SIGNAL_REPORTS),
     Rule("rank_failed", DEATH, ("exit",),
@@ -558,7 +567,13 @@ LAUNCHER_FRAMES = re.compile(
     r"torch/distributed/(?:run|launch)\.py|torch/distributed/launcher/|accelerate/commands/|"
     r"deepspeed/launcher/|horovod/runner/|/bin/(?:torchrun|accelerate|deepspeed|horovodrun)\b"
 )
-LAUNCHER_EXCEPTIONS = ("ChildFailedError", "CalledProcessError", "SignalException")
+LAUNCHER_EXCEPTIONS = (
+    "ChildFailedError",
+    "CalledProcessError",
+    "SignalException",
+    "ProcessRaisedException",
+    "ProcessExitedException",
+)
 # a frame waiting in a collective: the rank is a victim, the stalled rank is elsewhere
 COLLECTIVE_FRAMES = re.compile(
     r"distributed_c10d|\b(?:all_reduce|allreduce|all_gather|reduce_scatter|broadcast|"

@@ -28,6 +28,7 @@ from faultloop.analyze.logsage.facts import (
 from faultloop.analyze.logsage.framing import DEVICE
 from faultloop.analyze.logsage.rules import (
     BUSY,
+    CHILD_ERROR,
     CLOSED,
     COLLECTIVE,
     DEATH,
@@ -378,6 +379,10 @@ def _keep(facts: Facts, rule: Rule, m: re.Match[str], ev: Evidence, source: Sour
         return
     if rule.kind == DEATH:
         _death(facts, rule, groups, ev, source)
+        return
+    if rule.kind == CHILD_ERROR:
+        facts.child_errors[source] = (ev.line, int(groups["rank"] or 0))
+        facts.several_processes = True
         return
     if rule.kind in (SUMMARY, RECORD):
         _summary(facts, rule, groups, ev, source)
