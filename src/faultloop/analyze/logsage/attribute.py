@@ -22,7 +22,9 @@ from faultloop.analyze.logsage.rules import (
     DEATH,
     DEVICE_WAIT_FRAMES,
     DONE,
+    ERRNO_RE,
     EXCEPTION_KIND,
+    EXCEPTION_MEANING,
     EXITED,
     FATAL,
     FIRST_SEQ,
@@ -35,6 +37,7 @@ from faultloop.analyze.logsage.rules import (
     PEER_LOST,
     POLICY,
     SCHEDULER_CAUSES,
+    SETUP_SEQ,
     SIGNAL,
     SIGNAL_FAULT,
     SLURM,
@@ -43,6 +46,7 @@ from faultloop.analyze.logsage.rules import (
     STOP_SIGNALS,
     SYMPTOMS,
     TIMEOUT,
+    TRANSIENT,
     WEAK_ORIGINS,
     Cause,
 )
@@ -256,27 +260,60 @@ def _crash(facts: Facts, tl: _Timeline) -> Attribution | None:
     ranked = {r: e for r, e in origins.items() if r is not None}
     if not ranked:
         ev = origins[None]
-        cause = _crash_cause(facts, None)
+        cause, meaning = _with_meaning(facts, _crash_cause(facts, None), ev)
         return _attribution(
             cause,
             [],
             tl.victims,
             [ev],
-            f"a failure that names no rank ({ev.rule}, line {ev.line})",
+            f"a failure that names no rank ({ev.rule}, line {ev.line}){meaning}",
             MEDIUM,
             "the failing line carries no rank prefix in a log of several processes",
         )
     early = sorted(r for r, e in ranked.items() if e.line < tl.first_symptom)
     primary = _first_by_failure_time(facts, early) if len(early) > 1 else [min(ranked, key=lambda r: ranked[r].line)]
     keys = [ranked[r] for r in primary]
-    cause = _crash_cause(facts, primary[0])
+    cause, meaning = _with_meaning(facts, _crash_cause(facts, primary[0]), keys[0])
     others = (tl.victims | set(ranked)) - set(primary)
     why = (
         f"rank{'s' if len(primary) > 1 else ''} {_join(primary)} failed on {'their' if len(primary) > 1 else 'its'} "
         f"own first ({keys[0].rule}, line {keys[0].line}) while the other ranks only show symptoms or were "
-        f"stopped by the launcher"
+        f"stopped by the launcher{meaning}"
     )
     return _attribution(cause, primary, others, keys, why, *_crash_confidence(facts, tl, primary, ranked, weak))
+
+
+def exception_meaning(text: str) -> tuple[str, str] | None:
+    """(origin, recoverability) of an exception line by its class or OS error number
+    (rules.EXCEPTION_MEANING), None where the table does not say."""
+    head = text.strip().split(":", 1)[0].rsplit(".", 1)[-1]
+    errno = ERRNO_RE.search(text)
+    number = int(errno.group(1)) if errno else None
+    for _, numbers, origin, recoverability in EXCEPTION_MEANING:
+        if number is not None and number in numbers:
+            return origin, recoverability
+    for classes, _, origin, recoverability in EXCEPTION_MEANING:
+        if head in classes:
+            return origin, recoverability
+    return None
+
+
+def _with_meaning(facts: Facts, cause: str, ev: Evidence) -> tuple[str, str]:
+    """The cause a program's exception leads to once its meaning and the time it happened are read:
+    an infrastructure error of a transient class after training made progress is TRANSIENT_EXC
+    (RESTART); before any progress it is a setup failure that recurs (the cause stays). The text
+    names the deciding evidence."""
+    if ev.kind != EXCEPTION_KIND or cause != Cause.WORKLOAD_EXC or not (meaning := exception_meaning(ev.text)):
+        return cause, ""
+    origin, recoverability = meaning
+    if recoverability != TRANSIENT:
+        return cause, f"; {ev.text.split(':', 1)[0]} is {origin}'s and {recoverability}"
+    if facts.progress_line < ev.line:
+        return Cause.TRANSIENT_EXC, (
+            f"; a transient {origin} error after training progress (line {facts.progress_line}: "
+            f"{facts.progress_text[:80]!r})"
+        )
+    return cause, f"; a transient {origin} error, but before any training progress: a setup failure recurs"
 
 
 def _first_by_failure_time(facts: Facts, ranks: list[int]) -> list[int]:
@@ -329,7 +366,10 @@ def _hang(facts: Facts, tl: _Timeline) -> Attribution | None:
             MEDIUM,
             "the timed-out collectives disagree; no rank is singled out",
         )
-    if Cause.SETUP_HANG in hints or (facts.first_seq is not None and facts.first_seq <= FIRST_SEQ):
+    early = facts.first_seq is not None and (
+        facts.first_seq <= FIRST_SEQ or (facts.first_seq <= SETUP_SEQ and facts.progress_line > first_timeout)
+    )
+    if Cause.SETUP_HANG in hints or early:
         return _attribution(
             Cause.SETUP_HANG,
             [],

@@ -95,5 +95,7 @@ class Facts:
     summary_section: dict[Source, str] = field(default_factory=dict)  # "first" / "others"
     pending_record: dict[Source, tuple[int, int | None]] = field(default_factory=dict)  # rank, local
     assumed: dict[int, tuple[str, str]] = field(default_factory=dict)  # rank -> (confidence, the assumption)
+    progress_line: int = NEVER  # the first line of the log's head that shows training moving on
+    progress_text: str = ""
     child_errors: dict[Source, tuple[int, int]] = field(default_factory=dict)  # launcher's header: (line, rank)
     failure_time: dict[int, str] = field(default_factory=dict)  # rank -> when torchrun's summary says it failed

@@ -119,6 +119,7 @@ class Cause(StrEnum):
     NCCL_SETUP = "NCCL_SETUP"
     DIVERGED = "DIVERGED"
     PROGRAM_ERROR = "PROGRAM_ERROR"
+    TRANSIENT_EXC = "TRANSIENT_EXC"
 
 
 # Where the lines a rule matches come from: (program, source file that prints the template).
@@ -540,6 +541,13 @@ POLICY: dict[str, Policy] = {
         "ran on without learning: nearly every step was skipped on overflow",
         blames_rank=False,
     ),
+    Cause.TRANSIENT_EXC: Policy(
+        EXCEPTION,
+        RESTART,
+        "an I/O, network, storage or timeout error of the job's infrastructure after training had made progress: "
+        "the code ran before, so the next attempt need not meet it",
+        "failed on an I/O, network or timeout error of its infrastructure after training had made progress",
+    ),
     Cause.PROGRAM_ERROR: Policy(
         OTHER,
         STOP,
@@ -562,6 +570,88 @@ EXCEPTION_CAUSES: dict[str, str] = {
     "ModuleNotFoundError": Cause.CONFIG_ERROR,
     "ImportError": Cause.CONFIG_ERROR,
 }
+# What an exception means: where it comes from (the workload's code, or the infrastructure it runs
+# on: storage, network, a remote service, the rendezvous store) and whether the next attempt may
+# recover (transient) or meets it again (deterministic), in the vocabulary of NVRx's Restart Agent
+# taxonomy. Rows: (class names, last dotted part; OS error numbers, `[Errno N]`), origin,
+# recoverability. Python's built-in exception hierarchy (Lib/exceptions), errno(3), torch's
+# torch/distributed/elastic/rendezvous/api.py and c10d's DistError family (torch/csrc/distributed/
+# c10d/exception.h). A transient class decides RESTART only after training made progress (a setup
+# failure recurs whatever its class); a deterministic one is the program's.
+WORKLOAD, INFRASTRUCTURE = "workload", "infrastructure"
+TRANSIENT, DETERMINISTIC = "transient", "deterministic"
+EXCEPTION_MEANING: tuple[tuple[tuple[str, ...], tuple[int, ...], str, str], ...] = (
+    # OS errors that a retry can outlive: I/O (5), stale NFS handle (116), timeouts (110), resets (104),
+    # unreachable networks and hosts (101, 113), a remote I/O error (121)
+    (
+        ("TimeoutError", "socket.timeout", "ReadTimeout", "ConnectTimeout", "ReadTimeoutError"),
+        (110,),
+        INFRASTRUCTURE,
+        TRANSIENT,
+    ),
+    (
+        (
+            "ConnectionResetError",
+            "ConnectionAbortedError",
+            "ConnectionError",
+            "RemoteDisconnected",
+            "IncompleteRead",
+            "ProtocolError",
+            "ChunkedEncodingError",
+        ),
+        (104, 103),
+        INFRASTRUCTURE,
+        TRANSIENT,
+    ),
+    (
+        (
+            "DistNetworkError",
+            "DistStoreError",
+            "RendezvousConnectionError",
+            "RendezvousTimeoutError",
+            "RendezvousClosedError",
+        ),
+        (101, 113),
+        INFRASTRUCTURE,
+        TRANSIENT,
+    ),
+    ((), (5, 116, 121), INFRASTRUCTURE, TRANSIENT),
+    # the program's own: they recur with the same code, data and settings
+    (
+        (
+            "ValueError",
+            "TypeError",
+            "KeyError",
+            "IndexError",
+            "AttributeError",
+            "AssertionError",
+            "NameError",
+            "ImportError",
+            "ModuleNotFoundError",
+            "NotImplementedError",
+            "ZeroDivisionError",
+            "RecursionError",
+            "UnboundLocalError",
+            "SyntaxError",
+            "FileNotFoundError",
+            "IsADirectoryError",
+            "PermissionError",
+        ),
+        (2, 13, 21, 28),
+        WORKLOAD,
+        DETERMINISTIC,
+    ),
+)
+ERRNO_RE = re.compile(r"\[Errno (-?\d+)\]")
+# a line that shows training moving on: an iteration, step or epoch counter past zero, a progress
+# bar's count past zero (tqdm: `| 18625/20000 [`), a Trainer's loss report (transformers, Lightning,
+# Megatron's `iteration 100/ 5000 |`, DeepSpeed's `step=100,`); read from the log's head
+PROGRESS_RE = re.compile(
+    r"\b(?:[Ii]ter(?:ation)?|[Ss]tep|[Ee]poch|global_step)[ :=\[]+0*[1-9]\d*|\| *0*[1-9]\d* ?/ ?\d+ \[|"
+    r"\{'loss': |\bstep=0*[1-9]\d*, skipped="
+)
+SETUP_SEQ = 8  # a collective at or below this number times out before a training step ran through
+
 # frames of a launcher's own traceback (it reports a worker's failure; the worker's lines say why)
 LAUNCHER_FRAMES = re.compile(
     r"torch/distributed/(?:run|launch)\.py|torch/distributed/launcher/|accelerate/commands/|"

@@ -43,6 +43,7 @@ from faultloop.analyze.logsage.rules import (
     KILLED,
     OOM_KIND,
     PROGRESS,
+    PROGRESS_RE,
     RECORD,
     RULES,
     SCATTERS,
@@ -148,6 +149,10 @@ def census(path: Path, facts: Facts) -> None:
                     role, inner = "rank", mpi
                 note_rank(facts, Source(int(label) if label else None, None, role, int(inner) if inner else None))
         agent_locals.update(_agent_locals(text))
+        if part is parts[0] and (m := PROGRESS_RE.search(text)):  # the head: its line numbers are the log's
+            start = text.rfind("\n", 0, m.start()) + 1
+            facts.progress_line = text.count("\n", 0, start) + 1
+            facts.progress_text = text[start : text.find("\n", m.end()) % (len(text) + 1)].strip()[:160]
         for rx in _WORLD_RES:
             for m in rx.finditer(text):
                 facts.world_size = max(facts.world_size, int(m.group(1)))
