@@ -165,6 +165,7 @@ LIBSTDCXX = ("libstdc++", "libsupc++/vterminate.cc")
 SHELL = ("bash", "jobs.c (the death of a foreground job)")
 MEGATRON = ("Megatron-LM", "megatron/training/training.py")
 TRANSFORMERS = ("transformers", "src/transformers/trainer.py")
+TQDM = ("tqdm", "tqdm/std.py (format_meter: `{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt}`)")
 TRAINING_SCRIPTS = ("training scripts", "common wording of evaluation, checkpointing and preprocessing loops")
 FAULTLOOP_WORKLOAD = ("faultloop", "src/faultloop/run/workload.py (the built-in workload's stall watchdog)")
 
@@ -209,11 +210,18 @@ RULES: tuple[Rule, ...] = (
     Rule("nccl_watchdog_stuck", TIMEOUT, ("imed out", "atchdog"),
          r"[Hh]eartbeat monitor timed out|watchdog got stuck|ProcessGroupNCCL watchdog hang", Cause.WATCHDOG_HANG, C10D_NCCL),
 
+    # the C++ backtrace of the watchdog's timeout exception (c10::Error's `frame #N:` lines), what is
+    # left where the excerpt cut its what() line
+    Rule("nccl_timeout_frame", TIMEOUT, ("Timeout",), r"ProcessGroupNCCL::WorkNCCL::checkTimeout\(", origin=C10D_NCCL),
     Rule("setup_store_timeout", TIMEOUT, ("Timeout", "imed out"),
          r"is setting up NCCL communicator and retrieving ncclUniqueId.*(?:Timeout|timed out)", Cause.SETUP_HANG, C10D_NCCL),
     Rule("dist_timeout", TIMEOUT, ("rror",), r"DistBackendError.*[Tt]ime(?:d ?out)", origin=C10D_BACKEND),
     Rule("store_timeout", TIMEOUT, ("Timeout", "rror"), r"Socket Timeout|DistStoreError.*[Tt]ime", origin=C10D_STORE),
     Rule("monitored_barrier", TIMEOUT, ("arrier",), r"Ranks? (?P<missing>[\d, ]+) failed to pass monitoredBarrier",
+         origin=C10D_GLOO),
+    # a non-root rank of a monitored barrier: the root (rank 0) never answered; it names the rank to blame
+    Rule("monitored_barrier_root", TIMEOUT, ("arrier",),
+         r"successfully reached monitoredBarrier, but received errors while waiting for send/recv from rank (?P<missing>\d+)",
          origin=C10D_GLOO),
     Rule("collective_mismatch", TIMEOUT, ("rror",), r"Error: Detected mismatch between collectives", Cause.DESYNC,
          C10D_WRAPPER),
@@ -317,9 +325,16 @@ RULES: tuple[Rule, ...] = (
     Rule("faulthandler_timeout", STACK_DUMP, ("Timeout",), r"^Timeout \(\d+:\d\d:\d\d", origin=CPYTHON_FAULTHANDLER),
     Rule("nccl_progress", PROGRESS, ("atchdog", "Timeout"), r"last enqueued (?:NCCL )?work: (?P<seq>-?\d+)", origin=C10D_NCCL),
     Rule("nccl_work", COLLECTIVE, ("SeqNum",), r"WorkNCCL\(SeqNum=\d+", origin=C10D_NCCL),
-    Rule("one_rank_work", BUSY, ("valuat", "alidat", "mAP@", "eckpoint", "okeniz"),
-         r"[Ee]valuating|[Vv]alidating|\bmAP@|[Ss]aving (?:the )?checkpoint|[Ss]aving model checkpoint|[Tt]okeniz(?:ing|er)",
+    Rule("one_rank_work", BUSY, ("valuat", "alidat", "mAP@", "eckpoint"),
+         r"[Ee]valuating|[Vv]alidating|\bmAP@|[Ss]aving (?:the )?checkpoint|[Ss]aving model checkpoint",
          origin=TRAINING_SCRIPTS),
+    # an unfinished progress bar (tqdm: `{desc}: {percentage}%|{bar}|`) whose description says what the
+    # work does: evaluate or predict, save or export, prepare, preprocess, tokenize or map a data set;
+    # work of that kind runs on one rank (rank 0 by convention, or the rank the description names)
+    Rule("one_rank_bar", BUSY, ("%|",),
+         r"^(?=[^|]*?\b(?:[Ee]valuat|[Vv]alidat|[Pp]redict|[Ii]nfer|[Gg]enerat|[Tt]est(?:ing)?\b|[Ss]av(?:e|ing)\b|"
+         r"[Ee]xport|[Pp]repar|[Pp]re-?process|[Tt]okeniz|Map\b|[Ff]ilter\b))(?:[^|]*?\brank[= ](?P<rank>\d+))?"
+         r"[^|]*?:? +(?:\d|[1-9]\d)%\|", origin=TQDM),
     Rule("checkpoint_saved", CHECKPOINT, ("eckpoint",), r"\b[Ss]aved checkpoint|checkpoint (?:saved|written)",
          origin=TRAINING_SCRIPTS),
     Rule("job_done", DONE, ("is done",), r"after training is done", Cause.DONE, MEGATRON),
