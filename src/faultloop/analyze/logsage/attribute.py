@@ -370,6 +370,19 @@ def _hang(facts: Facts, tl: _Timeline) -> Attribution | None:
         facts.first_seq <= FIRST_SEQ or (facts.first_seq <= SETUP_SEQ and facts.progress_line > first_timeout)
     )
     if Cause.SETUP_HANG in hints or early:
+        waiting = {r for r in tl.symptom_at if r is not None}
+        absent = sorted(set(range(facts.world_size)) - waiting) if len(waiting) > 1 else []
+        if len(absent) == 1:
+            return _attribution(
+                Cause.SETUP_HANG,
+                absent,
+                tl.victims,
+                keys,
+                f"ranks {_join(sorted(waiting))} waited in setup (rendezvous, store barrier or first collective) and "
+                f"rank {absent[0]} of {facts.world_size} never joined",
+                MEDIUM,
+                "the one member of the world the waiting ranks do not include",
+            )
         return _attribution(
             Cause.SETUP_HANG,
             [],

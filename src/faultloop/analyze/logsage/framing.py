@@ -52,7 +52,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("loguru_location", r"[\w.]+:[\w<>]+:\d+ - "),
     ("compose", r"(?P<service>[A-Za-z][\w.-]*?[-_]\d+) +\| "),  # docker compose `worker-1  | `
     ("kubectl", r"\[pod/(?P<pod>[\w.-]+)/[\w.-]+\] "),
-    ("ray", r"\((?:(?P<actor>[\w.]+) )?pid=(?P<raypid>\d+)(?:, ip=(?P<rayip>[\d.]+))?\) "),
+    ("ray", r"\((?:(?P<actor>[\w.-]+) )?pid=(?P<raypid>\d+)(?:, ip=(?P<rayip>[\d.]+))?\) "),
     ("host_label", rf"(?P<host>{_HOST}): "),  # pdsh, DeepSpeed's multi-node runner
 )
 _LAYER_RE = re.compile(

@@ -226,7 +226,8 @@ RULES: tuple[Rule, ...] = (
     Rule("collective_mismatch", TIMEOUT, ("rror",), r"Error: Detected mismatch between collectives", Cause.DESYNC,
          C10D_WRAPPER),
     Rule("store_barrier", TIMEOUT, ("arrier",),
-         r"Waiting in store based barrier|[Tt]imed out initializing process group in store based barrier", Cause.SETUP_HANG,
+         r"Waiting in store based barrier to initialize process group for rank: (?P<rank>\d+)|Waiting in store based barrier"
+         r"|[Tt]imed out initializing process group in store based barrier(?: on rank:? (?P<rank2>\d+))?", Cause.SETUP_HANG,
          C10D_PY),
     # -- OOM and GPU errors (before the generic NCCL/CUDA rows) ------------------------------
     Rule("dataloader_killed", OOM_KIND, ("ignal",), r"DataLoader worker \(pid \d+\) is killed by signal: Killed",
@@ -502,7 +503,6 @@ POLICY: dict[str, Policy] = {
         "the ranks never got through setup (rendezvous or first collective): a launch or environment problem "
         "that a restart repeats",
         "hung before training started (rendezvous or the first collective never completed)",
-        blames_rank=False,
     ),
     Cause.SHUTDOWN_HANG: Policy(
         HANG,

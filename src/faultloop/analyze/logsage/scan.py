@@ -349,7 +349,7 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
             if not found:
                 continue
             rule, m = found
-            named = m.groupdict().get("rank")
+            named = m.groupdict().get("rank") or m.groupdict().get("rank2")
             rank = int(named) if named is not None else resolve_rank(facts, source, text)
             if rank is None and source.role == DEVICE and rule.kind in _DEVICE_OWN_KINDS:
                 rank = _device_rank(facts, source)
