@@ -154,6 +154,8 @@ SLURM_SRUN = ("SLURM", "src/srun/launch.c, src/api/step_launch.c")
 SLURM_CGROUP = ("SLURM", "src/plugins/task/cgroup/task_cgroup_memory.c")
 OPEN_MPI = ("Open MPI", "ompi/errhandler/errhandler_predefined.c; prrte src/mca/errmgr/help-errmgr-base.txt")
 HOROVOD = ("Horovod", "horovod/runner/gloo_run.py")
+HOROVOD_COMMON = ("Horovod", "horovod/common/common.h")
+C10D_SOCKET = ("torch", "torch/csrc/distributed/c10d/socket.cpp")
 DEEPSPEED_LAUNCHER = ("DeepSpeed", "deepspeed/launcher/launch.py")
 DEEPSPEED_ENGINE = ("DeepSpeed", "deepspeed/runtime/engine.py")
 SIGNAL_REPORTS = ("Lightning, UCX", "lightning/pytorch/trainer/connectors/signal_connector.py; ucs/debug/debug.c")
@@ -216,6 +218,9 @@ RULES: tuple[Rule, ...] = (
     Rule("setup_store_timeout", TIMEOUT, ("Timeout", "imed out"),
          r"is setting up NCCL communicator and retrieving ncclUniqueId.*(?:Timeout|timed out)", Cause.SETUP_HANG, C10D_NCCL),
     Rule("dist_timeout", TIMEOUT, ("rror",), r"DistBackendError.*[Tt]ime(?:d ?out)", origin=C10D_BACKEND),
+    # the store's server waited for its clients at startup (TCPStore's waitForWorkers): setup never completed
+    Rule("store_clients", TIMEOUT, ("imed out",), r"Timed out after \d+ seconds waiting for clients\. \d+/\d+ clients joined",
+         Cause.SETUP_HANG, C10D_STORE),
     Rule("store_timeout", TIMEOUT, ("Timeout", "rror"), r"Socket Timeout|DistStoreError.*[Tt]ime", origin=C10D_STORE),
     Rule("monitored_barrier", TIMEOUT, ("arrier",), r"Ranks? (?P<missing>[\d, ]+) failed to pass monitoredBarrier",
          origin=C10D_GLOO),
@@ -261,10 +266,16 @@ RULES: tuple[Rule, ...] = (
     Rule("store_peer_lost", PEER_LOST, ("crash",),
          r"possible application crash on rank|Did the remote server shutdown or crash", origin=C10D_STORE),
     Rule("broken_pipe", PEER_LOST, ("rror",), r"BrokenPipeError|Broken pipe", origin=CPYTHON),
+    # Horovod's survivors once another rank failed (common/common.h SHUT_DOWN_ERROR): victims
+    Rule("horovod_shut_down", PEER_LOST, ("rror",), r"Error: Horovod has been shut down\. This was caused by an exception",
+         origin=HOROVOD_COMMON),
     Rule("nccl_usage", FATAL, ("rror",), r"NCCL error.*invalid (?:usage|argument) \(run with NCCL_DEBUG", Cause.WORKLOAD_EXC,
          C10D_NCCL_UTILS),
     Rule("nccl_error", PEER_LOST, ("rror",), r"NCCL error", origin=C10D_NCCL_UTILS),
     # -- the job is misconfigured or its launch environment failed: every rank fails the same way
+    # a port taken on the node (c10d's socket: `name: EADDRINUSE`; Python's `[Errno 98]`): the launch's settings
+    Rule("port_in_use", FATAL, ("rror",), r"rror\b.*(?:EADDRINUSE|[Aa]ddress already in use)", Cause.CONFIG_ERROR,
+         C10D_SOCKET),
     Rule("config_error", FATAL, ("open file", "rror"),
          r"can't open file '[^']*': \[Errno|ModuleNotFoundError: No module named|error: unrecognized arguments",
          Cause.CONFIG_ERROR, CPYTHON_IMPORT),
@@ -695,6 +706,9 @@ GATHERS = ("ALLGATHER", "_ALLGATHER_BASE", "ALLGATHER_COALESCED")
 SCATTERS = ("REDUCE_SCATTER", "_REDUCE_SCATTER_BASE")
 # a collective of the default process group: torch names it PG ID 0, older versions name no group
 DEFAULT_GROUP_RE = re.compile(r"\[PG ID 0 |^(?!.*\bPG\b)")
+# the GPU an allocator's OOM message names (c10/cuda/CUDACachingAllocator.cpp: `(GPU 1; 10.76 GiB total
+# capacity` before torch 2.1, `GPU 1 has a total capacity of` after): the rank driving it on one node
+OOM_DEVICE_RE = re.compile(r"\(GPU (\d+); |GPU (\d+) has a total capacity")
 FIRST_SEQ = 1  # a timeout at or below this collective number: the job never got going
 BUSY_WINDOW_LINES = 200  # one-rank work this close before the first timeout explains it
 

@@ -41,6 +41,7 @@ from faultloop.analyze.logsage.rules import (
     GPU_HARDWARE,
     JOB_SIGNAL,
     KILLED,
+    OOM_DEVICE_RE,
     OOM_KIND,
     PROGRESS,
     PROGRESS_RE,
@@ -353,6 +354,8 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
             rank = int(named) if named is not None else resolve_rank(facts, source, text)
             if rank is None and source.role == DEVICE and rule.kind in _DEVICE_OWN_KINDS:
                 rank = _device_rank(facts, source)
+            if rank is None and rule.kind == OOM_KIND and (gpu := OOM_DEVICE_RE.search(text)):
+                rank = _device_rank(facts, source._replace(role=DEVICE, inner=int(gpu.group(1) or gpu.group(2))))
             if rank is None and rule.kind == COLLECTIVE and unranked(facts, source) and previous[0] == hit.line - 1:
                 rank = previous[1]  # the rest of a wrapped line
             previous = (hit.line, rank)
