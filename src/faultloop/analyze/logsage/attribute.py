@@ -207,6 +207,18 @@ def _stopped_from_outside(facts: Facts, tl: _Timeline) -> Attribution | None:
     stop = job.get(Cause.CANCELLED) or next((ev for (k, _), ev in facts.first.items() if k == JOB_SIGNAL), None)
     first_origin = min((e.line for e in (*tl.origin_at.values(), *tl.weak_at.values())), default=NEVER)
     if stop and stop.line < min(first_origin, tl.first_symptom):
+        done = _evidence_of(facts, DONE)[:1]
+        if done and done[0].line < stop.line:
+            return _attribution(
+                Cause.SHUTDOWN_HANG,
+                [],
+                tl.victims,
+                [*done, stop],
+                "the application reported that training finished, then the job was stopped from outside: it hung "
+                "on the way out",
+                MEDIUM,
+                "the stop came after the application's own 'done' line",
+            )
         return _attribution(
             Cause.CANCELLED,
             [],

@@ -138,6 +138,7 @@ TORCH_CUDA_CHECK = ("torch", "c10/cuda/CUDAException.cpp")
 TORCH_ELASTIC = ("torch", "torch/distributed/elastic/multiprocessing/api.py")
 TORCH_ELASTIC_ERRORS = ("torch", "torch/distributed/elastic/multiprocessing/errors/__init__.py")
 TORCH_ELASTIC_AGENT = ("torch", "torch/distributed/elastic/agent/server/api.py")
+TORCH_RENDEZVOUS = ("torch", "torch/distributed/elastic/rendezvous/api.py, dynamic_rendezvous.py")
 TORCH_SPAWN = ("torch", "torch/multiprocessing/spawn.py")
 NCCL_CHECKS = ("NCCL", "src/include/checks.h (CUDACHECK), src/include/cudawrap.h (CUCHECK)")
 NCCL_ERRORS = ("NCCL", "src/init.cc (ncclGetErrorString)")
@@ -200,6 +201,8 @@ RULES: tuple[Rule, ...] = (
     Rule("node_fail", SLURM, ("CANCELLED", "ailure"), r"CANCELLED.*DUE TO NODE FAIL|[Nn]ode failure", Cause.NODE_FAIL,
          SLURM_SRUN),
     Rule("cancelled", SLURM, ("CANCELLED",), r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED", Cause.CANCELLED, SLURM_STEPD),
+    # the same line cut after its node (an excerpt's last line): slurmstepd prints it only to end the step
+    Rule("cancelled_cut", SLURM, ("rror",), r"rror: \*\*\* (?:JOB|STEP) \S+ ON(?: \S+)?\s*$", Cause.CANCELLED, SLURM_STEPD),
     Rule("step_teardown", STOPPING, ("erminat", "borted"), r"Terminating StepId|forcing job termination|Job step aborted",
          origin=SLURM_SRUN),
     # -- network errors on a line that also says "failed or timed out" (NCCL's flattened reports)
@@ -280,6 +283,9 @@ RULES: tuple[Rule, ...] = (
          r"can't open file '[^']*': \[Errno|ModuleNotFoundError: No module named|error: unrecognized arguments",
          Cause.CONFIG_ERROR, CPYTHON_IMPORT),
     Rule("mpi_fatal", FATAL, ("rror",), r"\*\*\* An error occurred in MPI_", Cause.LAUNCH_ENV, OPEN_MPI),
+    # the elastic agent could not rendezvous with its peers: no worker was started (a launch failure)
+    Rule("rendezvous_failed", FATAL, ("rror",), r"Rendezvous(?:Connection|Timeout|Closed|)Error\b", Cause.LAUNCH_ENV,
+         TORCH_RENDEZVOUS),
     # -- fatal errors (faulthandler, shells, C++ runtime) -------------------------------------
     Rule("fatal_segv", FATAL, ("rror",), r"Fatal Python error: Segmentation fault", Cause.SEGFAULT, CPYTHON_FAULTHANDLER),
     Rule("fatal_bus", FATAL, ("rror",), r"Fatal Python error: Bus error", Cause.SEGFAULT, CPYTHON_FAULTHANDLER),
@@ -545,8 +551,9 @@ POLICY: dict[str, Policy] = {
     Cause.LAUNCH_ENV: Policy(
         OTHER,
         STOP,
-        "the launch environment failed (MPI could not initialize): a restart with the same settings fails the same way",
-        "could not initialize its launch environment (MPI)",
+        "the launcher failed before its workers ran (MPI could not initialize, the elastic agent could not "
+        "rendezvous with its peers): a restart with the same settings fails the same way",
+        "could not set up its launch (MPI initialization or the elastic agent's rendezvous)",
         blames_rank=False,
     ),
     Cause.DATA_ERROR: Policy(
@@ -600,74 +607,29 @@ EXCEPTION_CAUSES: dict[str, str] = {
 # on: storage, network, a remote service, the rendezvous store) and whether the next attempt may
 # recover (transient) or meets it again (deterministic), in the vocabulary of NVRx's Restart Agent
 # taxonomy. Rows: (class names, last dotted part; OS error numbers, `[Errno N]`), origin,
-# recoverability. Python's built-in exception hierarchy (Lib/exceptions), errno(3), torch's
-# torch/distributed/elastic/rendezvous/api.py and c10d's DistError family (torch/csrc/distributed/
-# c10d/exception.h). A transient class decides RESTART only after training made progress (a setup
+# recoverability. From Python's built-in exception hierarchy, errno(3), the requests/urllib3 errors
+# and c10d's DistError family (torch/csrc/distributed/c10d/exception.h). A transient class decides RESTART only after training made progress (a setup
 # failure recurs whatever its class); a deterministic one is the program's.
 WORKLOAD, INFRASTRUCTURE = "workload", "infrastructure"
 TRANSIENT, DETERMINISTIC = "transient", "deterministic"
+# fmt: off
 EXCEPTION_MEANING: tuple[tuple[tuple[str, ...], tuple[int, ...], str, str], ...] = (
-    # OS errors that a retry can outlive: I/O (5), stale NFS handle (116), timeouts (110), resets (104),
+    # OS errors that a retry can outlive: I/O (5), stale NFS handle (116), timeouts (110), resets (104, 103),
     # unreachable networks and hosts (101, 113), a remote I/O error (121)
-    (
-        ("TimeoutError", "socket.timeout", "ReadTimeout", "ConnectTimeout", "ReadTimeoutError"),
-        (110,),
-        INFRASTRUCTURE,
-        TRANSIENT,
-    ),
-    (
-        (
-            "ConnectionResetError",
-            "ConnectionAbortedError",
-            "ConnectionError",
-            "RemoteDisconnected",
-            "IncompleteRead",
-            "ProtocolError",
-            "ChunkedEncodingError",
-        ),
-        (104, 103),
-        INFRASTRUCTURE,
-        TRANSIENT,
-    ),
-    (
-        (
-            "DistNetworkError",
-            "DistStoreError",
-            "RendezvousConnectionError",
-            "RendezvousTimeoutError",
-            "RendezvousClosedError",
-        ),
-        (101, 113),
-        INFRASTRUCTURE,
-        TRANSIENT,
-    ),
+    (("TimeoutError", "timeout", "ReadTimeout", "ConnectTimeout", "ReadTimeoutError"), (110,),
+     INFRASTRUCTURE, TRANSIENT),
+    (("ConnectionResetError", "ConnectionAbortedError", "ConnectionError", "RemoteDisconnected", "IncompleteRead",
+      "ProtocolError", "ChunkedEncodingError"), (104, 103), INFRASTRUCTURE, TRANSIENT),
+    (("DistNetworkError", "DistStoreError"), (101, 113), INFRASTRUCTURE, TRANSIENT),
     ((), (5, 116, 121), INFRASTRUCTURE, TRANSIENT),
-    # the program's own: they recur with the same code, data and settings
-    (
-        (
-            "ValueError",
-            "TypeError",
-            "KeyError",
-            "IndexError",
-            "AttributeError",
-            "AssertionError",
-            "NameError",
-            "ImportError",
-            "ModuleNotFoundError",
-            "NotImplementedError",
-            "ZeroDivisionError",
-            "RecursionError",
-            "UnboundLocalError",
-            "SyntaxError",
-            "FileNotFoundError",
-            "IsADirectoryError",
-            "PermissionError",
-        ),
-        (2, 13, 21, 28),
-        WORKLOAD,
-        DETERMINISTIC,
-    ),
+    # the program's own: they recur with the same code, data and settings (a missing file (2), access (13),
+    # a directory for a file (21), a full disk (28))
+    (("ValueError", "TypeError", "KeyError", "IndexError", "AttributeError", "AssertionError", "NameError",
+      "ImportError", "ModuleNotFoundError", "NotImplementedError", "ZeroDivisionError", "RecursionError",
+      "UnboundLocalError", "SyntaxError", "FileNotFoundError", "IsADirectoryError", "PermissionError"),
+     (2, 13, 21, 28), WORKLOAD, DETERMINISTIC),
 )
+# fmt: on
 ERRNO_RE = re.compile(r"\[Errno (-?\d+)\]")
 # a line that shows training moving on: an iteration, step or epoch counter past zero, a progress
 # bar's count past zero (tqdm: `| 18625/20000 [`), a Trainer's loss report (transformers, Lightning,
