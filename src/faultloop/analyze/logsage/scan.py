@@ -66,6 +66,7 @@ from faultloop.analyze.logsage.rules import (
 from faultloop.signals import exit_signal, signal_name, srun_signal
 
 CENSUS_BYTES = 2 << 20
+PROGRESS_BYTES = 256 << 10  # how far into the log a sign of training progress is looked for
 MAX_BLOCKS_PER_SOURCE = {TRACEBACK: 2, STACK_DUMP: 16, SUMMARY: 2}  # a node label's source holds every rank's dump
 FRAME_RUN_LINES = 6  # frame lines this close together belong to one traceback
 # faulthandler's header of a dump_traceback_later dump (CPython's faulthandler.c, "Timeout (%s)!")
@@ -150,7 +151,8 @@ def census(path: Path, facts: Facts) -> None:
                     role, inner = "rank", mpi
                 note_rank(facts, Source(int(label) if label else None, None, role, int(inner) if inner else None))
         agent_locals.update(_agent_locals(text))
-        if part is parts[0] and (m := PROGRESS_RE.search(text)):  # the head: its line numbers are the log's
+        # the head's first bytes (a run's first steps; all of an excerpt): their line numbers are the log's
+        if part is parts[0] and (m := PROGRESS_RE.search(text, 0, PROGRESS_BYTES)):
             start = text.rfind("\n", 0, m.start()) + 1
             facts.progress_line = text.count("\n", 0, start) + 1
             facts.progress_text = text[start : text.find("\n", m.end()) % (len(text) + 1)].strip()[:160]
