@@ -831,3 +831,24 @@ def test_spawn_names_the_child_whose_traceback_it_prints(header: str) -> None:
     ]
     v = logsage.analyze_log(lines, logsage.Settings(prefilter="python"))
     assert (v.fault_category, v.restart, v.primary_ranks) == ("exception", STOP, [2])
+
+
+def _timed_out(rank: int, op: str) -> str:
+    return (
+        f"[rank{rank}]:[E1201 10:00:00.000000 1 ProcessGroupNCCL.cpp:1] [Rank {rank}] Watchdog caught collective "
+        f"operation timeout: WorkNCCL(SeqNum=512, OpType={op}, NumelIn=1000, NumelOut=1000, Timeout(ms)=600000) "
+        "ran for 600010 milliseconds before timing out."
+    )
+
+
+@pytest.mark.parametrize(
+    "ops, culprit",
+    [
+        (["ALLREDUCE", "ALLREDUCE", "BROADCAST", "ALLREDUCE"], [2]),  # the odd collective out
+        (["ALLREDUCE", "ALLREDUCE", "BROADCAST", "BROADCAST"], []),  # two against two: nobody singled out
+    ],
+)
+def test_the_odd_collective_out_names_the_desynchronized_rank(ops: list[str], culprit: list[int]) -> None:
+    lines = ["[rank0]:iteration 100 loss 1.0", *(_timed_out(r, op) for r, op in enumerate(ops))]
+    v = logsage.analyze_log(lines, logsage.Settings(prefilter="python"))
+    assert (v.fault_category, v.restart, v.primary_ranks) == ("hang", STOP, culprit)

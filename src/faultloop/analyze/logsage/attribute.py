@@ -369,14 +369,18 @@ def _hang(facts: Facts, tl: _Timeline) -> Attribution | None:
             )
             or "a collective mismatch was reported"
         )
+        odd = _odd_collective_out(facts, desynced)
         return _attribution(
             Cause.DESYNC,
-            [],
+            odd,
             tl.victims,
             keys,
-            f"ranks waited in different collectives ({what})",
+            f"ranks waited in different collectives ({what})"
+            + (f"; rank {odd[0]} alone issued its collective, every other rank another one" if odd else ""),
             MEDIUM,
-            "the timed-out collectives disagree; no rank is singled out",
+            "the one rank whose collective differs from all the others'"
+            if odd
+            else "the timed-out collectives disagree; no rank is singled out",
         )
     early = facts.first_seq is not None and (
         facts.first_seq <= FIRST_SEQ or (facts.first_seq <= SETUP_SEQ and facts.progress_line > first_timeout)
@@ -421,6 +425,17 @@ def _hang(facts: Facts, tl: _Timeline) -> Attribution | None:
     else:
         cause = _hang_cause(facts, primary[0]) if len(primary) == 1 else Cause.HANG
     return _attribution(cause, primary, tl.victims, keys, why, level, level_reason)
+
+
+def _odd_collective_out(facts: Facts, desynced: dict[int, set[tuple[str, str | None]]]) -> list[int]:
+    """The rank whose timed-out collective differs from all the others' at the same SeqNum, where
+    the others agree on one (the desync's culprit: the rank that took another code path)."""
+    for seq in sorted(desynced):
+        groups = [ranks for (s, _, _), ranks in facts.collective_ranks.items() if s == seq]
+        alone = [ranks for ranks in groups if len(ranks) == 1]
+        if len(groups) == 2 and len(alone) == 1 and sum(map(len, groups)) >= 3:
+            return sorted(alone[0])
+    return []
 
 
 def _busy_rank(facts: Facts, tl: _Timeline, busy: Evidence, stalled: list[int]) -> tuple[list[int], str, str] | None:

@@ -90,6 +90,8 @@ class Facts:
     main_stacks: dict[int, list[str]] = field(default_factory=dict)  # first stack dump per rank
     loose_stacks: list[list[str]] = field(default_factory=list)  # dumps whose rank the prefixes do not tell
     collectives: dict[int, set[tuple[str, str | None]]] = field(default_factory=dict)  # SeqNum -> (op, numel)
+    # (SeqNum, op, numel) -> the ranks that timed out on it: the odd collective out names its rank
+    collective_ranks: dict[tuple[int, str, str | None], set[int]] = field(default_factory=dict)
     first_seq: int | None = None  # the lowest collective number a rank timed out on
     last_busy: Evidence | None = None  # the latest one-rank work (evaluation, saving...) before any timeout
     summary_section: dict[Source, str] = field(default_factory=dict)  # "first" / "others"

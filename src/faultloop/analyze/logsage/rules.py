@@ -512,7 +512,6 @@ POLICY: dict[str, Policy] = {
         STOP,
         "ranks issued different collectives (desync): a code-path bug that recurs",
         "desynchronized: ranks waited in different collectives at the same sequence number",
-        blames_rank=False,
     ),
     Cause.SETUP_HANG: Policy(
         HANG,

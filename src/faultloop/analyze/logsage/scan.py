@@ -432,6 +432,8 @@ def _collective(facts: Facts, ev: Evidence) -> None:
         seq = int(work.group(1))
         if len(facts.collectives) < MAX_EVIDENCE:
             facts.collectives.setdefault(seq, set()).add((work.group(2), work.group(3)))
+            if ev.rank is not None:
+                facts.collective_ranks.setdefault((seq, work.group(2), work.group(3)), set()).add(ev.rank)
         facts.first_seq = seq if facts.first_seq is None else min(facts.first_seq, seq)
         facts.world_size = max(facts.world_size, _group_size(work, ev.text))
 
