@@ -852,3 +852,22 @@ def test_the_odd_collective_out_names_the_desynchronized_rank(ops: list[str], cu
     lines = ["[rank0]:iteration 100 loss 1.0", *(_timed_out(r, op) for r, op in enumerate(ops))]
     v = logsage.analyze_log(lines, logsage.Settings(prefilter="python"))
     assert (v.fault_category, v.restart, v.primary_ranks) == ("hang", STOP, culprit)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["  Process name: [[50371,1],2]", "   Process name: [prterun-node07-147515@1,2]"],  # Open MPI 4 and 5
+)
+def test_mpirun_names_the_first_process_to_exit(name: str) -> None:
+    """mpirun's block says which process exited first: the culprit, whose peers only lost it."""
+    lines = [
+        "[1,0]<stderr>:RuntimeError: Horovod has been shut down. This was caused by an exception on one of the ranks",
+        "[1,1]<stderr>:RuntimeError: Horovod has been shut down. This was caused by an exception on one of the ranks",
+        "mpirun detected that one or more processes exited with non-zero status, thus causing",
+        "the job to be terminated. The first process to do so was:",
+        "",
+        name,
+        "  Exit code:    1",
+    ]
+    v = logsage.analyze_log(lines, logsage.Settings(prefilter="python"))
+    assert (v.restart, v.primary_ranks) == (STOP, [2])

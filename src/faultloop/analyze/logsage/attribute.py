@@ -534,18 +534,19 @@ def _peer_lost(facts: Facts, tl: _Timeline) -> Attribution | None:
     silent = sorted(
         r
         for r, ex in facts.exits.items()
-        if r not in tl.symptom_at and r not in tl.stopped_at and ex.signal and not ex.stopped
+        if r not in tl.symptom_at and r not in tl.stopped_at and (ex.signal or ex.first) and not ex.stopped
     )
     if silent:
         rank = silent[0]
+        ended = facts.exits[rank].signal or f"exit code {facts.exits[rank].exitcode}"
         return _attribution(
             _crash_cause(facts, rank),
             [rank],
             victims - {rank},
             keys,
-            f"rank {rank} died without a word ({facts.exits[rank].signal}) while its peers lost their connection to it",
+            f"rank {rank} ended ({ended}) by its launcher's word while its peers lost their connection to it",
             HIGH if len(silent) == 1 else MEDIUM,
-            "the launcher's record of its death by a signal" if len(silent) == 1 else "several ranks died by a signal",
+            "the launcher's record of its end" if len(silent) == 1 else "several ranks ended by their launchers' word",
         )
     known = set(range(facts.world_size)) | seen_ranks(facts)
     world = known | set(range(max(known | victims, default=-1) + 1))

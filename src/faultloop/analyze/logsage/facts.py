@@ -38,6 +38,7 @@ class Exit:
     pid: int | None = None
     line: int = NEVER
     stopped: bool = False  # ended by the teardown after another rank failed: a victim
+    first: bool = False  # the launcher named it the first to fail (mpirun's first non-zero exit)
 
 
 @dataclass

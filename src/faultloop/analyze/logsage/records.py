@@ -22,6 +22,9 @@ from faultloop.analyze.logsage.rules import (
     DEATH,
     EXCEPTION_CAUSES,
     EXCEPTION_KIND,
+    FIRST_EXIT,
+    FIRST_EXIT_CODE_RE,
+    FIRST_EXIT_NAME_RE,
     GPU,
     GPU_HARDWARE,
     LAUNCHER_EXCEPTIONS,
@@ -35,9 +38,10 @@ from faultloop.analyze.logsage.rules import (
     TRACEBACK_CUT,
     Cause,
 )
-from faultloop.analyze.logsage.scan import add, classify, drop, resolve_rank, split_prefix
+from faultloop.analyze.logsage.scan import add, classify, drop, record_exit, resolve_rank, split_prefix
 
 BLOCK_LINES = 400
+FIRST_EXIT_LINES = 6  # how far below mpirun's first-exit header its process name and exit code stand
 CHILD_HEADER_GAP = 2  # a launcher's header line this close above a traceback names its child
 INNERMOST_FRAMES = 3  # how deep into a traceback "where it failed" looks
 # the exception line's classification is kept when it names one of these; else it is the program's
@@ -215,11 +219,38 @@ def summary_times(f: IO[bytes], block: Block) -> dict[int, str]:
     return times
 
 
+def _first_exit(facts: Facts, f: IO[bytes], block: Block) -> None:
+    """mpirun's first process to exit non-zero: its rank and exit status (a few lines below the
+    header, whatever source prefixes them: mpirun prints the block itself)."""
+    rank = code = None
+    for i, raw in enumerate(_read_block(f, block.offset)):
+        _, text = split_prefix(raw)
+        if i > FIRST_EXIT_LINES:
+            break
+        if m := FIRST_EXIT_NAME_RE.match(text):
+            rank = int(m.group(1))
+        elif (m := FIRST_EXIT_CODE_RE.match(text)) and rank is not None:
+            code = int(m.group(1))
+            ev = Evidence(
+                block.line + i,
+                f"mpirun: the first process to exit non-zero was rank {rank} (exit code {code})",
+                DEATH,
+                rank,
+                "mpirun_first_exit",
+            )
+            record_exit(facts, rank, ev, code, None)
+            facts.exits[rank].first = True
+            return
+
+
 def read_blocks(path: Path, facts: Facts) -> None:
     """Parse the tracebacks, stack dumps and torchrun summary sections found by the scan; turn them
     into evidence (and the summaries' failure times)."""
     with open(path, "rb") as f:
         for block in facts.blocks:
+            if block.kind == FIRST_EXIT:
+                _first_exit(facts, f, block)
+                continue
             if block.kind == SUMMARY:
                 for failed, when in summary_times(f, block).items():
                     facts.failure_time.setdefault(failed, when)

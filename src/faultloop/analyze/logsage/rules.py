@@ -61,6 +61,7 @@ CUDA_HINT = "cuda_hint"  # the lines torch prints after a CUDA error; a GPU erro
 TRACEBACK = "traceback"
 STACK_DUMP = "stack_dump"
 # launcher and scheduler
+FIRST_EXIT = "launcher_first_exit"  # mpirun's block naming the first process to exit non-zero (read after the scan)
 CHILD_ERROR = "child_error"  # a launcher's header over the traceback a child raised: it names the child
 SUMMARY = "launcher_summary"  # a torchrun failure summary section: hint says which ("first" or "others")
 RECORD = "launcher_record"  # one rank's entry in that summary
@@ -154,6 +155,7 @@ SLURM_STEPD = ("SLURM", "src/slurmd/slurmstepd/req.c")
 SLURM_SRUN = ("SLURM", "src/srun/launch.c, src/api/step_launch.c")
 SLURM_CGROUP = ("SLURM", "src/plugins/task/cgroup/task_cgroup_memory.c")
 OPEN_MPI = ("Open MPI", "ompi/errhandler/errhandler_predefined.c; prrte src/mca/errmgr/help-errmgr-base.txt")
+OPEN_MPI_RUN = ("Open MPI", "orte/tools/orterun/help-orterun.txt (4.x); prrte src/prted/help-prterun.txt (5.x)")
 HOROVOD = ("Horovod", "horovod/runner/gloo_run.py")
 HOROVOD_COMMON = ("Horovod", "horovod/common/common.h")
 C10D_SOCKET = ("torch", "torch/csrc/distributed/c10d/socket.cpp")
@@ -317,6 +319,10 @@ RULES: tuple[Rule, ...] = (
     Rule("mpirun_signal", DEATH, ("ignal",),
          r"noticed that process rank (?P<rank>\d+) with PID (?:(?P<pid>\d+)|x+) on node \S+ exited on signal (?P<sig>\d+)",
          origin=OPEN_MPI),
+    # mpirun's (Open MPI 4 orterun, 5 prterun) report of the first process to exit non-zero; its
+    # `Process name: [[jobid,1],RANK]` / `[prterun-host-pid@1,RANK]` and `Exit code:` lines follow
+    Rule("mpirun_first_exit", FIRST_EXIT, ("exit",),
+         r"detected that one or more processes exited with non-zero status", origin=OPEN_MPI_RUN),
     Rule("horovod_exit", DEATH, ("exit",), r"Process (?P<rank>\d+) exit with status code (?P<code>-?\d+)", origin=HOROVOD),
     Rule("deepspeed_exit", DEATH, ("exit",), r"(?:--local_rank=(?P<local>\d+).*)?exits with return code = (?P<code>-?\d+)",
          origin=DEEPSPEED_LAUNCHER),
@@ -670,6 +676,9 @@ DEFAULT_GROUP_RE = re.compile(r"\[PG ID 0 |^(?!.*\bPG\b)")
 # the GPU an allocator's OOM message names (c10/cuda/CUDACachingAllocator.cpp: `(GPU 1; 10.76 GiB total
 # capacity` before torch 2.1, `GPU 1 has a total capacity of` after): the rank driving it on one node
 OOM_DEVICE_RE = re.compile(r"\(GPU (\d+); |GPU (\d+) has a total capacity")
+# the lines under mpirun's first-exit header: the process's rank (the last number of its name) and status
+FIRST_EXIT_NAME_RE = re.compile(r"^\s*Process name: \[(?:\[[\d.]+,\d+\]|[^\]@\s]+@\d+),(\d+)\]")
+FIRST_EXIT_CODE_RE = re.compile(r"^\s*Exit code:\s+(-?\d+)")
 FIRST_SEQ = 1  # a timeout at or below this collective number: the job never got going
 BUSY_WINDOW_LINES = 200  # one-rank work this close before the first timeout explains it
 

@@ -36,6 +36,7 @@ from faultloop.analyze.logsage.rules import (
     DIVERGED,
     DIVERGED_SKIP_SHARE,
     EXITED,
+    FIRST_EXIT,
     GATHERS,
     GPU,
     GPU_HARDWARE,
@@ -67,7 +68,8 @@ from faultloop.signals import exit_signal, signal_name, srun_signal
 
 CENSUS_BYTES = 2 << 20
 PROGRESS_BYTES = 256 << 10  # how far into the log a sign of training progress is looked for
-MAX_BLOCKS_PER_SOURCE = {TRACEBACK: 2, STACK_DUMP: 16, SUMMARY: 2}  # a node label's source holds every rank's dump
+# a node label's source holds every rank's dump
+MAX_BLOCKS_PER_SOURCE = {TRACEBACK: 2, STACK_DUMP: 16, SUMMARY: 2, FIRST_EXIT: 1}
 FRAME_RUN_LINES = 6  # frame lines this close together belong to one traceback
 # faulthandler's header of a dump_traceback_later dump (CPython's faulthandler.c, "Timeout (%s)!")
 DUMP_HEADER_RE = re.compile(r"Timeout \(\d+:\d\d:\d\d(?:\.\d+)?\)!")
@@ -152,10 +154,10 @@ def census(path: Path, facts: Facts) -> None:
                 note_rank(facts, Source(int(label) if label else None, None, role, int(inner) if inner else None))
         agent_locals.update(_agent_locals(text))
         # the head's first bytes (a run's first steps; all of an excerpt): their line numbers are the log's
-        if part is parts[0] and (m := PROGRESS_RE.search(text, 0, PROGRESS_BYTES)):
-            start = text.rfind("\n", 0, m.start()) + 1
+        if part is parts[0] and (progress := PROGRESS_RE.search(text, 0, PROGRESS_BYTES)):
+            start = text.rfind("\n", 0, progress.start()) + 1
             facts.progress_line = text.count("\n", 0, start) + 1
-            facts.progress_text = text[start : text.find("\n", m.end()) % (len(text) + 1)].strip()[:160]
+            facts.progress_text = text[start : text.find("\n", progress.end()) % (len(text) + 1)].strip()[:160]
         for rx in _WORLD_RES:
             for m in rx.finditer(text):
                 facts.world_size = max(facts.world_size, int(m.group(1)))
@@ -373,6 +375,12 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
                     facts.blocks.append(Block(rule.kind, hit.line, hit.offset, source, headless))
                 if rule.kind == TRACEBACK:
                     continue
+            if rule.kind == FIRST_EXIT:
+                if block_count.get((FIRST_EXIT, source), 0) < MAX_BLOCKS_PER_SOURCE[FIRST_EXIT]:
+                    block_count[(FIRST_EXIT, source)] = 1
+                    facts.blocks.append(Block(FIRST_EXIT, hit.line, hit.offset, source))
+                facts.several_processes = True
+                continue
             if rule.kind == SUMMARY and block_count.get((SUMMARY, source), 0) < MAX_BLOCKS_PER_SOURCE[SUMMARY]:
                 block_count[(SUMMARY, source)] = block_count.get((SUMMARY, source), 0) + 1
                 facts.blocks.append(Block(SUMMARY, hit.line, hit.offset, source))  # its records' times
