@@ -871,3 +871,33 @@ def test_mpirun_names_the_first_process_to_exit(name: str) -> None:
     ]
     v = logsage.analyze_log(lines, logsage.Settings(prefilter="python"))
     assert (v.restart, v.primary_ranks) == (STOP, [2])
+
+
+@pytest.mark.parametrize(
+    "lines, restart, deciding",
+    [
+        # a transient infrastructure error with nothing saying it came during setup: transient
+        (["OSError: [Errno 116] Stale file handle"], RESTART, "nothing says it came during setup"),
+        # after training progress: transient, and the progress line is named
+        (["iteration 200/1000 | loss 2.1", "TimeoutError: timed out"], RESTART, "after training progress (line 1"),
+        # after the launch with no progress between: a setup failure
+        (["NCCL INFO Bootstrap : Using eth0", "TimeoutError: timed out"], STOP, "after the launch (line 1)"),
+        # raised in setup code, whatever its class
+        (
+            [
+                "Traceback (most recent call last):",
+                '  File "/t/torch/distributed/distributed_c10d.py", line 1, in init_process_group',
+                "    raise error",
+                "torch.distributed.DistNetworkError: The client socket has timed out after 1800000ms",
+            ],
+            STOP,
+            "raised in setup code",
+        ),
+        # a deterministic class is the program's, progress or not
+        (["iteration 200/1000 | loss 2.1", "KeyError: 'labels'"], STOP, "KeyError is deterministic"),
+    ],
+)
+def test_an_errors_meaning_and_time_decide_its_restart(lines: list[str], restart: str, deciding: str) -> None:
+    v = logsage.analyze_log(lines, logsage.Settings(prefilter="python"))
+    assert (v.fault_category, v.restart) == ("exception", restart)
+    assert deciding in v.detail, v.detail

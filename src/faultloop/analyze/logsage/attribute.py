@@ -311,21 +311,33 @@ def exception_meaning(text: str) -> tuple[str, str] | None:
 
 
 def _with_meaning(facts: Facts, cause: str, ev: Evidence) -> tuple[str, str]:
-    """The cause a program's exception leads to once its meaning and the time it happened are read:
-    an infrastructure error of a transient class after training made progress is TRANSIENT_EXC
-    (RESTART); before any progress it is a setup failure that recurs (the cause stays). The text
-    names the deciding evidence."""
-    if ev.kind != EXCEPTION_KIND or cause != Cause.WORKLOAD_EXC or not (meaning := exception_meaning(ev.text)):
+    """The cause a program's exception leads to once its meaning and its time are read. A
+    deterministic class is the program's (the cause stays). A transient infrastructure class is
+    TRANSIENT_EXC (RESTART) unless something says it happened during setup: it was raised in setup
+    code (SETUP_EXC already), or the log shows the launch and no training progress between it and
+    the failure (SETUP_EXC, STOP). The text names the deciding evidence."""
+    if ev.kind != EXCEPTION_KIND or cause not in (Cause.WORKLOAD_EXC, Cause.SETUP_EXC):
+        return cause, ""
+    meaning = exception_meaning(ev.text)
+    if cause == Cause.SETUP_EXC:
+        return cause, "; it was raised in setup code (process group, rendezvous or store)"
+    if not meaning:
         return cause, ""
     origin, recoverability = meaning
+    what = ev.text.split(":", 1)[0].rsplit(".", 1)[-1]
     if recoverability != TRANSIENT:
-        return cause, f"; {ev.text.split(':', 1)[0]} is {origin}'s and {recoverability}"
+        return cause, f"; {what} is {recoverability}, the {origin}'s own"
     if facts.progress_line < ev.line:
         return Cause.TRANSIENT_EXC, (
-            f"; a transient {origin} error after training progress (line {facts.progress_line}: "
+            f"; {what} is a transient {origin} error, after training progress (line {facts.progress_line}: "
             f"{facts.progress_text[:80]!r})"
         )
-    return cause, f"; a transient {origin} error, but before any training progress: a setup failure recurs"
+    if facts.launch_line < ev.line:
+        return Cause.SETUP_EXC, (
+            f"; {what} is a transient {origin} error, but it came after the launch (line {facts.launch_line}) "
+            "with no training progress between: a setup failure recurs"
+        )
+    return Cause.TRANSIENT_EXC, f"; {what} is a transient {origin} error, and nothing says it came during setup"
 
 
 def _first_by_failure_time(facts: Facts, ranks: list[int]) -> list[int]:

@@ -100,5 +100,6 @@ class Facts:
     assumed: dict[int, tuple[str, str]] = field(default_factory=dict)  # rank -> (confidence, the assumption)
     progress_line: int = NEVER  # the first line of the log's head that shows training moving on
     progress_text: str = ""
+    launch_line: int = NEVER  # the first line of the log's head that a launch prints (store barrier, NCCL bootstrap)
     child_errors: dict[Source, tuple[int, int]] = field(default_factory=dict)  # launcher's header: (line, rank)
     failure_time: dict[int, str] = field(default_factory=dict)  # rank -> when torchrun's summary says it failed

@@ -32,6 +32,7 @@ from faultloop.analyze.logsage.rules import (
     NETWORK_KIND,
     OOM_KIND,
     PEER_LOST,
+    SETUP_FRAMES,
     STACK_DUMP,
     SUMMARY,
     TIMEOUT,
@@ -153,7 +154,8 @@ def exception_hint(tb: Traceback) -> str:
     raised by a signal handler (a signal in the message or the innermost function) ->
     SIGNAL_EXC; no message and the innermost line is not a `raise` (an exception injected from
     outside, e.g. PyThreadState_SetAsyncExc) -> ASYNC_EXC; raised while reading data ->
-    DATA_ERROR; anything else is the program's own exception -> WORKLOAD_EXC.
+    DATA_ERROR; raised in code that only runs while the job sets up (process group, rendezvous,
+    store) -> SETUP_EXC; anything else is the program's own exception -> WORKLOAD_EXC.
     """
     cls = tb.exc_class.rsplit(".", 1)[-1]
     if cls in EXCEPTION_CAUSES:
@@ -165,6 +167,8 @@ def exception_hint(tb: Traceback) -> str:
         return Cause.ASYNC_EXC
     if DATA_FRAMES.search(tb.innermost) or DATA_FRAMES.search(tb.message):
         return Cause.DATA_ERROR
+    if any(SETUP_FRAMES.search(f"{fr.file} {fr.func}") for fr in tb.frames):
+        return Cause.SETUP_EXC  # raised in code that only runs while the job sets up
     return Cause.WORKLOAD_EXC
 
 

@@ -121,6 +121,7 @@ class Cause(StrEnum):
     DIVERGED = "DIVERGED"
     PROGRAM_ERROR = "PROGRAM_ERROR"
     TRANSIENT_EXC = "TRANSIENT_EXC"
+    SETUP_EXC = "SETUP_EXC"
 
 
 # Where the lines a rule matches come from: (program, source file that prints the template).
@@ -586,6 +587,13 @@ POLICY: dict[str, Policy] = {
         "the code ran before, so the next attempt need not meet it",
         "failed on an I/O, network or timeout error of its infrastructure after training had made progress",
     ),
+    Cause.SETUP_EXC: Policy(
+        EXCEPTION,
+        STOP,
+        "it failed while the job was still setting up (process group, rendezvous, store) before training made "
+        "progress: the next attempt meets the same addresses, ports and settings",
+        "failed while setting up, before training made any progress",
+    ),
     Cause.PROGRAM_ERROR: Policy(
         OTHER,
         STOP,
@@ -642,6 +650,18 @@ ERRNO_RE = re.compile(r"\[Errno (-?\d+)\]")
 PROGRESS_RE = re.compile(
     r"\b(?:[Ii]ter(?:ation)?|[Ss]tep|[Ee]poch|global_step)[ :=\[]+0*[1-9]\d*|\| *0*[1-9]\d* ?/ ?\d+ \[|"
     r"\{'loss': |\bstep=0*[1-9]\d*, skipped="
+)
+# code that only runs while a job sets up: an exception raised there happened before any training step
+SETUP_FRAMES = re.compile(
+    r"init_process_group|rendezvous|_store_based_barrier|_create_c10d_store|TCPStore|init_device_mesh|"
+    r"initialize_model_parallel|init_distributed|_init_dist_|new_group\b"
+)
+# lines a job prints while it launches (torch's store barrier, NCCL's bootstrap, DeepSpeed's and
+# torchrun's start-up reports): where the log shows them and no progress before a failure, the
+# failure came during setup; where an excerpt shows neither, nothing says it did
+LAUNCH_RE = re.compile(
+    r"store_based_barrier_key|NCCL INFO Bootstrap|Initializing TorchBackend|WORLD INFO DICT|"
+    r"Starting elastic_operator|Rendezvous complete for workers|Added key: store_based_barrier"
 )
 SETUP_SEQ = 8  # a collective at or below this number times out before a training step ran through
 

@@ -42,6 +42,7 @@ from faultloop.analyze.logsage.rules import (
     GPU_HARDWARE,
     JOB_SIGNAL,
     KILLED,
+    LAUNCH_RE,
     OOM_DEVICE_RE,
     OOM_KIND,
     PROGRESS,
@@ -154,6 +155,8 @@ def census(path: Path, facts: Facts) -> None:
                 note_rank(facts, Source(int(label) if label else None, None, role, int(inner) if inner else None))
         agent_locals.update(_agent_locals(text))
         # the head's first bytes (a run's first steps; all of an excerpt): their line numbers are the log's
+        if part is parts[0] and (launch := LAUNCH_RE.search(text, 0, PROGRESS_BYTES)):
+            facts.launch_line = text.count("\n", 0, launch.start()) + 1
         if part is parts[0] and (progress := PROGRESS_RE.search(text, 0, PROGRESS_BYTES)):
             start = text.rfind("\n", 0, progress.start()) + 1
             facts.progress_line = text.count("\n", 0, start) + 1
