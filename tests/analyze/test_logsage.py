@@ -901,3 +901,14 @@ def test_an_errors_meaning_and_time_decide_its_restart(lines: list[str], restart
     v = logsage.analyze_log(lines, logsage.Settings(prefilter="python"))
     assert (v.fault_category, v.restart) == ("exception", restart)
     assert deciding in v.detail, v.detail
+
+
+def test_torchruns_root_cause_section_names_the_first_of_ranks_its_times_do_not_separate() -> None:
+    """Two ranks exit 1 and the excerpt lost one record's time: torchrun's `Root Cause (first
+    observed failure)` section is its own word on which came first."""
+    record = ["  host      : node00", "  rank      : {r} (local_rank: {r})", "  exitcode  : 1 (pid: 4{r}00)"]
+    lines = [line.format(r=7) for line in record[1:]]
+    lines += ["-" * 60, "Root Cause (first observed failure):", "[0]:", "  time      : 2024-10-22_06:18:55"]
+    lines += [line.format(r=0) for line in record] + ["=" * 60]
+    v = logsage.analyze_log(lines, logsage.Settings(prefilter="python"))
+    assert v.primary_ranks == [0], v.detail

@@ -342,12 +342,15 @@ def _with_meaning(facts: Facts, cause: str, ev: Evidence) -> tuple[str, str]:
 
 def _first_by_failure_time(facts: Facts, ranks: list[int]) -> list[int]:
     """Of ranks that all failed before any symptom, those torchrun's summaries time first (several
-    agents each report their own workers: their sections' order says nothing, their times do)."""
+    agents each report their own workers: their sections' order says nothing, their times do);
+    where the times do not tell them apart, the ranks its `Root Cause (first observed failure)`
+    section names."""
     times = {r: facts.failure_time[r] for r in ranks if r in facts.failure_time}
-    if len(times) < len(ranks):
-        return ranks
-    first = min(times.values())
-    return [r for r in ranks if times[r] == first]
+    if times:  # a rank timed later than another is not first; an untimed one may be
+        first = min(times.values())
+        ranks = [r for r in ranks if times.get(r, first) == first]
+    named = [r for r in ranks if r in facts.root_cause]  # where times do not tell, torchrun's own word
+    return named if named and len(ranks) > 1 else ranks
 
 
 def _crash_confidence(

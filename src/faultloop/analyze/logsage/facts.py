@@ -102,4 +102,5 @@ class Facts:
     progress_text: str = ""
     launch_line: int = NEVER  # the first line of the log's head that a launch prints (store barrier, NCCL bootstrap)
     child_errors: dict[Source, tuple[int, int]] = field(default_factory=dict)  # launcher's header: (line, rank)
+    root_cause: set[int] = field(default_factory=set)  # ranks torchrun's `Root Cause (first observed failure)` names
     failure_time: dict[int, str] = field(default_factory=dict)  # rank -> when torchrun's summary says it failed

@@ -523,6 +523,8 @@ def _summary(facts: Facts, rule: Rule, groups: dict[str, str | None], ev: Eviden
     # and torch, timing a signal death by when it noticed it, may list it after its own victims.
     teardown = signal in STOP_SIGNALS and (signal != "SIGKILL" or pid in facts.closed_pids)
     record_exit(facts, rank, ev, code, None, pid, stopped=section == "others" and teardown)
+    if section == "first":
+        facts.root_cause.add(rank)
 
 
 def resolve_deaths(facts: Facts) -> None:
