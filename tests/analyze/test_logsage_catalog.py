@@ -25,6 +25,7 @@ PROGRAMS = {
     "DeepSpeed",
     "accelerate",
     "Lightning",
+    "Ray",
     "CPython",
     "Linux",
 }

@@ -299,6 +299,7 @@ def exception_meaning(text: str) -> tuple[str, str] | None:
     """(origin, recoverability) of an exception line by its class or OS error number
     (rules.EXCEPTION_MEANING), None where the table does not say."""
     head = text.strip().split(":", 1)[0].rsplit(".", 1)[-1]
+    head = head[head.find("(") + 1 : -1] if head.endswith(")") else head  # Ray's RayTaskError(Inner)
     errno = ERRNO_RE.search(text)
     number = int(errno.group(1)) if errno else None
     for _, numbers, origin, recoverability in EXCEPTION_MEANING:

@@ -48,7 +48,8 @@ INNERMOST_FRAMES = 3  # how deep into a traceback "where it failed" looks
 # the exception line's classification is kept when it names one of these; else it is the program's
 _EXCEPTION_LINE_KINDS = (TIMEOUT, PEER_LOST, GPU, GPU_HARDWARE, OOM_KIND, NETWORK_KIND)
 _FRAME_RE = re.compile(r'^\s+File "([^"]*)", line (\d+),? in (\S+)')
-_EXC_RE = re.compile(r"^([A-Za-z_][\w.]*)(?::\s?(.*))?$")
+# an exception line: its class (Ray's RayTaskError(Inner) wraps the class its worker raised), message
+_EXC_RE = re.compile(r"^([A-Za-z_][\w.]*)(?:\((\w+)\))?(?::\s?(.*))?$")
 _RECORD_TIME_RE = re.compile(r"^\s*time\s*:\s*(\d{4}-\d\d-\d\d_\d\d:\d\d:\d\d)")  # torchrun's record
 _RECORD_RANK_RE = re.compile(r"^\s*rank\s*:\s*(\d+)")
 _SIGNAL_NAME_RE = re.compile(r"\bSIG(?:USR[12]|HUP|TERM|INT|QUIT|ALRM)\b|\bsignal \d+\b", re.I)
@@ -121,7 +122,8 @@ def parse_traceback(f: IO[bytes], block: Block) -> Traceback | None:
             continue
         em = _EXC_RE.match(text.strip())
         if em and frames:
-            return Traceback(line, frames, text.strip(), em.group(1), (em.group(2) or "").strip(), block.line)
+            cls, message = em.group(2) or em.group(1), (em.group(3) or "").strip()
+            return Traceback(line, frames, text.strip(), cls, message, block.line)
         break
     return Traceback(block.line, frames, first_line=block.line) if frames else None
 

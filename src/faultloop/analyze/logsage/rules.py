@@ -162,6 +162,8 @@ HOROVOD_COMMON = ("Horovod", "horovod/common/common.h")
 C10D_SOCKET = ("torch", "torch/csrc/distributed/c10d/socket.cpp")
 DEEPSPEED_LAUNCHER = ("DeepSpeed", "deepspeed/launcher/launch.py")
 DEEPSPEED_ENGINE = ("DeepSpeed", "deepspeed/runtime/engine.py")
+LIGHTNING_SIGNAL = ("Lightning", "lightning/pytorch/trainer/connectors/signal_connector.py")
+RAY = ("Ray", "python/ray/exceptions.py (ActorDiedError, WorkerCrashedError, RayTaskError)")
 SIGNAL_REPORTS = ("Lightning, UCX", "lightning/pytorch/trainer/connectors/signal_connector.py; ucs/debug/debug.c")
 CPYTHON = ("CPython", "Python/pythonrun.c (the exception line), Modules/main.c")
 CPYTHON_FAULTHANDLER = ("CPython", "Modules/faulthandler.c")
@@ -313,6 +315,13 @@ RULES: tuple[Rule, ...] = (
          r"process (?P<rank>\d+) terminated with (?:signal (?P<sig>SIG[A-Z0-9]+)|exit code (?P<code>\d+))", origin=TORCH_SPAWN),
     Rule("spawn_raised", CHILD_ERROR, ("erminat",), r"-- Process (?P<rank>\d+) terminated with the following error:",
          origin=TORCH_SPAWN),
+    # launchers signalled themselves: DeepSpeed's launch.py sigkill_handler, Lightning's SLURM auto-requeue
+    Rule("launcher_signalled", JOB_SIGNAL, ("eceived SIG", "ignal"),
+         r"Main process received (?:SIG[A-Z0-9]+|\d+), exiting|Handling auto-requeue signal: \d+",
+         origin=("DeepSpeed, Lightning", "deepspeed/launcher/launch.py; lightning/pytorch/trainer/connectors/"
+                 "signal_connector.py")),
+    # Lightning's signal handler names the rank it runs in (`[rank: 3] Received SIGTERM: 15`)
+    Rule("lightning_signal", SIGNAL, ("eceived SIG",), r"\[rank: (?P<rank>\d+)\] Received SIG[A-Z0-9]+", origin=LIGHTNING_SIGNAL),
     Rule("signal_received", SIGNAL, ("ignal", "eceived SIG"),
          r"\b(?:[Rr]eceived (?:signal[: ]*)?|(?:[Gg]ot|[Cc]aught) signal[: ]*)(?:SIG[A-Z0-9]+|\d+)", origin=SIGNAL_REPORTS),
     Rule("rank_failed", DEATH, ("exit",),
@@ -365,9 +374,14 @@ RULES: tuple[Rule, ...] = (
     Rule("job_done", DONE, ("is done",), r"after training is done", Cause.DONE, MEGATRON),
     Rule("trainer_done", DONE, ("completed",), r"[Tt]raining completed", Cause.DONE, TRANSFORMERS),
     # -- read what is there: a plain failure line with none of the context above ----------------
+    # Ray's driver on its workers: one died (a crash, or its node died), or raised (RayTaskError(Inner))
+    Rule("ray_node_died", SLURM, ("rror",), r"(?:ActorDied|RayActor)Error: The actor died because its node has died",
+         Cause.NODE_FAIL, RAY),
+    Rule("ray_worker_died", FATAL, ("rror",),
+         r"(?:ActorDied|RayActor|WorkerCrashed)Error: The (?:actor|worker) died unexpectedly", Cause.CRASH, RAY),
     Rule("exception_line", EXCEPTION_KIND, ("rror",),
-         r"^\s*(?:[A-Za-z_]\w*\.)*(?!ChildFailedError|CalledProcessError|nccl)[A-Za-z_]*Error(?::(?!\s*[\d.eE+-]+\s*$)|$)", Cause.WORKLOAD_EXC,
-         CPYTHON),
+         r"^\s*(?:[A-Za-z_]\w*\.)*(?!ChildFailedError|CalledProcessError|nccl)[A-Za-z_]*Error(?:\(\w+\))?"
+         r"(?::(?!\s*[\d.eE+-]+\s*$)|$)", Cause.WORKLOAD_EXC, CPYTHON),
     Rule("program_error", REPORTED, ("rror",), r"^\s*[\w./-]+: [Ee]rror:|\b[Ff]atal [Ee]rror:", Cause.PROGRAM_ERROR,
          ("any program", "the `prog: error:` convention of C programs (err(3), SLURM's error()) and argparse")),
 )
