@@ -912,3 +912,10 @@ def test_torchruns_root_cause_section_names_the_first_of_ranks_its_times_do_not_
     lines += [line.format(r=0) for line in record] + ["=" * 60]
     v = logsage.analyze_log(lines, logsage.Settings(prefilter="python"))
     assert v.primary_ranks == [0], v.detail
+
+
+def test_an_oom_class_named_inside_another_error_is_not_an_oom() -> None:
+    """`OutOfMemoryError` raised is an OOM; the name quoted in another error's message is that error."""
+    quoted = logsage.analyze_log(["AttributeError: module 'torch' has no attribute 'OutOfMemoryError'"])
+    raised = logsage.analyze_log(["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."])
+    assert (quoted.fault_category, raised.fault_category) == ("exception", "oom")

@@ -245,7 +245,7 @@ RULES: tuple[Rule, ...] = (
     # -- OOM and GPU errors (before the generic NCCL/CUDA rows) ------------------------------
     Rule("dataloader_killed", OOM_KIND, ("ignal",), r"DataLoader worker \(pid \d+\) is killed by signal: Killed",
          origin=TORCH_DATALOADER),
-    Rule("cuda_oom", OOM_KIND, ("of memory", "rror"), r"(?:CUDA|HIP) out of memory|OutOfMemoryError|CUDA error: out of memory",
+    Rule("cuda_oom", OOM_KIND, ("of memory", "rror"), r"(?:CUDA|HIP) out of memory|OutOfMemoryError\b(?!')|CUDA error: out of memory",
          origin=TORCH_ALLOCATOR),
     Rule("nccl_cuda_oom", OOM_KIND, ("ailure",), r"Cuda failure (?:\d+ )?'out of memory'", origin=NCCL_CHECKS),
     Rule("slurm_oom", OOM_KIND, ("oom",), r"oom_kill event", origin=SLURM_CGROUP),
