@@ -27,6 +27,8 @@ NOT_CARRIED: dict[tuple[str, str], str] = {
     ("gh_27", "wrapped at 200"): "the gather's NumelOut, which states the world size, wraps onto the next line",
     ("tr_05", "interleaved"): "rank 3's cut-off traceback now starts before rank 2's first symptom: the order that "
     "decided is reversed",
+    ("gh_28", "no timestamps"): "two agents' Root Cause sections name ranks 0 and 4; only their records' times, "
+    "removed here, say which came first",
     ("case_18", "wrapped at 200"): "the launcher's command line naming --local_rank wraps away from its death line",
     ("r3_02", "wrapped at 200"): "the launcher's command line naming --local_rank wraps away from its exit status",
     ("r3_18", "wrapped at 200"): "the launcher's command line naming --local_rank wraps away from its exit status",
@@ -34,7 +36,6 @@ NOT_CARRIED: dict[tuple[str, str], str] = {
         "r3_23",
         "wrapped at 200",
     ): "a traceback flattened onto one line wraps into pieces that read as a traceback cut off inside a collective",
-    ("r3_16", "last 40 lines"): "rank 6's record in torchrun's summary is among the lines cut",
     ("job_036.log.gz", "other prefixes"): "node labels as pdsh host names: torchrun's local_rank reports no longer "
     "say which node, so its record of local rank 1 names no global rank",
     ("job_051.log.gz", "other prefixes"): "node labels as pdsh host names: torchrun's local_rank reports no longer "
