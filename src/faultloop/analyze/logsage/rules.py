@@ -12,7 +12,12 @@ HOW TO PATCH BETWEEN LOOP ITERATIONS
     the template to the message catalog too (catalog/*.tsv: template, program, source, meaning,
     the verdict it should lead to); tests/analyze/test_logsage_catalog.py checks every row.
   * A decision is wrong for a whole cause -> edit POLICY, the cause table (cause -> category,
-    restart, why, what happened, fault type, whether it blames a rank).
+    restart, why, what happened, fault type, whether it blames a rank): logsage's own reasoning,
+    never read from the scorer's faults.FAULTS; a new injected fault needs its row here.
+  * A prefix in front of a program's words hides them (a host label, a timestamp, a logging
+    header) -> add its row to framing.LAYERS, the grammar of line prefixes.
+  * An exception class or OS error means more than "the program raised" -> EXCEPTION_MEANING
+    (origin and recoverability); what training progress looks like -> PROGRESS_RE.
   * The order in which decisions are taken is attribute.DECISIONS, documented there.
   * What a traceback, an exit status or a signal means -> the smaller tables at the end.
 """
