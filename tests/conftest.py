@@ -25,6 +25,8 @@ BIN = Path(sys.executable).parent
 SHARED = REPO.parent / "shared"
 NVRX_FR = SHARED / "fixtures" / "nvrx_fr"
 REAL_LOGS = SHARED / "real_logs"
+REAL_LOGS_HO = SHARED / "real_logs_ho"  # the corpus's second folder (labels_ho.tsv)
+REAL_LOG_FOLDERS = tuple(folder for folder in (REAL_LOGS, REAL_LOGS_HO) if folder.is_dir())
 needs_nvrx_dumps = pytest.mark.skipif(
     not NVRX_FR.is_dir(),
     reason=f"NVRx flight-recorder fixtures not found at "

@@ -124,3 +124,93 @@ def survival(lines: Lines) -> dict[str, str]:
         else:
             out[name] = CUT if transform is tail and first_evidence <= len(lines) - TAIL_LINES else BROKEN
     return out
+
+
+# -- prefix families: what carried the log to the reader (logsage/framing.py's grammar) ----------
+# Outer families stand in front of the whole line (collectors, launchers' host labels); inner ones
+# between the line's rank prefixes and the program's words (logging headers, colour). Each takes
+# the line's number, so timestamps move on as real ones do.
+OUTER_FAMILIES: dict[str, Callable[[int], str]] = {
+    "pdsh host": lambda i: "node01: ",
+    "docker compose": lambda i: "worker-1  | ",
+    "journald": lambda i: f"May 01 10:{i // 60 % 60:02}:{i % 60:02} node01 python3[4242]: ",
+    "cloud timestamp": lambda i: f"2026-05-01T10:{i // 60 % 60:02}:{i % 60:02}.{i % 1000:03}Z ",
+    "ray worker": lambda i: "(RayTrainWorker pid=4242, ip=10.0.0.2) ",
+    "kubectl": lambda i: "[pod/trainer-0/pytorch] ",
+    "bracketed time": lambda i: f"[10:{i // 60 % 60:02}:{i % 60:02}] ",
+}
+INNER_FAMILIES: dict[str, Callable[[int], str]] = {
+    "python logging": lambda i: f"2026-05-01 10:00:{i % 60:02},{i % 1000:03} - ERROR - ",
+    "logging with name": lambda i: f"2026-05-01 10:00:{i % 60:02},123 - train - WARNING - ",
+    "deepspeed logger": lambda i: f"[2026-05-01 10:00:{i % 60:02},123] [INFO] [engine.py:{100 + i}:step] ",
+    "glog": lambda i: f"E0501 10:00:{i % 60:02}.123456  4242 train.cc:{i}] ",
+    "ansi level": lambda i: "\x1b[1;31mERROR\x1b[0m: ",
+}
+
+
+def behind(outer: Callable[[int], str] | None, inner: Callable[[int], str] | None) -> Callable[[Lines], Lines]:
+    """Every line behind an outer prefix and/or with an inner one between its rank prefixes and
+    its words."""
+
+    def transform(lines: Lines) -> Lines:
+        out = []
+        for i, line in enumerate(lines):
+            if inner is not None:
+                source, text = split_prefix(line)
+                cut = len(line) - len(text)
+                if source.role == "device":  # NCCL's host:pid:tid [N] is the program's own header
+                    cut = line.rindex(" [", 0, cut) - len(line[: line.rindex(" [", 0, cut)].split()[-1])
+                line = line[:cut] + inner(i) + line[cut:]
+            out.append((outer(i) if outer else "") + line)
+        return out
+
+    return transform
+
+
+def mpirun_tags(lines: Lines) -> Lines:
+    """torch's global `[rankN]:` as mpirun --tag-output's `[1,N]<stderr>:`."""
+    return [re.sub(r"^(\s*)\[rank(\d+)\]:", r"\1[1,\2]<stderr>:", line) for line in lines]
+
+
+def torchrun_around_rank(lines: Lines) -> Lines:
+    """torch's global `[rankN]:` behind torchrun's `[defaultL]:` (L a local rank of 8 per node):
+    the innermost prefix names the rank."""
+    return [
+        re.sub(r"^(\s*)\[rank(\d+)\]:", lambda m: f"{m[1]}[default{int(m[2]) % 8}]:[rank{m[2]}]:", line)
+        for line in lines
+    ]
+
+
+def indented(lines: Lines) -> Lines:
+    """Indentation in front of the prefixes of lines that have any."""
+    return ["  " + line if split_prefix(line)[0] != Source(None, None, None, None) else line for line in lines]
+
+
+PREFIX_FAMILIES: dict[str, Callable[[Lines], Lines]] = {
+    **{name: behind(prefix, None) for name, prefix in OUTER_FAMILIES.items()},
+    **{name: behind(None, prefix) for name, prefix in INNER_FAMILIES.items()},
+    "mpirun tags": mpirun_tags,
+    "torchrun around rank": torchrun_around_rank,
+    "indented prefixes": indented,
+}
+# two layers at once: a collector's and a logging header, a launcher's and colour
+TWO_LAYERS: dict[str, Callable[[Lines], Lines]] = {
+    "pdsh host + python logging": behind(OUTER_FAMILIES["pdsh host"], INNER_FAMILIES["python logging"]),
+    "docker compose + ansi level": behind(OUTER_FAMILIES["docker compose"], INNER_FAMILIES["ansi level"]),
+    "journald + deepspeed logger": behind(OUTER_FAMILIES["journald"], INNER_FAMILIES["deepspeed logger"]),
+    "cloud timestamp + glog": behind(OUTER_FAMILIES["cloud timestamp"], INNER_FAMILIES["glog"]),
+    "kubectl + mpirun tags": lambda lines: behind(OUTER_FAMILIES["kubectl"], None)(mpirun_tags(lines)),
+}
+
+
+def unchanged_behind(lines: Lines, families: dict[str, Callable[[Lines], Lines]]) -> list[str]:
+    """The families behind which the log's verdict changes (empty: it holds behind all)."""
+    settings = Settings(prefilter="python")
+    base = analyze_log(lines, settings)
+    named = base.confidence != "low"
+    key = verdict_key(base, named)
+    return [
+        name
+        for name, transform in families.items()
+        if (changed := transform(lines)) != lines and verdict_key(analyze_log(changed, settings), named) != key
+    ]

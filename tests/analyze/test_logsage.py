@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import gzip
 import json
 import random
@@ -16,7 +17,7 @@ from faultloop.analyze import logsage
 from faultloop.analyze.llm import LLMSettings
 from faultloop.analyze.logsage import modes, prefilter, rules
 from faultloop.cli import logsage as logsage_cli
-from faultloop.faults import ERRORS_NOT_FOUND, FAULTS, NO_LOGS, RESTART, STOP
+from faultloop.faults import ERRORS_NOT_FOUND, FAULTS, NO_LOGS, RESTART, STOP, Fault
 from openai_server import OpenAIServer, Reply, openai_server
 
 DATA = TESTS / "data" / "logs"
@@ -110,16 +111,65 @@ def test_text_form_is_upstreams_five_parts() -> None:
     assert text[4] == "checkpoint_saved: false" and len(text) == 5
 
 
-def test_policy_matches_the_fault_table_for_every_injected_fault() -> None:
-    for name, fault in FAULTS.items():
-        assert logsage.POLICY[name].restart == fault.restart
-        assert logsage.POLICY[name].category == fault.category
-        assert logsage.POLICY[name].fault_type == name
+def policy_differences(policy: dict[str, rules.Policy], faults: dict[str, Fault]) -> dict[str, str]:
+    """Where logsage's own cause table and the scorer's fault table disagree on an injected fault's
+    category or restart (or logsage has no row for it): fault -> what differs."""
+    out = {}
+    for name, fault in faults.items():
+        row = policy.get(name)
+        if row is None:
+            out[name] = "logsage has no cause for it"
+        elif (row.category, row.restart) != (fault.category, fault.restart):
+            out[name] = f"logsage {row.category}/{row.restart}, scorer {fault.category}/{fault.restart}"
+    return out
+
+
+def test_policy_agrees_with_the_scorers_expectations_except_where_documented() -> None:
+    """Two tables written apart (logsage's POLICY, the scorer's FAULTS from NVRx's judge) agree on
+    every injected fault, or the difference is one rules.UPSTREAM_DIFFERENCES explains."""
+    differences = policy_differences(logsage.POLICY, FAULTS)
+    assert set(differences) == set(rules.UPSTREAM_DIFFERENCES), differences
+    assert all(rules.UPSTREAM_DIFFERENCES.values()), "every deliberate difference says why"
+    assert all(logsage.POLICY[name].fault_type == name for name in FAULTS if name in logsage.POLICY)
+
+
+@pytest.mark.parametrize("side", ["policy", "faults"])
+def test_the_policy_comparison_fails_when_either_side_changes(side: str) -> None:
+    """The comparison is real: flip one fault's restart on either side (a copy) and it differs."""
+    policy, faults = dict(logsage.POLICY), dict(FAULTS)
+    flip = {RESTART: STOP, STOP: RESTART}
+    if side == "policy":
+        policy["SIGTERM"] = dataclasses.replace(policy["SIGTERM"], restart=flip[policy["SIGTERM"].restart])
+    else:
+        faults["SEGFAULT"] = dataclasses.replace(faults["SEGFAULT"], restart=flip[faults["SEGFAULT"].restart])
+    changed = policy_differences(policy, faults).keys() - rules.UPSTREAM_DIFFERENCES.keys()
+    assert changed == {"SIGTERM" if side == "policy" else "SEGFAULT"}
+
+
+def test_policy_has_one_row_per_cause() -> None:
     assert set(logsage.POLICY) == set(rules.Cause), "the cause table has one row per cause"
     assert all(policy.happened for policy in logsage.POLICY.values()), "every cause needs its explanation wording"
     assert all(logsage.POLICY[c].fault_type is None for c in set(rules.Cause) - set(FAULTS)), (
         "only injected faults have a fault type"
     )
+
+
+def test_nothing_in_analyze_imports_the_scorers_expectations() -> None:
+    """An analyzer must not read the answer key: no module under analyze/ imports FAULTS (or
+    expected_restart) from faultloop.faults."""
+    import ast
+
+    package = Path(rules.__file__).parents[1]
+    offenders = []
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "faultloop.faults":
+                bad = {a.name for a in node.names} & {"FAULTS", "expected_restart", "Fault"}
+                offenders += [f"{path.relative_to(package)}: {name}" for name in sorted(bad)]
+            elif isinstance(node, ast.Attribute) and node.attr in ("FAULTS", "expected_restart"):
+                if isinstance(node.value, ast.Name) and node.value.id == "faults":
+                    offenders.append(f"{path.relative_to(package)}: faults.{node.attr}")
+    assert not offenders, offenders
 
 
 def test_every_rule_names_the_program_and_source_of_its_template() -> None:
@@ -753,3 +803,119 @@ def test_two_agents_summaries_are_ordered_by_their_failure_times() -> None:
 
     v = logsage.analyze_log([*summary(0, 0, "00:52"), *summary(4, 0, "00:01")])
     assert (v.primary_ranks, v.fault_category) == ([4], "exception")
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "torch.multiprocessing.spawn.ProcessRaisedException: ",  # torch >= 1.8
+        "Exception: ",  # before torch 1.8
+    ],
+)
+def test_spawn_names_the_child_whose_traceback_it_prints(header: str) -> None:
+    """torch.multiprocessing.spawn prints a child's traceback under `-- Process N terminated with
+    the following error:`: that child is the culprit, and the parent's own traceback is not."""
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3/site-packages/torch/multiprocessing/spawn.py", line 160, in join',
+        "    raise ProcessRaisedException(msg, error_index, failed_process.pid)",
+        header,
+        "",
+        "-- Process 2 terminated with the following error:",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3/site-packages/torch/multiprocessing/spawn.py", line 69, in _wrap',
+        "    fn(i, *args)",
+        '  File "/w/train.py", line 20, in main',
+        "    x = batch[key]",
+        "KeyError: 'labels'",
+    ]
+    v = logsage.analyze_log(lines, logsage.Settings(prefilter="python"))
+    assert (v.fault_category, v.restart, v.primary_ranks) == ("exception", STOP, [2])
+
+
+def _timed_out(rank: int, op: str) -> str:
+    return (
+        f"[rank{rank}]:[E1201 10:00:00.000000 1 ProcessGroupNCCL.cpp:1] [Rank {rank}] Watchdog caught collective "
+        f"operation timeout: WorkNCCL(SeqNum=512, OpType={op}, NumelIn=1000, NumelOut=1000, Timeout(ms)=600000) "
+        "ran for 600010 milliseconds before timing out."
+    )
+
+
+@pytest.mark.parametrize(
+    "ops, culprit",
+    [
+        (["ALLREDUCE", "ALLREDUCE", "BROADCAST", "ALLREDUCE"], [2]),  # the odd collective out
+        (["ALLREDUCE", "ALLREDUCE", "BROADCAST", "BROADCAST"], []),  # two against two: nobody singled out
+    ],
+)
+def test_the_odd_collective_out_names_the_desynchronized_rank(ops: list[str], culprit: list[int]) -> None:
+    lines = ["[rank0]:iteration 100 loss 1.0", *(_timed_out(r, op) for r, op in enumerate(ops))]
+    v = logsage.analyze_log(lines, logsage.Settings(prefilter="python"))
+    assert (v.fault_category, v.restart, v.primary_ranks) == ("hang", STOP, culprit)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["  Process name: [[50371,1],2]", "   Process name: [prterun-node07-147515@1,2]"],  # Open MPI 4 and 5
+)
+def test_mpirun_names_the_first_process_to_exit(name: str) -> None:
+    """mpirun's block says which process exited first: the culprit, whose peers only lost it."""
+    lines = [
+        "[1,0]<stderr>:RuntimeError: Horovod has been shut down. This was caused by an exception on one of the ranks",
+        "[1,1]<stderr>:RuntimeError: Horovod has been shut down. This was caused by an exception on one of the ranks",
+        "mpirun detected that one or more processes exited with non-zero status, thus causing",
+        "the job to be terminated. The first process to do so was:",
+        "",
+        name,
+        "  Exit code:    1",
+    ]
+    v = logsage.analyze_log(lines, logsage.Settings(prefilter="python"))
+    assert (v.restart, v.primary_ranks) == (STOP, [2])
+
+
+@pytest.mark.parametrize(
+    "lines, restart, deciding",
+    [
+        # a transient infrastructure error with nothing saying it came during setup: transient
+        (["OSError: [Errno 116] Stale file handle"], RESTART, "nothing says it came during setup"),
+        # after training progress: transient, and the progress line is named
+        (["iteration 200/1000 | loss 2.1", "TimeoutError: timed out"], RESTART, "after training progress (line 1"),
+        # after the launch with no progress between: a setup failure
+        (["NCCL INFO Bootstrap : Using eth0", "TimeoutError: timed out"], STOP, "after the launch (line 1)"),
+        # raised in setup code, whatever its class
+        (
+            [
+                "Traceback (most recent call last):",
+                '  File "/t/torch/distributed/distributed_c10d.py", line 1, in init_process_group',
+                "    raise error",
+                "torch.distributed.DistNetworkError: The client socket has timed out after 1800000ms",
+            ],
+            STOP,
+            "raised in setup code",
+        ),
+        # a deterministic class is the program's, progress or not
+        (["iteration 200/1000 | loss 2.1", "KeyError: 'labels'"], STOP, "KeyError is deterministic"),
+    ],
+)
+def test_an_errors_meaning_and_time_decide_its_restart(lines: list[str], restart: str, deciding: str) -> None:
+    v = logsage.analyze_log(lines, logsage.Settings(prefilter="python"))
+    assert (v.fault_category, v.restart) == ("exception", restart)
+    assert deciding in v.detail, v.detail
+
+
+def test_torchruns_root_cause_section_names_the_first_of_ranks_its_times_do_not_separate() -> None:
+    """Two ranks exit 1 and the excerpt lost one record's time: torchrun's `Root Cause (first
+    observed failure)` section is its own word on which came first."""
+    record = ["  host      : node00", "  rank      : {r} (local_rank: {r})", "  exitcode  : 1 (pid: 4{r}00)"]
+    lines = [line.format(r=7) for line in record[1:]]
+    lines += ["-" * 60, "Root Cause (first observed failure):", "[0]:", "  time      : 2024-10-22_06:18:55"]
+    lines += [line.format(r=0) for line in record] + ["=" * 60]
+    v = logsage.analyze_log(lines, logsage.Settings(prefilter="python"))
+    assert v.primary_ranks == [0], v.detail
+
+
+def test_an_oom_class_named_inside_another_error_is_not_an_oom() -> None:
+    """`OutOfMemoryError` raised is an OOM; the name quoted in another error's message is that error."""
+    quoted = logsage.analyze_log(["AttributeError: module 'torch' has no attribute 'OutOfMemoryError'"])
+    raised = logsage.analyze_log(["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."])
+    assert (quoted.fault_category, raised.fault_category) == ("exception", "oom")

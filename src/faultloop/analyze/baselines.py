@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from faultloop.contracts import LogVerdict, VerdictLine
-from faultloop.faults import CRASH, ERRORS_NOT_FOUND, EXCEPTION, FAULTS, NO_LOGS, NONE, OTHER, STOP
+from faultloop.faults import CRASH, ERRORS_NOT_FOUND, EXCEPTION, EXTERNAL_SIGNAL, NO_LOGS, NONE, OTHER, STOP
 from faultloop.signals import exit_signal, srun_signal
 
 _LABEL_RE = re.compile(r"^\s*(\d+): ")  # srun --label
@@ -39,13 +39,15 @@ _ERROR_RE = re.compile(
     re.IGNORECASE,
 )
 _TEXT_RANK_RE = re.compile(r"\brank[\s:=#\[]*(\d+)\b", re.IGNORECASE)
-# A signal a launcher reports -> the fault a naive reader would name (the fault table's category).
-_SIGNAL_FAULT = {
-    "SIGKILL": "SIGKILL",
-    "SIGSEGV": "SEGFAULT",
-    "SIGABRT": "OS_ABORT",
-    "SIGTERM": "SIGTERM",
-    "SIGINT": "SIGINT",
+# A signal a launcher reports -> the fault a naive reader would name, and its category by the
+# baseline's own reading: a signal the process raised on itself (a fault, an abort) or was killed
+# by without a word is a crash; one sent to stop a job is an external signal.
+_SIGNAL_FAULT: dict[str, tuple[str, str]] = {
+    "SIGKILL": ("SIGKILL", CRASH),
+    "SIGSEGV": ("SEGFAULT", CRASH),
+    "SIGABRT": ("OS_ABORT", CRASH),
+    "SIGTERM": ("SIGTERM", EXTERNAL_SIGNAL),
+    "SIGINT": ("SIGINT", EXTERNAL_SIGNAL),
 }
 # Blocks are short; a summary whose fields are further away than this is not one block.
 _BLOCK_LINES = 12
@@ -190,8 +192,8 @@ def torchrun_root_cause(path: str | Path) -> LogVerdict:
     else:
         return _verdict(ERRORS_NOT_FOUND, [], NONE, None, "The launcher reports no failed worker.", "", [], "none")
     code = chosen.exitcode or 0
-    fault = _SIGNAL_FAULT.get(chosen.signal or "")
-    category = FAULTS[fault].category if fault else CRASH if chosen.signal else EXCEPTION if code == 1 else OTHER
+    fault, category = _SIGNAL_FAULT.get(chosen.signal or "", (None, ""))
+    category = category or (CRASH if chosen.signal else EXCEPTION if code == 1 else OTHER)
     how = f"signal {chosen.signal}" if chosen.signal else f"exit code {code}"
     explanation = f"torchrun reports rank {chosen.rank} as the first observed failure ({how}). Do not restart."
     return _verdict(

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from faultloop.contracts import LogVerdict
-from faultloop.faults import RESTART, STOP
+from faultloop.faults import ERRORS_NOT_FOUND, RESTART, STOP
+from faultloop.faults import NONE as NONE_CATEGORY
 
 # An analyzer: log path -> its verdict (the verdict.json contract).
 Analyzer = Callable[[Path], LogVerdict]
@@ -163,6 +164,8 @@ class Scores:
     restart: Tally = field(default_factory=Tally)
     culprit: Tally = field(default_factory=Tally)
     unknown_high: Tally = field(default_factory=Tally)  # counts overclaims (lower is better)
+    restart_recall: dict[str, Tally] = field(default_factory=dict)  # per labelled decision (RESTART, STOP)
+    not_found: Tally = field(default_factory=Tally)  # failure logs answered ERRORS NOT FOUND (lower is better)
 
     def add(self, o: Outcome) -> None:
         self.cases += 1
@@ -170,6 +173,13 @@ class Scores:
         self.restart.add(o.restart_ok)
         self.culprit.add(o.culprit_ok)
         self.unknown_high.add(o.overclaim)
+        if o.restart_ok is not None:
+            self.restart_recall.setdefault(o.case.expected_restart, Tally()).add(o.restart_ok)
+        if NONE_CATEGORY not in o.case.categories:
+            self.not_found.add(o.got is not None and o.got.restart == ERRORS_NOT_FOUND)
+
+    def recall(self, label: str) -> Tally:
+        return self.restart_recall.get(label, Tally())
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -178,6 +188,8 @@ class Scores:
             "restart": self.restart.to_json(),
             "culprit": self.culprit.to_json(),
             "unknown_culprit_high_confidence": self.unknown_high.to_json(counted="named_high"),
+            "restart_recall": {label: self.recall(label).to_json() for label in RESTART_OF_LABEL},
+            "errors_not_found_on_failure_logs": self.not_found.to_json(counted="not_found"),
         }
 
 
@@ -259,7 +271,10 @@ class Evaluation:
         }
 
     def to_text(self, bar: Thresholds, title: str) -> str:
-        header = f"{'':<26}{'cases':>6}  {'category':<13}{'restart':<13}{'culprit':<13}unknown culprit, high"
+        header = (
+            f"{'':<26}{'cases':>6}  {'category':<13}{'restart':<13}{'culprit':<13}{'unknown culprit, high':<23}"
+            f"{'RESTART recall':<15}{'STOP recall':<13}ERRORS NOT FOUND"
+        )
         lines = [
             title,
             "",
@@ -284,7 +299,10 @@ class Evaluation:
 
 
 def _row(name: str, s: Scores) -> str:
-    return f"{name:<26}{s.cases:>6}  {s.category!s:<13}{s.restart!s:<13}{s.culprit!s:<13}{s.unknown_high}"
+    return (
+        f"{name:<26}{s.cases:>6}  {s.category!s:<13}{s.restart!s:<13}{s.culprit!s:<13}{s.unknown_high!s:<23}"
+        f"{s.recall('RESTART')!s:<15}{s.recall('STOP')!s:<13}{s.not_found.right}"
+    )
 
 
 def load_cases(*directories: Path) -> list[Case]:
@@ -300,7 +318,8 @@ def load_cases(*directories: Path) -> list[Case]:
         if not label_files:
             raise EvalError(f"{directory}: no labels_*.tsv beside the logs")
         for path in label_files:
-            cases += _cases_of(path, path.parent.relative_to(directory).as_posix())
+            folder = path.parent.relative_to(directory)
+            cases += _cases_of(path, (directory.name / folder if len(directories) > 1 else folder).as_posix())
     names = [c.name for c in cases]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

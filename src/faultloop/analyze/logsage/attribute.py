@@ -22,7 +22,9 @@ from faultloop.analyze.logsage.rules import (
     DEATH,
     DEVICE_WAIT_FRAMES,
     DONE,
+    ERRNO_RE,
     EXCEPTION_KIND,
+    EXCEPTION_MEANING,
     EXITED,
     FATAL,
     FIRST_SEQ,
@@ -35,6 +37,7 @@ from faultloop.analyze.logsage.rules import (
     PEER_LOST,
     POLICY,
     SCHEDULER_CAUSES,
+    SETUP_SEQ,
     SIGNAL,
     SIGNAL_FAULT,
     SLURM,
@@ -43,6 +46,7 @@ from faultloop.analyze.logsage.rules import (
     STOP_SIGNALS,
     SYMPTOMS,
     TIMEOUT,
+    TRANSIENT,
     WEAK_ORIGINS,
     Cause,
 )
@@ -205,6 +209,18 @@ def _stopped_from_outside(facts: Facts, tl: _Timeline) -> Attribution | None:
     stop = job.get(Cause.CANCELLED) or next((ev for (k, _), ev in facts.first.items() if k == JOB_SIGNAL), None)
     first_origin = min((e.line for e in (*tl.origin_at.values(), *tl.weak_at.values())), default=NEVER)
     if stop and stop.line < min(first_origin, tl.first_symptom):
+        done = _evidence_of(facts, DONE)[:1]
+        if done and done[0].line < stop.line:
+            return _attribution(
+                Cause.SHUTDOWN_HANG,
+                [],
+                tl.victims,
+                [*done, stop],
+                "the application reported that training finished, then the job was stopped from outside: it hung "
+                "on the way out",
+                MEDIUM,
+                "the stop came after the application's own 'done' line",
+            )
         return _attribution(
             Cause.CANCELLED,
             [],
@@ -258,37 +274,86 @@ def _crash(facts: Facts, tl: _Timeline) -> Attribution | None:
     ranked = {r: e for r, e in origins.items() if r is not None}
     if not ranked:
         ev = origins[None]
-        cause = _crash_cause(facts, None)
+        cause, meaning = _with_meaning(facts, _crash_cause(facts, None), ev)
         return _attribution(
             cause,
             [],
             tl.victims,
             [ev],
-            f"a failure that names no rank ({ev.rule}, line {ev.line})",
+            f"a failure that names no rank ({ev.rule}, line {ev.line}){meaning}",
             MEDIUM,
             "the failing line carries no rank prefix in a log of several processes",
         )
     early = sorted(r for r, e in ranked.items() if e.line < tl.first_symptom)
     primary = _first_by_failure_time(facts, early) if len(early) > 1 else [min(ranked, key=lambda r: ranked[r].line)]
     keys = [ranked[r] for r in primary]
-    cause = _crash_cause(facts, primary[0])
+    cause, meaning = _with_meaning(facts, _crash_cause(facts, primary[0]), keys[0])
     others = (tl.victims | set(ranked)) - set(primary)
     why = (
         f"rank{'s' if len(primary) > 1 else ''} {_join(primary)} failed on {'their' if len(primary) > 1 else 'its'} "
         f"own first ({keys[0].rule}, line {keys[0].line}) while the other ranks only show symptoms or were "
-        f"stopped by the launcher"
+        f"stopped by the launcher{meaning}"
     )
     return _attribution(cause, primary, others, keys, why, *_crash_confidence(facts, tl, primary, ranked, weak))
 
 
+def exception_meaning(text: str) -> tuple[str, str] | None:
+    """(origin, recoverability) of an exception line by its class or OS error number
+    (rules.EXCEPTION_MEANING), None where the table does not say."""
+    head = text.strip().split(":", 1)[0].rsplit(".", 1)[-1]
+    head = head[head.find("(") + 1 : -1] if head.endswith(")") else head  # Ray's RayTaskError(Inner)
+    errno = ERRNO_RE.search(text)
+    number = int(errno.group(1)) if errno else None
+    for _, numbers, origin, recoverability in EXCEPTION_MEANING:
+        if number is not None and number in numbers:
+            return origin, recoverability
+    for classes, _, origin, recoverability in EXCEPTION_MEANING:
+        if head in classes:
+            return origin, recoverability
+    return None
+
+
+def _with_meaning(facts: Facts, cause: str, ev: Evidence) -> tuple[str, str]:
+    """The cause a program's exception leads to once its meaning and its time are read. A
+    deterministic class is the program's (the cause stays). A transient infrastructure class is
+    TRANSIENT_EXC (RESTART) unless something says it happened during setup: it was raised in setup
+    code (SETUP_EXC already), or the log shows the launch and no training progress between it and
+    the failure (SETUP_EXC, STOP). The text names the deciding evidence."""
+    if ev.kind != EXCEPTION_KIND or cause not in (Cause.WORKLOAD_EXC, Cause.SETUP_EXC):
+        return cause, ""
+    meaning = exception_meaning(ev.text)
+    if cause == Cause.SETUP_EXC:
+        return cause, "; it was raised in setup code (process group, rendezvous or store)"
+    if not meaning:
+        return cause, ""
+    origin, recoverability = meaning
+    what = ev.text.split(":", 1)[0].rsplit(".", 1)[-1]
+    if recoverability != TRANSIENT:
+        return cause, f"; {what} is {recoverability}, the {origin}'s own"
+    if facts.progress_line < ev.line:
+        return Cause.TRANSIENT_EXC, (
+            f"; {what} is a transient {origin} error, after training progress (line {facts.progress_line}: "
+            f"{facts.progress_text[:80]!r})"
+        )
+    if facts.launch_line < ev.line:
+        return Cause.SETUP_EXC, (
+            f"; {what} is a transient {origin} error, but it came after the launch (line {facts.launch_line}) "
+            "with no training progress between: a setup failure recurs"
+        )
+    return Cause.TRANSIENT_EXC, f"; {what} is a transient {origin} error, and nothing says it came during setup"
+
+
 def _first_by_failure_time(facts: Facts, ranks: list[int]) -> list[int]:
     """Of ranks that all failed before any symptom, those torchrun's summaries time first (several
-    agents each report their own workers: their sections' order says nothing, their times do)."""
+    agents each report their own workers: their sections' order says nothing, their times do);
+    where the times do not tell them apart, the ranks its `Root Cause (first observed failure)`
+    section names."""
     times = {r: facts.failure_time[r] for r in ranks if r in facts.failure_time}
-    if len(times) < len(ranks):
-        return ranks
-    first = min(times.values())
-    return [r for r in ranks if times[r] == first]
+    if times:  # a rank timed later than another is not first; an untimed one may be
+        first = min(times.values())
+        ranks = [r for r in ranks if times.get(r, first) == first]
+    named = [r for r in ranks if r in facts.root_cause]  # where times do not tell, torchrun's own word
+    return named if named and len(ranks) > 1 else ranks
 
 
 def _crash_confidence(
@@ -322,17 +387,21 @@ def _hang(facts: Facts, tl: _Timeline) -> Attribution | None:
             )
             or "a collective mismatch was reported"
         )
+        odd = _odd_collective_out(facts, desynced)
         return _attribution(
             Cause.DESYNC,
-            [],
+            odd,
             tl.victims,
             keys,
-            f"ranks waited in different collectives ({what})",
+            f"ranks waited in different collectives ({what})"
+            + (f"; rank {odd[0]} alone issued its collective, every other rank another one" if odd else ""),
             MEDIUM,
-            "the timed-out collectives disagree; no rank is singled out",
+            "the one rank whose collective differs from all the others'"
+            if odd
+            else "the timed-out collectives disagree; no rank is singled out",
         )
-    if odd := _odd_collective(facts):
-        rank, mine, theirs = odd
+    if odd_call := _odd_collective(facts):
+        rank, mine, theirs = odd_call
         return _attribution(
             Cause.DESYNC,
             [rank],
@@ -354,7 +423,23 @@ def _hang(facts: Facts, tl: _Timeline) -> Attribution | None:
         )
     if (link := _link_down(facts, tl)) is not None:
         return link
-    if Cause.SETUP_HANG in hints or (facts.first_seq is not None and facts.first_seq <= FIRST_SEQ):
+    early = facts.first_seq is not None and (
+        facts.first_seq <= FIRST_SEQ or (facts.first_seq <= SETUP_SEQ and facts.progress_line > first_timeout)
+    )
+    if Cause.SETUP_HANG in hints or early:
+        waiting = {r for r in tl.symptom_at if r is not None}
+        absent = sorted(set(range(facts.world_size)) - waiting) if len(waiting) > 1 else []
+        if len(absent) == 1:
+            return _attribution(
+                Cause.SETUP_HANG,
+                absent,
+                tl.victims,
+                keys,
+                f"ranks {_join(sorted(waiting))} waited in setup (rendezvous, store barrier or first collective) and "
+                f"rank {absent[0]} of {facts.world_size} never joined",
+                MEDIUM,
+                "the one member of the world the waiting ranks do not include",
+            )
         return _attribution(
             Cause.SETUP_HANG,
             [],
@@ -394,6 +479,17 @@ def _odd_collective(facts: Facts) -> tuple[int, str, str] | None:
         return None
     rank = odd[0]
     return rank, calls[rank], next(c for r, c in calls.items() if r != rank)
+
+
+def _odd_collective_out(facts: Facts, desynced: dict[int, set[tuple[str, str | None]]]) -> list[int]:
+    """The rank whose timed-out collective differs from all the others' at the same SeqNum, where
+    the others agree on one (the desync's culprit: the rank that took another code path)."""
+    for seq in sorted(desynced):
+        groups = [ranks for (s, _, _), ranks in facts.collective_ranks.items() if s == seq]
+        alone = [ranks for ranks in groups if len(ranks) == 1]
+        if len(groups) == 2 and len(alone) == 1 and sum(map(len, groups)) >= 3:
+            return sorted(alone[0])
+    return []
 
 
 def _busy_rank(facts: Facts, tl: _Timeline, busy: Evidence, stalled: list[int]) -> tuple[list[int], str, str] | None:
@@ -492,18 +588,19 @@ def _peer_lost(facts: Facts, tl: _Timeline) -> Attribution | None:
     silent = sorted(
         r
         for r, ex in facts.exits.items()
-        if r not in tl.symptom_at and r not in tl.stopped_at and ex.signal and not ex.stopped
+        if r not in tl.symptom_at and r not in tl.stopped_at and (ex.signal or ex.first) and not ex.stopped
     )
     if silent:
         rank = silent[0]
+        ended = facts.exits[rank].signal or f"exit code {facts.exits[rank].exitcode}"
         return _attribution(
             _crash_cause(facts, rank),
             [rank],
             victims - {rank},
             keys,
-            f"rank {rank} died without a word ({facts.exits[rank].signal}) while its peers lost their connection to it",
+            f"rank {rank} ended ({ended}) by its launcher's word while its peers lost their connection to it",
             HIGH if len(silent) == 1 else MEDIUM,
-            "the launcher's record of its death by a signal" if len(silent) == 1 else "several ranks died by a signal",
+            "the launcher's record of its end" if len(silent) == 1 else "several ranks ended by their launchers' word",
         )
     known = set(range(facts.world_size)) | seen_ranks(facts)
     world = known | set(range(max(known | victims, default=-1) + 1))

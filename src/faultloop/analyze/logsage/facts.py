@@ -3,23 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
+
+from faultloop.analyze.logsage.framing import NO_SOURCE as NO_SOURCE  # where a line came from
+from faultloop.analyze.logsage.framing import Source as Source
 
 NEVER = 1 << 62  # a line number after every line
 MAX_EVIDENCE = 60
 MAX_LABEL_PAIRS = 1 << 16
-
-
-class Source(NamedTuple):
-    """Where a line came from, by its prefixes; lines of one multi-line record share it."""
-
-    label: int | None  # srun --label: a task (= rank), or a node when one torchrun runs per node
-    host: str | None  # pdsh (DeepSpeed's multi-node runner)
-    role: str | None  # the word of a [wordN]: prefix: "rank" (torch: global rank), "default" (torchrun: local)
-    inner: int | None  # the number of that prefix
-
-
-NO_SOURCE = Source(None, None, None, None)
+MAX_HOSTS = 1 << 10
 
 
 @dataclass
@@ -46,6 +38,7 @@ class Exit:
     pid: int | None = None
     line: int = NEVER
     stopped: bool = False  # ended by the teardown after another rank failed: a victim
+    first: bool = False  # the launcher named it the first to fail (mpirun's first non-zero exit)
 
 
 @dataclass
@@ -78,6 +71,7 @@ class Facts:
     labelled: bool = False
     several_processes: bool = False  # rank-less lines are then nobody's in particular, not rank 0's
     world_size: int = 0
+    hosts: set[str] = field(default_factory=set)  # the host prefixes seen (capped): several are several processes
     label_pairs: set[tuple[int | None, str | None, int | None]] = field(default_factory=set)  # label, role, inner
     layout: tuple[int, int, bool, bool] = (-1, 0, False, False)  # pairs seen, then scan._layout's answer
     # faulthandler's `Timeout (H:MM:SS)!` headers per srun label, wherever they stand in a line (two
@@ -97,11 +91,18 @@ class Facts:
     main_stacks: dict[int, list[str]] = field(default_factory=dict)  # first stack dump per rank
     loose_stacks: list[list[str]] = field(default_factory=list)  # dumps whose rank the prefixes do not tell
     collectives: dict[int, set[tuple[str, str | None]]] = field(default_factory=dict)  # SeqNum -> (op, numel)
+    # (SeqNum, op, numel) -> the ranks that timed out on it: the odd collective out names its rank
+    collective_ranks: dict[tuple[int, str, str | None], set[int]] = field(default_factory=dict)
     first_seq: int | None = None  # the lowest collective number a rank timed out on
     last_busy: Evidence | None = None  # the latest one-rank work (evaluation, saving...) before any timeout
     summary_section: dict[Source, str] = field(default_factory=dict)  # "first" / "others"
     pending_record: dict[Source, tuple[int, int | None]] = field(default_factory=dict)  # rank, local
     assumed: dict[int, tuple[str, str]] = field(default_factory=dict)  # rank -> (confidence, the assumption)
+    progress_line: int = NEVER  # the first line of the log's head that shows training moving on
+    progress_text: str = ""
+    launch_line: int = NEVER  # the first line of the log's head that a launch prints (store barrier, NCCL bootstrap)
+    child_errors: dict[Source, tuple[int, int]] = field(default_factory=dict)  # launcher's header: (line, rank)
+    root_cause: set[int] = field(default_factory=set)  # ranks torchrun's `Root Cause (first observed failure)` names
     failure_time: dict[int, str] = field(default_factory=dict)  # rank -> when torchrun's summary says it failed
     repeated_lines: int = 0  # lines that repeated a known template: counted, not analysed (scan's repeats)
     waited_in: dict[int, str] = field(default_factory=dict)  # rank -> the torch.distributed call its traceback ended in

@@ -15,7 +15,8 @@ from faultloop import faults
 from faultloop.analyze import llm
 from faultloop.analyze.logsage.attribute import LOW, MEDIUM
 from faultloop.analyze.logsage.engine import Settings, Verdict, analyze_log, analyzer_fingerprint, fingerprint_settings
-from faultloop.faults import ERRORS_NOT_FOUND, FAULTS, NO_LOGS, OTHER, RESTART, STOP
+from faultloop.analyze.logsage.rules import POLICY
+from faultloop.faults import ERRORS_NOT_FOUND, NO_LOGS, OTHER, RESTART, STOP
 
 # -- LLM mode ------------------------------------------------------------------------------------
 
@@ -26,7 +27,7 @@ LLM_SCHEMA: dict[str, Any] = {
         "primary_ranks": {"type": "array", "items": {"type": "integer"}},
         "secondary_ranks": {"type": "array", "items": {"type": "integer"}},
         "fault_category": {"enum": list(faults.CATEGORIES)},
-        "fault_type": {"enum": [*FAULTS, None]},
+        "fault_type": {"enum": [*dict.fromkeys(p.fault_type for p in POLICY.values() if p.fault_type), None]},
         "explanation": {"type": "string"},
     },
     "required": ["restart", "primary_ranks", "secondary_ranks", "fault_category", "fault_type", "explanation"],

@@ -19,8 +19,12 @@ from faultloop.analyze.logsage.facts import Block, Evidence, Facts, Source
 from faultloop.analyze.logsage.rules import (
     COLLECTIVE_FRAMES,
     DATA_FRAMES,
+    DEATH,
     EXCEPTION_CAUSES,
     EXCEPTION_KIND,
+    FIRST_EXIT,
+    FIRST_EXIT_CODE_RE,
+    FIRST_EXIT_NAME_RE,
     GPU,
     GPU_HARDWARE,
     LAUNCHER_EXCEPTIONS,
@@ -28,20 +32,24 @@ from faultloop.analyze.logsage.rules import (
     NETWORK_KIND,
     OOM_KIND,
     PEER_LOST,
+    SETUP_FRAMES,
     STACK_DUMP,
     SUMMARY,
     TIMEOUT,
     TRACEBACK_CUT,
     Cause,
 )
-from faultloop.analyze.logsage.scan import add, classify, drop, resolve_rank, split_prefix
+from faultloop.analyze.logsage.scan import add, classify, drop, record_exit, resolve_rank, split_prefix
 
 BLOCK_LINES = 400
+FIRST_EXIT_LINES = 6  # how far below mpirun's first-exit header its process name and exit code stand
+CHILD_HEADER_GAP = 2  # a launcher's header line this close above a traceback names its child
 INNERMOST_FRAMES = 3  # how deep into a traceback "where it failed" looks
 # the exception line's classification is kept when it names one of these; else it is the program's
 _EXCEPTION_LINE_KINDS = (TIMEOUT, PEER_LOST, GPU, GPU_HARDWARE, OOM_KIND, NETWORK_KIND)
 _FRAME_RE = re.compile(r'^\s+File "([^"]*)", line (\d+),? in (\S+)')
-_EXC_RE = re.compile(r"^([A-Za-z_][\w.]*)(?::\s?(.*))?$")
+# an exception line: its class (Ray's RayTaskError(Inner) wraps the class its worker raised), message
+_EXC_RE = re.compile(r"^([A-Za-z_][\w.]*)(?:\((\w+)\))?(?::\s?(.*))?$")
 _RECORD_TIME_RE = re.compile(r"^\s*time\s*:\s*(\d{4}-\d\d-\d\d_\d\d:\d\d:\d\d)")  # torchrun's record
 _RECORD_RANK_RE = re.compile(r"^\s*rank\s*:\s*(\d+)")
 _SIGNAL_NAME_RE = re.compile(r"\bSIG(?:USR[12]|HUP|TERM|INT|QUIT|ALRM)\b|\bsignal \d+\b", re.I)
@@ -68,6 +76,7 @@ class Traceback:
     exc_text: str = ""  # empty: the excerpt lost the exception line
     exc_class: str = ""
     message: str = ""
+    first_line: int = 0  # the traceback's first line
 
     @property
     def launcher(self) -> bool:
@@ -118,9 +127,10 @@ def parse_traceback(f: IO[bytes], block: Block) -> Traceback | None:
             continue
         em = _EXC_RE.match(text.strip())
         if em and frames:
-            return Traceback(line, frames, text.strip(), em.group(1), (em.group(2) or "").strip())
+            cls, message = em.group(2) or em.group(1), (em.group(3) or "").strip()
+            return Traceback(line, frames, text.strip(), cls, message, block.line)
         break
-    return Traceback(block.line, frames) if frames else None
+    return Traceback(block.line, frames, first_line=block.line) if frames else None
 
 
 def main_stack(f: IO[bytes], block: Block) -> list[str]:
@@ -151,7 +161,8 @@ def exception_hint(tb: Traceback) -> str:
     raised by a signal handler (a signal in the message or the innermost function) ->
     SIGNAL_EXC; no message and the innermost line is not a `raise` (an exception injected from
     outside, e.g. PyThreadState_SetAsyncExc) -> ASYNC_EXC; raised while reading data ->
-    DATA_ERROR; anything else is the program's own exception -> WORKLOAD_EXC.
+    DATA_ERROR; raised in code that only runs while the job sets up (process group, rendezvous,
+    store) -> SETUP_EXC; anything else is the program's own exception -> WORKLOAD_EXC.
     """
     cls = tb.exc_class.rsplit(".", 1)[-1]
     if cls in EXCEPTION_CAUSES:
@@ -163,6 +174,8 @@ def exception_hint(tb: Traceback) -> str:
         return Cause.ASYNC_EXC
     if DATA_FRAMES.search(tb.innermost) or DATA_FRAMES.search(tb.message):
         return Cause.DATA_ERROR
+    if any(SETUP_FRAMES.search(f"{fr.file} {fr.func}") for fr in tb.frames):
+        return Cause.SETUP_EXC  # raised in code that only runs while the job sets up
     return Cause.WORKLOAD_EXC
 
 
@@ -173,6 +186,9 @@ def _traceback_evidence(facts: Facts, tb: Traceback, source: Source) -> Evidence
     if tb.launcher:
         return None
     rank = resolve_rank(facts, source, tb.exc_text)
+    header = facts.child_errors.get(source)
+    if header and 0 < tb.first_line - header[0] <= CHILD_HEADER_GAP:
+        rank = header[1]  # a launcher printed the child's traceback under a header naming it
     if not tb.exc_text:
         if in_collective([str(fr) for fr in tb.frames[-INNERMOST_FRAMES:]]):
             return Evidence(
@@ -192,6 +208,8 @@ def _traceback_evidence(facts: Facts, tb: Traceback, source: Source) -> Evidence
             hint,
         )
     found = classify(tb.exc_text)
+    if found and found[0].kind == DEATH:
+        return None  # a launcher's report of a child's death, kept by the scan as that child's record
     if found and found[0].kind in _EXCEPTION_LINE_KINDS:
         return Evidence(tb.line, tb.exc_text, found[0].kind, rank, found[0].name, found[0].hint)
     return Evidence(tb.line, tb.exc_text, EXCEPTION_KIND, rank, "python_exception", exception_hint(tb))
@@ -217,11 +235,38 @@ def summary_times(f: IO[bytes], block: Block) -> dict[int, str]:
     return times
 
 
+def _first_exit(facts: Facts, f: IO[bytes], block: Block) -> None:
+    """mpirun's first process to exit non-zero: its rank and exit status (a few lines below the
+    header, whatever source prefixes them: mpirun prints the block itself)."""
+    rank = code = None
+    for i, raw in enumerate(_read_block(f, block.offset)):
+        _, text = split_prefix(raw)
+        if i > FIRST_EXIT_LINES:
+            break
+        if m := FIRST_EXIT_NAME_RE.match(text):
+            rank = int(m.group(1))
+        elif (m := FIRST_EXIT_CODE_RE.match(text)) and rank is not None:
+            code = int(m.group(1))
+            ev = Evidence(
+                block.line + i,
+                f"mpirun: the first process to exit non-zero was rank {rank} (exit code {code})",
+                DEATH,
+                rank,
+                "mpirun_first_exit",
+            )
+            record_exit(facts, rank, ev, code, None)
+            facts.exits[rank].first = True
+            return
+
+
 def read_blocks(path: Path, facts: Facts) -> None:
     """Parse the tracebacks, stack dumps and torchrun summary sections found by the scan; turn them
     into evidence (and the summaries' failure times)."""
     with open(path, "rb") as f:
         for block in facts.blocks:
+            if block.kind == FIRST_EXIT:
+                _first_exit(facts, f, block)
+                continue
             if block.kind == SUMMARY:
                 for failed, when in summary_times(f, block).items():
                     facts.failure_time.setdefault(failed, when)

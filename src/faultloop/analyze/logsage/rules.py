@@ -12,7 +12,12 @@ HOW TO PATCH BETWEEN LOOP ITERATIONS
     the template to the message catalog too (catalog/*.tsv: template, program, source, meaning,
     the verdict it should lead to); tests/analyze/test_logsage_catalog.py checks every row.
   * A decision is wrong for a whole cause -> edit POLICY, the cause table (cause -> category,
-    restart, why, what happened, fault type, whether it blames a rank).
+    restart, why, what happened, fault type, whether it blames a rank): logsage's own reasoning,
+    never read from the scorer's faults.FAULTS; a new injected fault needs its row here.
+  * A prefix in front of a program's words hides them (a host label, a timestamp, a logging
+    header) -> add its row to framing.LAYERS, the grammar of line prefixes.
+  * An exception class or OS error means more than "the program raised" -> EXCEPTION_MEANING
+    (origin and recoverability); what training progress looks like -> PROGRESS_RE.
   * The order in which decisions are taken is attribute.DECISIONS, documented there.
   * What a traceback, an exit status or a signal means -> the smaller tables at the end.
 """
@@ -23,7 +28,19 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-from faultloop.faults import CRASH, EXCEPTION, EXTERNAL_SIGNAL, FAULTS, HANG, NETWORK, NONE, OOM, OTHER, RESTART, STOP
+from faultloop.faults import (
+    CRASH,
+    EXCEPTION,
+    EXTERNAL_SIGNAL,
+    GPU_ERROR_CATEGORY,
+    HANG,
+    NETWORK,
+    NONE,
+    OOM,
+    OTHER,
+    RESTART,
+    STOP,
+)
 
 # -- evidence kinds ------------------------------------------------------------------------------
 # symptoms: the rank only suffered (a victim)
@@ -49,6 +66,8 @@ CUDA_HINT = "cuda_hint"  # the lines torch prints after a CUDA error; a GPU erro
 TRACEBACK = "traceback"
 STACK_DUMP = "stack_dump"
 # launcher and scheduler
+FIRST_EXIT = "launcher_first_exit"  # mpirun's block naming the first process to exit non-zero (read after the scan)
+CHILD_ERROR = "child_error"  # a launcher's header over the traceback a child raised: it names the child
 SUMMARY = "launcher_summary"  # a torchrun failure summary section: hint says which ("first" or "others")
 RECORD = "launcher_record"  # one rank's entry in that summary
 CLOSED = "launcher_closed"
@@ -106,6 +125,8 @@ class Cause(StrEnum):
     NCCL_SETUP = "NCCL_SETUP"
     DIVERGED = "DIVERGED"
     PROGRAM_ERROR = "PROGRAM_ERROR"
+    TRANSIENT_EXC = "TRANSIENT_EXC"
+    SETUP_EXC = "SETUP_EXC"
     # causes whose evidence a rank leaves on its own (the faults of issue 26)
     NET_DROP = "NET_DROP"
     HOST_OOM = "HOST_OOM"
@@ -129,6 +150,8 @@ TORCH_CUDA_CHECK = ("torch", "c10/cuda/CUDAException.cpp")
 TORCH_ELASTIC = ("torch", "torch/distributed/elastic/multiprocessing/api.py")
 TORCH_ELASTIC_ERRORS = ("torch", "torch/distributed/elastic/multiprocessing/errors/__init__.py")
 TORCH_ELASTIC_AGENT = ("torch", "torch/distributed/elastic/agent/server/api.py")
+TORCH_RENDEZVOUS = ("torch", "torch/distributed/elastic/rendezvous/api.py, dynamic_rendezvous.py")
+TORCH_SPAWN = ("torch", "torch/multiprocessing/spawn.py")
 NCCL_CHECKS = ("NCCL", "src/include/checks.h (CUDACHECK), src/include/cudawrap.h (CUCHECK)")
 NCCL_ERRORS = ("NCCL", "src/init.cc (ncclGetErrorString)")
 NCCL_IB = ("NCCL", "src/transport/net_ib.cc")
@@ -143,9 +166,14 @@ SLURM_STEPD = ("SLURM", "src/slurmd/slurmstepd/req.c")
 SLURM_SRUN = ("SLURM", "src/srun/launch.c, src/api/step_launch.c")
 SLURM_CGROUP = ("SLURM", "src/plugins/task/cgroup/task_cgroup_memory.c")
 OPEN_MPI = ("Open MPI", "ompi/errhandler/errhandler_predefined.c; prrte src/mca/errmgr/help-errmgr-base.txt")
+OPEN_MPI_RUN = ("Open MPI", "orte/tools/orterun/help-orterun.txt (4.x); prrte src/prted/help-prterun.txt (5.x)")
 HOROVOD = ("Horovod", "horovod/runner/gloo_run.py")
+HOROVOD_COMMON = ("Horovod", "horovod/common/common.h")
+C10D_SOCKET = ("torch", "torch/csrc/distributed/c10d/socket.cpp")
 DEEPSPEED_LAUNCHER = ("DeepSpeed", "deepspeed/launcher/launch.py")
 DEEPSPEED_ENGINE = ("DeepSpeed", "deepspeed/runtime/engine.py")
+LIGHTNING_SIGNAL = ("Lightning", "lightning/pytorch/trainer/connectors/signal_connector.py")
+RAY = ("Ray", "python/ray/exceptions.py (ActorDiedError, WorkerCrashedError, RayTaskError)")
 SIGNAL_REPORTS = ("Lightning, UCX", "lightning/pytorch/trainer/connectors/signal_connector.py; ucs/debug/debug.c")
 CPYTHON = ("CPython", "Python/pythonrun.c (the exception line), Modules/main.c")
 CPYTHON_FAULTHANDLER = ("CPython", "Modules/faulthandler.c")
@@ -155,6 +183,7 @@ LIBSTDCXX = ("libstdc++", "libsupc++/vterminate.cc")
 SHELL = ("bash", "jobs.c (the death of a foreground job)")
 MEGATRON = ("Megatron-LM", "megatron/training/training.py")
 TRANSFORMERS = ("transformers", "src/transformers/trainer.py")
+TQDM = ("tqdm", "tqdm/std.py (format_meter: `{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt}`)")
 TRAINING_SCRIPTS = ("training scripts", "common wording of evaluation, checkpointing and preprocessing loops")
 FAULTLOOP_WORKLOAD = ("faultloop", "src/faultloop/run/workload.py (the built-in workload's stall watchdog)")
 LIBC_ERRNO = (
@@ -192,6 +221,8 @@ RULES: tuple[Rule, ...] = (
     Rule("node_fail", SLURM, ("CANCELLED", "ailure"), r"CANCELLED.*DUE TO NODE FAIL|[Nn]ode failure", Cause.NODE_FAIL,
          SLURM_SRUN),
     Rule("cancelled", SLURM, ("CANCELLED",), r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED", Cause.CANCELLED, SLURM_STEPD),
+    # the same line cut after its node (an excerpt's last line): slurmstepd prints it only to end the step
+    Rule("cancelled_cut", SLURM, ("rror",), r"rror: \*\*\* (?:JOB|STEP) \S+ ON(?: \S+)?\s*$", Cause.CANCELLED, SLURM_STEPD),
     Rule("step_teardown", STOPPING, ("erminat", "borted"), r"Terminating StepId|forcing job termination|Job step aborted",
          origin=SLURM_SRUN),
     # -- network errors on a line that also says "failed or timed out" (NCCL's flattened reports)
@@ -204,21 +235,32 @@ RULES: tuple[Rule, ...] = (
     Rule("nccl_watchdog_stuck", TIMEOUT, ("imed out", "atchdog"),
          r"[Hh]eartbeat monitor timed out|watchdog got stuck|ProcessGroupNCCL watchdog hang", Cause.WATCHDOG_HANG, C10D_NCCL),
 
+    # the C++ backtrace of the watchdog's timeout exception (c10::Error's `frame #N:` lines), what is
+    # left where the excerpt cut its what() line
+    Rule("nccl_timeout_frame", TIMEOUT, ("Timeout",), r"ProcessGroupNCCL::WorkNCCL::checkTimeout\(", origin=C10D_NCCL),
     Rule("setup_store_timeout", TIMEOUT, ("Timeout", "imed out"),
          r"is setting up NCCL communicator and retrieving ncclUniqueId.*(?:Timeout|timed out)", Cause.SETUP_HANG, C10D_NCCL),
     Rule("dist_timeout", TIMEOUT, ("rror",), r"DistBackendError.*[Tt]ime(?:d ?out)", origin=C10D_BACKEND),
+    # the store's server waited for its clients at startup (TCPStore's waitForWorkers): setup never completed
+    Rule("store_clients", TIMEOUT, ("imed out",), r"Timed out after \d+ seconds waiting for clients\. \d+/\d+ clients joined",
+         Cause.SETUP_HANG, C10D_STORE),
     Rule("store_timeout", TIMEOUT, ("Timeout", "rror"), r"Socket Timeout|DistStoreError.*[Tt]ime", origin=C10D_STORE),
     Rule("monitored_barrier", TIMEOUT, ("arrier",), r"Ranks? (?P<missing>[\d, ]+) failed to pass monitoredBarrier",
+         origin=C10D_GLOO),
+    # a non-root rank of a monitored barrier: the root (rank 0) never answered; it names the rank to blame
+    Rule("monitored_barrier_root", TIMEOUT, ("arrier",),
+         r"successfully reached monitoredBarrier, but received errors while waiting for send/recv from rank (?P<missing>\d+)",
          origin=C10D_GLOO),
     Rule("collective_mismatch", TIMEOUT, ("rror",), r"Error: Detected mismatch between collectives", Cause.DESYNC,
          C10D_WRAPPER),
     Rule("store_barrier", TIMEOUT, ("arrier",),
-         r"Waiting in store based barrier|[Tt]imed out initializing process group in store based barrier", Cause.SETUP_HANG,
+         r"Waiting in store based barrier to initialize process group for rank: (?P<rank>\d+)|Waiting in store based barrier"
+         r"|[Tt]imed out initializing process group in store based barrier(?: on rank:? (?P<rank2>\d+))?", Cause.SETUP_HANG,
          C10D_PY),
     # -- OOM and GPU errors (before the generic NCCL/CUDA rows) ------------------------------
     Rule("dataloader_killed", OOM_KIND, ("ignal",), r"DataLoader worker \(pid \d+\) is killed by signal: Killed",
          origin=TORCH_DATALOADER),
-    Rule("cuda_oom", OOM_KIND, ("of memory", "rror"), r"(?:CUDA|HIP) out of memory|OutOfMemoryError|CUDA error: out of memory",
+    Rule("cuda_oom", OOM_KIND, ("of memory", "rror"), r"(?:CUDA|HIP) out of memory|OutOfMemoryError\b(?!')|CUDA error: out of memory",
          origin=TORCH_ALLOCATOR),
     Rule("nccl_cuda_oom", OOM_KIND, ("ailure",), r"Cuda failure (?:\d+ )?'out of memory'", origin=NCCL_CHECKS),
     Rule("slurm_oom", OOM_KIND, ("oom",), r"oom_kill event", origin=SLURM_CGROUP),
@@ -247,14 +289,23 @@ RULES: tuple[Rule, ...] = (
     Rule("store_peer_lost", PEER_LOST, ("crash",),
          r"possible application crash on rank|Did the remote server shutdown or crash", origin=C10D_STORE),
     Rule("broken_pipe", PEER_LOST, ("rror",), r"BrokenPipeError|Broken pipe", origin=CPYTHON),
+    # Horovod's survivors once another rank failed (common/common.h SHUT_DOWN_ERROR): victims
+    Rule("horovod_shut_down", PEER_LOST, ("rror",), r"Error: Horovod has been shut down\. This was caused by an exception",
+         origin=HOROVOD_COMMON),
     Rule("nccl_usage", FATAL, ("rror",), r"NCCL error.*invalid (?:usage|argument) \(run with NCCL_DEBUG", Cause.WORKLOAD_EXC,
          C10D_NCCL_UTILS),
     Rule("nccl_error", PEER_LOST, ("rror",), r"NCCL error", origin=C10D_NCCL_UTILS),
     # -- the job is misconfigured or its launch environment failed: every rank fails the same way
+    # a port taken on the node (c10d's socket: `name: EADDRINUSE`; Python's `[Errno 98]`): the launch's settings
+    Rule("port_in_use", FATAL, ("rror",), r"rror\b.*(?:EADDRINUSE|[Aa]ddress already in use)", Cause.CONFIG_ERROR,
+         C10D_SOCKET),
     Rule("config_error", FATAL, ("open file", "rror"),
          r"can't open file '[^']*': \[Errno|ModuleNotFoundError: No module named|error: unrecognized arguments",
          Cause.CONFIG_ERROR, CPYTHON_IMPORT),
     Rule("mpi_fatal", FATAL, ("rror",), r"\*\*\* An error occurred in MPI_", Cause.LAUNCH_ENV, OPEN_MPI),
+    # the elastic agent could not rendezvous with its peers: no worker was started (a launch failure)
+    Rule("rendezvous_failed", FATAL, ("rror",), r"Rendezvous(?:Connection|Timeout|Closed|)Error\b", Cause.LAUNCH_ENV,
+         TORCH_RENDEZVOUS),
     # -- fatal errors (faulthandler, shells, C++ runtime) -------------------------------------
     Rule("fatal_segv", FATAL, ("rror",), r"Fatal Python error: Segmentation fault", Cause.SEGFAULT, CPYTHON_FAULTHANDLER),
     Rule("fatal_bus", FATAL, ("rror",), r"Fatal Python error: Bus error", Cause.SEGFAULT, CPYTHON_FAULTHANDLER),
@@ -269,9 +320,23 @@ RULES: tuple[Rule, ...] = (
     Rule("traceback", TRACEBACK, ("Traceback",), r"^Traceback \(most recent call last\):", origin=CPYTHON),
     Rule("traceback_frame", TRACEBACK, ('File "',), r'^\s+File "[^"]*", line \d+, in ', origin=CPYTHON),  # lost header
     # -- launchers: torchrun / elastic agent, torch.distributed.launch, DeepSpeed, mpirun, horovod
+    # the elastic agent's `Received {sigval} death signal`: an int before torch 2.2, a Signals member after
     Rule("agent_signal", JOB_SIGNAL, ("ignal",),
-         r"Received \d+ death signal|SignalException: Process \d+ got signal|[Ll]auncher received a stop signal",
-         origin=TORCH_ELASTIC_AGENT),
+         r"Received (?:Signals\.)?(?:SIG[A-Z0-9]+|\d+) death signal|SignalException: Process \d+ got signal"
+         r"|[Ll]auncher received a stop signal", origin=TORCH_ELASTIC_AGENT),
+    # torch.multiprocessing.spawn: a child's death (ProcessExitedException; a plain Exception before
+    # torch 1.8) and the header of the traceback a child raised (ProcessRaisedException)
+    Rule("spawn_exited", DEATH, ("erminat",),
+         r"process (?P<rank>\d+) terminated with (?:signal (?P<sig>SIG[A-Z0-9]+)|exit code (?P<code>\d+))", origin=TORCH_SPAWN),
+    Rule("spawn_raised", CHILD_ERROR, ("erminat",), r"-- Process (?P<rank>\d+) terminated with the following error:",
+         origin=TORCH_SPAWN),
+    # launchers signalled themselves: DeepSpeed's launch.py sigkill_handler, Lightning's SLURM auto-requeue
+    Rule("launcher_signalled", JOB_SIGNAL, ("eceived SIG", "ignal"),
+         r"Main process received (?:SIG[A-Z0-9]+|\d+), exiting|Handling auto-requeue signal: \d+",
+         origin=("DeepSpeed, Lightning", "deepspeed/launcher/launch.py; lightning/pytorch/trainer/connectors/"
+                 "signal_connector.py")),
+    # Lightning's signal handler names the rank it runs in (`[rank: 3] Received SIGTERM: 15`)
+    Rule("lightning_signal", SIGNAL, ("eceived SIG",), r"\[rank: (?P<rank>\d+)\] Received SIG[A-Z0-9]+", origin=LIGHTNING_SIGNAL),
     Rule("signal_received", SIGNAL, ("ignal", "eceived SIG"),
          r"\b(?:[Rr]eceived (?:signal[: ]*)?|(?:[Gg]ot|[Cc]aught) signal[: ]*)(?:SIG[A-Z0-9]+|\d+)", origin=SIGNAL_REPORTS),
     Rule("rank_failed", DEATH, ("exit",),
@@ -279,6 +344,10 @@ RULES: tuple[Rule, ...] = (
     Rule("mpirun_signal", DEATH, ("ignal",),
          r"noticed that process rank (?P<rank>\d+) with PID (?:(?P<pid>\d+)|x+) on node \S+ exited on signal (?P<sig>\d+)",
          origin=OPEN_MPI),
+    # mpirun's (Open MPI 4 orterun, 5 prterun) report of the first process to exit non-zero; its
+    # `Process name: [[jobid,1],RANK]` / `[prterun-host-pid@1,RANK]` and `Exit code:` lines follow
+    Rule("mpirun_first_exit", FIRST_EXIT, ("exit",),
+         r"detected that one or more processes exited with non-zero status", origin=OPEN_MPI_RUN),
     Rule("horovod_exit", DEATH, ("exit",), r"Process (?P<rank>\d+) exit with status code (?P<code>-?\d+)", origin=HOROVOD),
     Rule("deepspeed_exit", DEATH, ("exit",), r"(?:--local_rank=(?P<local>\d+).*)?exits with return code = (?P<code>-?\d+)",
          origin=DEEPSPEED_LAUNCHER),
@@ -305,9 +374,16 @@ RULES: tuple[Rule, ...] = (
     Rule("faulthandler_timeout", STACK_DUMP, ("Timeout",), r"^Timeout \(\d+:\d\d:\d\d", origin=CPYTHON_FAULTHANDLER),
     Rule("nccl_progress", PROGRESS, ("atchdog", "Timeout"), r"last enqueued (?:NCCL )?work: (?P<seq>-?\d+)", origin=C10D_NCCL),
     Rule("nccl_work", COLLECTIVE, ("SeqNum",), r"WorkNCCL\(SeqNum=\d+", origin=C10D_NCCL),
-    Rule("one_rank_work", BUSY, ("valuat", "alidat", "mAP@", "eckpoint", "okeniz"),
-         r"[Ee]valuating|[Vv]alidating|\bmAP@|[Ss]aving (?:the )?checkpoint|[Ss]aving model checkpoint|[Tt]okeniz(?:ing|er)",
+    Rule("one_rank_work", BUSY, ("valuat", "alidat", "mAP@", "eckpoint"),
+         r"[Ee]valuating|[Vv]alidating|\bmAP@|[Ss]aving (?:the )?checkpoint|[Ss]aving model checkpoint",
          origin=TRAINING_SCRIPTS),
+    # an unfinished progress bar (tqdm: `{desc}: {percentage}%|{bar}|`) whose description says what the
+    # work does: evaluate or predict, save or export, prepare, preprocess, tokenize or map a data set;
+    # work of that kind runs on one rank (rank 0 by convention, or the rank the description names)
+    Rule("one_rank_bar", BUSY, ("%|",),
+         r"^(?=[^|]*?\b(?:[Ee]valuat|[Vv]alidat|[Pp]redict|[Ii]nfer|[Gg]enerat|[Tt]est(?:ing)?\b|[Ss]av(?:e|ing)\b|"
+         r"[Ee]xport|[Pp]repar|[Pp]re-?process|[Tt]okeniz|Map\b|[Ff]ilter\b))(?:[^|]*?\brank[= ](?P<rank>\d+))?"
+         r"[^|]*?:? +(?:\d|[1-9]\d)%\|", origin=TQDM),
     Rule("checkpoint_saved", CHECKPOINT, ("eckpoint",), r"\b[Ss]aved checkpoint|checkpoint (?:saved|written)",
          origin=TRAINING_SCRIPTS),
     Rule("job_done", DONE, ("is done",), r"after training is done", Cause.DONE, MEGATRON),
@@ -316,9 +392,14 @@ RULES: tuple[Rule, ...] = (
     Rule("disk_full", FATAL, ("rror",), r"No space left on device|\bENOSPC\b", Cause.STORAGE_FULL, LIBC_ERRNO),
     Rule("nan_grad", FATAL, ("rror",), r"found NaN in local grad norm", Cause.NAN_LOSS, MEGATRON_DDP),
     # -- read what is there: a plain failure line with none of the context above ----------------
+    # Ray's driver on its workers: one died (a crash, or its node died), or raised (RayTaskError(Inner))
+    Rule("ray_node_died", SLURM, ("rror",), r"(?:ActorDied|RayActor)Error: The actor died because its node has died",
+         Cause.NODE_FAIL, RAY),
+    Rule("ray_worker_died", FATAL, ("rror",),
+         r"(?:ActorDied|RayActor|WorkerCrashed)Error: The (?:actor|worker) died unexpectedly", Cause.CRASH, RAY),
     Rule("exception_line", EXCEPTION_KIND, ("rror",),
-         r"^\s*(?:[A-Za-z_]\w*\.)*(?!ChildFailedError|CalledProcessError|nccl)[A-Za-z_]*Error(?::(?!\s*[\d.eE+-]+\s*$)|$)", Cause.WORKLOAD_EXC,
-         CPYTHON),
+         r"^\s*(?:[A-Za-z_]\w*\.)*(?!ChildFailedError|CalledProcessError|nccl)[A-Za-z_]*Error(?:\(\w+\))?"
+         r"(?::(?!\s*[\d.eE+-]+\s*$)|$)", Cause.WORKLOAD_EXC, CPYTHON),
     Rule("program_error", REPORTED, ("rror",), r"^\s*[\w./-]+: [Ee]rror:|\b[Ff]atal [Ee]rror:", Cause.PROGRAM_ERROR,
          ("any program", "the `prog: error:` convention of C programs (err(3), SLURM's error()) and argparse")),
 )
@@ -346,182 +427,245 @@ class Policy:
     blames_rank: bool = True
 
 
-def _fault(name: Cause, happened: str) -> tuple[str, Policy]:
-    """An injected fault's row: category, restart and rationale from faults.FAULTS (the one source)."""
-    fault = FAULTS[name]
-    return name, Policy(fault.category, fault.restart, fault.rationale, happened, fault.name)
+# POLICY, the cause table: cause -> policy, logsage's own reasoning for every cause it diagnoses.
+# A hard crash, a code bug, a GPU error, OOM, a setup or configuration problem -> STOP (the next
+# attempt meets the same code, device or settings); a transient hang, an external signal,
+# preemption, a network flap -> RESTART (nothing in the job itself failed). The causes named after
+# injected faults carry that name as their fault type; NVRx's judge has a restart table for those
+# twelve (a fact logsage may cite, not a source it reads): tests/analyze/test_logsage.py compares
+# the two and documents where they differ on purpose (UPSTREAM_DIFFERENCES below: none today).
+POLICY: dict[str, Policy] = {
+    Cause.GPU_ERROR: Policy(
+        GPU_ERROR_CATEGORY,
+        STOP,
+        "a GPU error leaves the device or the kernel that hit it as it was: the next attempt meets it again",
+        "hit a GPU error (CUDA error / Xid)",
+        "GPU_ERROR",
+    ),
+    Cause.GPU_SLEEP: Policy(
+        HANG,
+        RESTART,
+        "a GPU that stalled and recovered on its own: nothing in the job is broken",
+        "stalled outside any collective with its threads alive, as on a stuck GPU kernel, and the others timed "
+        "out waiting for it",
+        "GPU_SLEEP",
+    ),
+    Cause.WORKLOAD_EXC: Policy(
+        EXCEPTION,
+        STOP,
+        "the program raised on its own code path: the same code raises again",
+        "raised an exception of its own",
+        "WORKLOAD_EXC",
+    ),
+    Cause.ASYNC_EXC: Policy(
+        EXCEPTION,
+        STOP,
+        "an exception injected into a running thread is a bug of the code that injects it: it recurs",
+        "was interrupted by an exception it did not raise (no message, no raise statement: raised "
+        "asynchronously from outside the code)",
+        "ASYNC_EXC",
+    ),
+    Cause.SIGNAL_EXC: Policy(
+        EXCEPTION,
+        RESTART,
+        "the exception came from a signal handler, so from a signal sent from outside: the next attempt is not sent it",
+        "raised an exception from a signal handler",
+        "SIGNAL_EXC",
+    ),
+    Cause.OS_ABORT: Policy(
+        CRASH,
+        STOP,
+        "the process aborted itself on a failed check: the same check fails again",
+        "aborted (SIGABRT)",
+        "OS_ABORT",
+    ),
+    Cause.LOCK_GIL: Policy(
+        HANG,
+        RESTART,
+        "a thread held the GIL and froze the process without failing: a stall the next attempt need not meet",
+        "froze: its Python threads went silent while faulthandler still dumped its stacks (the GIL was held), "
+        "and the others timed out waiting for it",
+        "LOCK_GIL",
+    ),
+    Cause.SEGFAULT: Policy(
+        CRASH,
+        STOP,
+        "a segmentation fault is corrupted memory or a bad pointer in the code: it recurs",
+        "crashed with a segmentation fault",
+        "SEGFAULT",
+    ),
+    Cause.SIGINT: Policy(
+        EXTERNAL_SIGNAL,
+        RESTART,
+        "interrupted from outside: the job itself did not fail",
+        "was interrupted by SIGINT",
+        "SIGINT",
+    ),
+    Cause.SIGKILL: Policy(
+        CRASH,
+        STOP,
+        "killed without a word: most often the host's OOM killer or memory pressure, which the same job meets again",
+        "was killed by SIGKILL without a word",
+        "SIGKILL",
+    ),
+    Cause.SIGTERM: Policy(
+        EXTERNAL_SIGNAL,
+        RESTART,
+        "terminated from outside: the job itself did not fail",
+        "was terminated by SIGTERM from outside",
+        "SIGTERM",
+    ),
+    Cause.SIGSTOP: Policy(
+        HANG,
+        RESTART,
+        "a process stopped from outside: the job itself did not fail",
+        "went completely silent (a stopped process) and had to be killed, while the others timed out waiting for it",
+        "SIGSTOP",
+    ),
+    Cause.HANG: Policy(
+        HANG, RESTART, "transient hang", "stopped making progress and the others timed out waiting for it"
+    ),
+    Cause.CRASH: Policy(CRASH, STOP, "hard crash", "died without a word"),
+    Cause.OOM: Policy(OOM, STOP, "out of memory: the same job will run out again", "ran out of memory"),
+    Cause.NETWORK: Policy(
+        NETWORK, RESTART, "network flap", "lost connections without any rank failing on its own (network)"
+    ),
+    Cause.EXTERNAL_SIGNAL: Policy(EXTERNAL_SIGNAL, RESTART, "external signal", "received a signal from outside"),
+    Cause.PREEMPTION: Policy(
+        EXTERNAL_SIGNAL, RESTART, "preempted by the scheduler", "was preempted by the scheduler", blames_rank=False
+    ),
+    Cause.CANCELLED: Policy(
+        EXTERNAL_SIGNAL,
+        RESTART,
+        "cancelled by the scheduler or an operator",
+        "was cancelled from outside",
+        blames_rank=False,
+    ),
+    Cause.NODE_FAIL: Policy(OTHER, RESTART, "node failure: restart on healthy nodes", "lost a node", blames_rank=False),
+    Cause.TIME_LIMIT: Policy(
+        OTHER, STOP, "time limit: a restart hits it again", "hit its time limit", blames_rank=False
+    ),
+    Cause.DONE: Policy(NONE, STOP, "the application finished", "finished", blames_rank=False),
+    Cause.DESYNC: Policy(
+        HANG,
+        STOP,
+        "ranks issued different collectives (desync): a code-path bug that recurs",
+        "desynchronized: ranks waited in different collectives at the same sequence number",
+        "DESYNC",
+    ),
+    Cause.SETUP_HANG: Policy(
+        HANG,
+        STOP,
+        "the ranks never got through setup (rendezvous or first collective): a launch or environment problem "
+        "that a restart repeats",
+        "hung before training started (rendezvous or the first collective never completed)",
+    ),
+    Cause.SHUTDOWN_HANG: Policy(
+        HANG,
+        STOP,
+        "the job hung after training finished: it hangs again at the same place",
+        "hung after training had finished",
+    ),
+    Cause.SLOW_RANK: Policy(
+        HANG,
+        STOP,
+        "one rank's work (evaluation, checkpointing, preprocessing) outlasted the collective timeout: it "
+        "recurs at the same step until the timeout is raised or the work shrinks",
+        "was busy with one-rank work (evaluation, checkpointing, preprocessing) while the others timed out",
+    ),
+    Cause.WATCHDOG_HANG: Policy(
+        HANG,
+        STOP,
+        "a CUDA/NCCL call blocked the NCCL watchdog itself (a deadlock or a stuck teardown): it recurs with the "
+        "same code and environment",
+        "hung inside a CUDA/NCCL call that blocked the NCCL watchdog",
+    ),
+    Cause.CONFIG_ERROR: Policy(
+        OTHER,
+        STOP,
+        "the job is misconfigured (missing file, module or argument): a restart fails the same way",
+        "could not start: its configuration names a file, module or argument that is not there",
+        blames_rank=False,
+    ),
+    Cause.LAUNCH_ENV: Policy(
+        OTHER,
+        STOP,
+        "the launcher failed before its workers ran (MPI could not initialize, the elastic agent could not "
+        "rendezvous with its peers): a restart with the same settings fails the same way",
+        "could not set up its launch (MPI initialization or the elastic agent's rendezvous)",
+        blames_rank=False,
+    ),
+    Cause.DATA_ERROR: Policy(
+        EXCEPTION, STOP, "reading the data failed: the same sample fails again", "failed while reading its data"
+    ),
+    Cause.NCCL_SETUP: Policy(
+        NETWORK,
+        STOP,
+        "NCCL could not set up its transport (devices, shared memory, InfiniBand): a system or configuration "
+        "problem that a restart on the same nodes repeats",
+        "could not set up NCCL's transport (devices, shared memory, InfiniBand)",
+        blames_rank=False,
+    ),
+    Cause.DIVERGED: Policy(
+        OTHER,
+        STOP,
+        "nearly every step overflowed and was skipped: the same settings diverge again",
+        "ran on without learning: nearly every step was skipped on overflow",
+        blames_rank=False,
+    ),
+    Cause.TRANSIENT_EXC: Policy(
+        EXCEPTION,
+        RESTART,
+        "an I/O, network, storage or timeout error of the job's infrastructure after training had made progress: "
+        "the code ran before, so the next attempt need not meet it",
+        "failed on an I/O, network or timeout error of its infrastructure after training had made progress",
+    ),
+    Cause.SETUP_EXC: Policy(
+        EXCEPTION,
+        STOP,
+        "it failed while the job was still setting up (process group, rendezvous, store) before training made "
+        "progress: the next attempt meets the same addresses, ports and settings",
+        "failed while setting up, before training made any progress",
+    ),
+    Cause.PROGRAM_ERROR: Policy(
+        OTHER,
+        STOP,
+        "a program reported an error the log does not explain further: a plain restart is not known to help",
+        "reported an error",
+    ),
+    Cause.NET_DROP: Policy(
+        NETWORK,
+        RESTART,
+        "the rank's connections failed before any peer had failed: a network fault a restart clears",
+        "lost its connections to its peers first, before any peer had failed or lost anything",
+        "NET_DROP",
+    ),
+    Cause.HOST_OOM: Policy(
+        OOM,
+        STOP,
+        "the kernel's OOM killer ended the rank: the same job runs out of host memory again",
+        "was killed by the kernel's OOM killer",
+        "HOST_OOM",
+    ),
+    Cause.NAN_LOSS: Policy(
+        EXCEPTION,
+        STOP,
+        "the rank's gradients became NaN: the same data and settings diverge again",
+        "found NaN in its own gradients before the data-parallel all-reduce",
+        "NAN_LOSS",
+    ),
+    Cause.STORAGE_FULL: Policy(
+        OTHER,
+        STOP,
+        "a write failed with no space left on the device: the volume stays full until someone frees space",
+        "could not write: no space left on the device",
+        "STORAGE_FULL",
+    ),
+}
+# Where logsage's restart for an injected fault's cause differs from NVRx's restart table on
+# purpose: cause -> why (tests/analyze/test_logsage.py holds the two tables to this list).
+UPSTREAM_DIFFERENCES: dict[str, str] = {}
 
-
-# POLICY, the cause table: cause -> policy. hard crash, code bug, GPU error, OOM, a setup or
-# configuration problem -> STOP; transient hang, external signal, preemption, network flap -> RESTART.
-POLICY: dict[str, Policy] = dict(
-    (
-        _fault(Cause.GPU_ERROR, "hit a GPU error (CUDA error / Xid)"),
-        _fault(
-            Cause.GPU_SLEEP,
-            "stalled outside any collective with its threads alive, as on a stuck GPU kernel, and the others timed "
-            "out waiting for it",
-        ),
-        _fault(Cause.WORKLOAD_EXC, "raised an exception of its own"),
-        _fault(
-            Cause.ASYNC_EXC,
-            "was interrupted by an exception it did not raise (no message, no raise statement: raised "
-            "asynchronously from outside the code)",
-        ),
-        _fault(Cause.SIGNAL_EXC, "raised an exception from a signal handler"),
-        _fault(Cause.OS_ABORT, "aborted (SIGABRT)"),
-        _fault(
-            Cause.LOCK_GIL,
-            "froze: its Python threads went silent while faulthandler still dumped its stacks (the GIL was held), "
-            "and the others timed out waiting for it",
-        ),
-        _fault(Cause.SEGFAULT, "crashed with a segmentation fault"),
-        _fault(Cause.SIGINT, "was interrupted by SIGINT"),
-        _fault(Cause.SIGKILL, "was killed by SIGKILL without a word"),
-        _fault(Cause.SIGTERM, "was terminated by SIGTERM from outside"),
-        _fault(
-            Cause.SIGSTOP,
-            "went completely silent (a stopped process) and had to be killed, while the others timed out waiting for it",
-        ),
-    )
-)
-POLICY.update(
-    {
-        Cause.HANG: Policy(
-            HANG, RESTART, "transient hang", "stopped making progress and the others timed out waiting for it"
-        ),
-        Cause.CRASH: Policy(CRASH, STOP, "hard crash", "died without a word"),
-        Cause.OOM: Policy(OOM, STOP, "out of memory: the same job will run out again", "ran out of memory"),
-        Cause.NETWORK: Policy(
-            NETWORK, RESTART, "network flap", "lost connections without any rank failing on its own (network)"
-        ),
-        Cause.EXTERNAL_SIGNAL: Policy(EXTERNAL_SIGNAL, RESTART, "external signal", "received a signal from outside"),
-        Cause.PREEMPTION: Policy(
-            EXTERNAL_SIGNAL, RESTART, "preempted by the scheduler", "was preempted by the scheduler", blames_rank=False
-        ),
-        Cause.CANCELLED: Policy(
-            EXTERNAL_SIGNAL,
-            RESTART,
-            "cancelled by the scheduler or an operator",
-            "was cancelled from outside",
-            blames_rank=False,
-        ),
-        Cause.NODE_FAIL: Policy(
-            OTHER, RESTART, "node failure: restart on healthy nodes", "lost a node", blames_rank=False
-        ),
-        Cause.TIME_LIMIT: Policy(
-            OTHER, STOP, "time limit: a restart hits it again", "hit its time limit", blames_rank=False
-        ),
-        Cause.DONE: Policy(NONE, STOP, "the application finished", "finished", blames_rank=False),
-        Cause.DESYNC: Policy(
-            HANG,
-            STOP,
-            "ranks issued different collectives (desync): a code-path bug that recurs",
-            "desynchronized: ranks waited in different collectives at the same sequence number",
-            "DESYNC",
-        ),
-        Cause.SETUP_HANG: Policy(
-            HANG,
-            STOP,
-            "the ranks never got through setup (rendezvous or first collective): a launch or environment problem "
-            "that a restart repeats",
-            "hung before training started (rendezvous or the first collective never completed)",
-            blames_rank=False,
-        ),
-        Cause.SHUTDOWN_HANG: Policy(
-            HANG,
-            STOP,
-            "the job hung after training finished: it hangs again at the same place",
-            "hung after training had finished",
-        ),
-        Cause.SLOW_RANK: Policy(
-            HANG,
-            STOP,
-            "one rank's work (evaluation, checkpointing, preprocessing) outlasted the collective timeout: it "
-            "recurs at the same step until the timeout is raised or the work shrinks",
-            "was busy with one-rank work (evaluation, checkpointing, preprocessing) while the others timed out",
-        ),
-        Cause.WATCHDOG_HANG: Policy(
-            HANG,
-            STOP,
-            "a CUDA/NCCL call blocked the NCCL watchdog itself (a deadlock or a stuck teardown): it recurs with the "
-            "same code and environment",
-            "hung inside a CUDA/NCCL call that blocked the NCCL watchdog",
-        ),
-        Cause.CONFIG_ERROR: Policy(
-            OTHER,
-            STOP,
-            "the job is misconfigured (missing file, module or argument): a restart fails the same way",
-            "could not start: its configuration names a file, module or argument that is not there",
-            blames_rank=False,
-        ),
-        Cause.LAUNCH_ENV: Policy(
-            OTHER,
-            STOP,
-            "the launch environment failed (MPI could not initialize): a restart with the same settings fails "
-            "the same way",
-            "could not initialize its launch environment (MPI)",
-            blames_rank=False,
-        ),
-        Cause.DATA_ERROR: Policy(
-            EXCEPTION, STOP, "reading the data failed: the same sample fails again", "failed while reading its data"
-        ),
-        Cause.NCCL_SETUP: Policy(
-            NETWORK,
-            STOP,
-            "NCCL could not set up its transport (devices, shared memory, InfiniBand): a system or configuration "
-            "problem that a restart on the same nodes repeats",
-            "could not set up NCCL's transport (devices, shared memory, InfiniBand)",
-            blames_rank=False,
-        ),
-        Cause.DIVERGED: Policy(
-            OTHER,
-            STOP,
-            "nearly every step overflowed and was skipped: the same settings diverge again",
-            "ran on without learning: nearly every step was skipped on overflow",
-            blames_rank=False,
-        ),
-        Cause.PROGRAM_ERROR: Policy(
-            OTHER,
-            STOP,
-            "a program reported an error the log does not explain further: a plain restart is not known to help",
-            "reported an error",
-        ),
-    }
-)
-
-POLICY.update(
-    {
-        Cause.NET_DROP: Policy(
-            NETWORK,
-            RESTART,
-            "the rank's connections failed before any peer had failed: a network fault a restart clears",
-            "lost its connections to its peers first, before any peer had failed or lost anything",
-            "NET_DROP",
-        ),
-        Cause.HOST_OOM: Policy(
-            OOM,
-            STOP,
-            "the kernel's OOM killer ended the rank: the same job runs out of host memory again",
-            "was killed by the kernel's OOM killer",
-            "HOST_OOM",
-        ),
-        Cause.NAN_LOSS: Policy(
-            EXCEPTION,
-            STOP,
-            "the rank's gradients became NaN: the same data and settings diverge again",
-            "found NaN in its own gradients before the data-parallel all-reduce",
-            "NAN_LOSS",
-        ),
-        Cause.STORAGE_FULL: Policy(
-            OTHER,
-            STOP,
-            "a write failed with no space left on the device: the volume stays full until someone frees space",
-            "could not write: no space left on the device",
-            "STORAGE_FULL",
-        ),
-    }
-)
 
 # The scheduler's causes, by precedence: the first one in the log's scheduler lines decides.
 SCHEDULER_CAUSES = (Cause.PREEMPTION, Cause.NODE_FAIL, Cause.TIME_LIMIT)
@@ -533,12 +677,67 @@ EXCEPTION_CAUSES: dict[str, str] = {
     "ModuleNotFoundError": Cause.CONFIG_ERROR,
     "ImportError": Cause.CONFIG_ERROR,
 }
+# What an exception means: where it comes from (the workload's code, or the infrastructure it runs
+# on: storage, network, a remote service, the rendezvous store) and whether the next attempt may
+# recover (transient) or meets it again (deterministic), in the vocabulary of NVRx's Restart Agent
+# taxonomy. Rows: (class names, last dotted part; OS error numbers, `[Errno N]`), origin,
+# recoverability. From Python's built-in exception hierarchy, errno(3), the requests/urllib3 errors
+# and c10d's DistError family (torch/csrc/distributed/c10d/exception.h). A transient class decides RESTART only after training made progress (a setup
+# failure recurs whatever its class); a deterministic one is the program's.
+WORKLOAD, INFRASTRUCTURE = "workload", "infrastructure"
+TRANSIENT, DETERMINISTIC = "transient", "deterministic"
+# fmt: off
+EXCEPTION_MEANING: tuple[tuple[tuple[str, ...], tuple[int, ...], str, str], ...] = (
+    # OS errors that a retry can outlive: I/O (5), stale NFS handle (116), timeouts (110), resets (104, 103),
+    # unreachable networks and hosts (101, 113), a remote I/O error (121)
+    (("TimeoutError", "timeout", "ReadTimeout", "ConnectTimeout", "ReadTimeoutError"), (110,),
+     INFRASTRUCTURE, TRANSIENT),
+    (("ConnectionResetError", "ConnectionAbortedError", "ConnectionError", "RemoteDisconnected", "IncompleteRead",
+      "ProtocolError", "ChunkedEncodingError"), (104, 103), INFRASTRUCTURE, TRANSIENT),
+    (("DistNetworkError", "DistStoreError"), (101, 113), INFRASTRUCTURE, TRANSIENT),
+    ((), (5, 116, 121), INFRASTRUCTURE, TRANSIENT),
+    # the program's own: they recur with the same code, data and settings (a missing file (2), access (13),
+    # a directory for a file (21), a full disk (28))
+    (("ValueError", "TypeError", "KeyError", "IndexError", "AttributeError", "AssertionError", "NameError",
+      "ImportError", "ModuleNotFoundError", "NotImplementedError", "ZeroDivisionError", "RecursionError",
+      "UnboundLocalError", "SyntaxError", "FileNotFoundError", "IsADirectoryError", "PermissionError"),
+     (2, 13, 21, 28), WORKLOAD, DETERMINISTIC),
+)
+# fmt: on
+ERRNO_RE = re.compile(r"\[Errno (-?\d+)\]")
+# a line that shows training moving on: an iteration, step or epoch counter past zero, a progress
+# bar's count past zero (tqdm: `| 18625/20000 [`), a Trainer's loss report (transformers, Lightning,
+# Megatron's `iteration 100/ 5000 |`, DeepSpeed's `step=100,`); read from the log's head
+PROGRESS_RE = re.compile(
+    r"\b(?:[Ii]ter(?:ation)?|[Ss]tep|[Ee]poch|global_step)[ :=\[]+0*[1-9]\d*|\| *0*[1-9]\d* ?/ ?\d+ \[|"
+    r"\{'loss': |\bstep=0*[1-9]\d*, skipped="
+)
+# code that only runs while a job sets up: an exception raised there happened before any training step
+SETUP_FRAMES = re.compile(
+    r"init_process_group|rendezvous|_store_based_barrier|_create_c10d_store|TCPStore|init_device_mesh|"
+    r"initialize_model_parallel|init_distributed|_init_dist_|new_group\b"
+)
+# lines a job prints while it launches (torch's store barrier, NCCL's bootstrap, DeepSpeed's and
+# torchrun's start-up reports): where the log shows them and no progress before a failure, the
+# failure came during setup; where an excerpt shows neither, nothing says it did
+LAUNCH_RE = re.compile(
+    r"store_based_barrier_key|NCCL INFO Bootstrap|Initializing TorchBackend|WORLD INFO DICT|"
+    r"Starting elastic_operator|Rendezvous complete for workers|Added key: store_based_barrier"
+)
+SETUP_SEQ = 8  # a collective at or below this number times out before a training step ran through
+
 # frames of a launcher's own traceback (it reports a worker's failure; the worker's lines say why)
 LAUNCHER_FRAMES = re.compile(
     r"torch/distributed/(?:run|launch)\.py|torch/distributed/launcher/|accelerate/commands/|"
     r"deepspeed/launcher/|horovod/runner/|/bin/(?:torchrun|accelerate|deepspeed|horovodrun)\b"
 )
-LAUNCHER_EXCEPTIONS = ("ChildFailedError", "CalledProcessError", "SignalException")
+LAUNCHER_EXCEPTIONS = (
+    "ChildFailedError",
+    "CalledProcessError",
+    "SignalException",
+    "ProcessRaisedException",
+    "ProcessExitedException",
+)
 # a frame waiting in a collective: the rank is a victim, the stalled rank is elsewhere
 COLLECTIVE_FRAMES = re.compile(
     r"distributed_c10d|\b(?:all_reduce|allreduce|all_gather|reduce_scatter|broadcast|"
@@ -555,6 +754,12 @@ GATHERS = ("ALLGATHER", "_ALLGATHER_BASE", "ALLGATHER_COALESCED")
 SCATTERS = ("REDUCE_SCATTER", "_REDUCE_SCATTER_BASE")
 # a collective of the default process group: torch names it PG ID 0, older versions name no group
 DEFAULT_GROUP_RE = re.compile(r"\[PG ID 0 |^(?!.*\bPG\b)")
+# the GPU an allocator's OOM message names (c10/cuda/CUDACachingAllocator.cpp: `(GPU 1; 10.76 GiB total
+# capacity` before torch 2.1, `GPU 1 has a total capacity of` after): the rank driving it on one node
+OOM_DEVICE_RE = re.compile(r"\(GPU (\d+); |GPU (\d+) has a total capacity")
+# the lines under mpirun's first-exit header: the process's rank (the last number of its name) and status
+FIRST_EXIT_NAME_RE = re.compile(r"^\s*Process name: \[(?:\[[\d.]+,\d+\]|[^\]@\s]+@\d+),(\d+)\]")
+FIRST_EXIT_CODE_RE = re.compile(r"^\s*Exit code:\s+(-?\d+)")
 FIRST_SEQ = 1  # a timeout at or below this collective number: the job never got going
 BUSY_WINDOW_LINES = 200  # one-rank work this close before the first timeout explains it
 

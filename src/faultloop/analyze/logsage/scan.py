@@ -13,11 +13,11 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from faultloop.analyze.logsage import prefilter
+from faultloop.analyze.logsage import framing, prefilter
 from faultloop.analyze.logsage.facts import (
     MAX_EVIDENCE,
+    MAX_HOSTS,
     MAX_LABEL_PAIRS,
-    NO_SOURCE,
     Block,
     Death,
     Evidence,
@@ -25,9 +25,11 @@ from faultloop.analyze.logsage.facts import (
     Facts,
     Source,
 )
+from faultloop.analyze.logsage.framing import DEVICE
 from faultloop.analyze.logsage.repeats import Repeats
 from faultloop.analyze.logsage.rules import (
     BUSY,
+    CHILD_ERROR,
     CLOSED,
     COLLECTIVE,
     DEATH,
@@ -35,13 +37,17 @@ from faultloop.analyze.logsage.rules import (
     DIVERGED,
     DIVERGED_SKIP_SHARE,
     EXITED,
+    FIRST_EXIT,
     GATHERS,
     GPU,
     GPU_HARDWARE,
     JOB_SIGNAL,
     KILLED,
+    LAUNCH_RE,
+    OOM_DEVICE_RE,
     OOM_KIND,
     PROGRESS,
+    PROGRESS_RE,
     RECORD,
     RULES,
     SCATTERS,
@@ -63,11 +69,12 @@ from faultloop.analyze.logsage.rules import (
 from faultloop.signals import exit_signal, signal_name, srun_signal
 
 CENSUS_BYTES = 2 << 20
-MAX_BLOCKS_PER_SOURCE = {TRACEBACK: 2, STACK_DUMP: 16, SUMMARY: 2}  # a node label's source holds every rank's dump
+PROGRESS_BYTES = 256 << 10  # how far into the log a sign of training progress is looked for
+# a node label's source holds every rank's dump
+MAX_BLOCKS_PER_SOURCE = {TRACEBACK: 2, STACK_DUMP: 16, SUMMARY: 2, FIRST_EXIT: 1}
 FRAME_RUN_LINES = 6  # frame lines this close together belong to one traceback
 # faulthandler's header of a dump_traceback_later dump (CPython's faulthandler.c, "Timeout (%s)!")
 DUMP_HEADER_RE = re.compile(r"Timeout \(\d+:\d\d:\d\d(?:\.\d+)?\)!")
-LEAD_MAX = 120  # how far into a line a torch rank prefix may sit behind timestamps or host tags
 
 _COMPILED = tuple((rule, re.compile(rule.pattern)) for rule in RULES)
 
@@ -82,16 +89,9 @@ def _rules_by_anchor() -> dict[str, list[int]]:
 
 
 _RULES_BY_ANCHOR = _rules_by_anchor()
-_LABEL_RE = re.compile(r"^\s*(\d+): ")  # srun --label
-_LABEL_AT_RE = re.compile(r"[ \t]*(\d+): ")  # the same, matched at a line start inside a block
-_HOST_RE = re.compile(r"^\s*(\d{1,3}(?:\.\d{1,3}){3}): ")  # pdsh (DeepSpeed's multi-node runner)
-_NCCL_RE = re.compile(r"^\s*[\w.-]+:\d+:\d+ \[(\d+)\] ")  # NCCL's own host:pid:tid [cuda device]
-DEVICE = "device"  # the role of NCCL's [N]: the local GPU index, a local rank where one rank drives one GPU
+_LABEL_AT_RE = re.compile(r"[ \t]*(\d+): ")  # srun --label, matched at a line start inside a block
 _DEVICE_OWN_KINDS = (GPU, OOM_KIND, GPU_HARDWARE)  # what NCCL reports about its own GPU, not about a peer
-_INNER_AT_START_RE = re.compile(r"^\s*\[([a-z]+)(\d+)\]: ?")  # torch [rank3]: / torchrun [default3]:
-_INNER_IN_LEAD_RE = re.compile(r"\[(rank|default)(\d+)\]: ?")  # the same behind a timestamp or host tag
 _GLUE_RE = re.compile(r"(?:/s|/it)[^\]\n]{0,60}\](?=\S)")  # a progress bar's end with the next line glued on
-_LINE_PREFIX_RE = re.compile(r"^[ \t]*(?:(\d+): )?(?:\[([a-z]+)(\d+)\]:)?", re.M)  # both, per line
 _TEXT_RANK_RE = re.compile(r"\[(?:PG(?: ID)? 0 (?:PG GUID \S+ )?)?Rank (\d+)\]")  # default group only
 # world size statements; each starts with a literal, so the regex engine's fast prefix search applies
 _WORLD_RES = tuple(
@@ -113,22 +113,15 @@ _AGENT_LOCAL_RE = re.compile(r"local_rank: (\d+)")  # a literal first (no word b
 _SEVERAL_PROCESSES_RE = re.compile(r"\[Rank [1-9]|local_rank: [1-9]|closing signal|:\d+:\d+ \[[1-9]\d*\] NCCL")
 
 
+def unranked(facts: Facts, source: Source) -> bool:
+    """A line whose prefixes name no rank and no one of several hosts: from the log's only process
+    or node as far as its prefixes tell."""
+    return source.label is None and source.inner is None and (source.host is None or len(facts.hosts) < 2)
+
+
 def split_prefix(text: str) -> tuple[Source, str]:
-    """Where the line came from (its prefixes) and its text without them."""
-    label = inner = None
-    host = role = None
-    m = _LABEL_RE.match(text)
-    if m:
-        label, text = int(m.group(1)), text[m.end() :]
-    m = _HOST_RE.match(text)
-    if m:
-        host, text = m.group(1), text[m.end() :]
-    m = _INNER_AT_START_RE.match(text) or _INNER_IN_LEAD_RE.search(text, 0, LEAD_MAX)
-    if m:
-        role, inner, text = m.group(1), int(m.group(2)), text[m.end() :]
-    elif m := _NCCL_RE.match(text):
-        role, inner, text = DEVICE, int(m.group(1)), text[m.end() :]
-    return Source(label, host, role, inner), text
+    """Where the line came from (its prefixes) and its text without them (framing's grammar)."""
+    return framing.peel(text)
 
 
 def unglue(text: str) -> list[str]:
@@ -155,18 +148,20 @@ def census(path: Path, facts: Facts) -> None:
     agent_locals: set[tuple[int, int]] = set()
     for part in parts:  # whole-block regexes: a Python loop per line would cost more than the scan
         text = part.decode("utf-8", "replace")
-        for m in _LINE_PREFIX_RE.finditer(text):
-            if m.group(1) or m.group(3):
-                note_rank(
-                    facts,
-                    Source(
-                        int(m.group(1)) if m.group(1) else None,
-                        None,
-                        m.group(2),
-                        int(m.group(3)) if m.group(3) else None,
-                    ),
-                )
+        for m in framing.LINES_RE.finditer(text):
+            label, mpi, role, inner = m.group("label", "mpi", "role", "inner")
+            if label or mpi or inner:
+                if inner is None and mpi is not None:
+                    role, inner = "rank", mpi
+                note_rank(facts, Source(int(label) if label else None, None, role, int(inner) if inner else None))
         agent_locals.update(_agent_locals(text))
+        # the head's first bytes (a run's first steps; all of an excerpt): their line numbers are the log's
+        if part is parts[0] and (launch := LAUNCH_RE.search(text, 0, PROGRESS_BYTES)):
+            facts.launch_line = text.count("\n", 0, launch.start()) + 1
+        if part is parts[0] and (progress := PROGRESS_RE.search(text, 0, PROGRESS_BYTES)):
+            start = text.rfind("\n", 0, progress.start()) + 1
+            facts.progress_line = text.count("\n", 0, start) + 1
+            facts.progress_text = text[start : text.find("\n", progress.end()) % (len(text) + 1)].strip()[:160]
         for rx in _WORLD_RES:
             for m in rx.finditer(text):
                 facts.world_size = max(facts.world_size, int(m.group(1)))
@@ -363,17 +358,21 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
             note_rank(facts, source)
             if "Timeout (" in text and (headers := len(DUMP_HEADER_RE.findall(text))):  # literal first: a hot loop
                 facts.dump_headers[source.label] = facts.dump_headers.get(source.label, 0) + headers
-            facts.several_processes |= source.host is not None  # pdsh host prefixes: a multi-node launcher
+            if source.host is not None and len(facts.hosts) < MAX_HOSTS:
+                facts.hosts.add(source.host)
+                facts.several_processes |= len(facts.hosts) > 1  # several nodes, containers or workers
             found = classify(text)
             if not found:
                 repeats.learn(part, text, len(facts.label_pairs), None, None, hit.line)
                 continue
             rule, m = found
-            named = m.groupdict().get("rank")
+            named = m.groupdict().get("rank") or m.groupdict().get("rank2")
             rank = int(named) if named is not None else resolve_rank(facts, source, text)
             if rank is None and source.role == DEVICE and rule.kind in _DEVICE_OWN_KINDS:
                 rank = _device_rank(facts, source)
-            if rank is None and rule.kind == COLLECTIVE and source == NO_SOURCE and previous[0] == hit.line - 1:
+            if rank is None and rule.kind == OOM_KIND and (gpu := OOM_DEVICE_RE.search(text)):
+                rank = _device_rank(facts, source._replace(role=DEVICE, inner=int(gpu.group(1) or gpu.group(2))))
+            if rank is None and rule.kind == COLLECTIVE and unranked(facts, source) and previous[0] == hit.line - 1:
                 rank = previous[1]  # the rest of a wrapped line
             if "Rank " not in text or (rank is not None and rank == resolve_rank(facts, source, "")):
                 repeats.learn(part, text, len(facts.label_pairs), rule, rank, hit.line)  # its rank is its prefixes'
@@ -390,6 +389,12 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
                     facts.blocks.append(Block(rule.kind, hit.line, hit.offset, source, headless))
                 if rule.kind == TRACEBACK:
                     continue
+            if rule.kind == FIRST_EXIT:
+                if block_count.get((FIRST_EXIT, source), 0) < MAX_BLOCKS_PER_SOURCE[FIRST_EXIT]:
+                    block_count[(FIRST_EXIT, source)] = 1
+                    facts.blocks.append(Block(FIRST_EXIT, hit.line, hit.offset, source))
+                facts.several_processes = True
+                continue
             if rule.kind == SUMMARY and block_count.get((SUMMARY, source), 0) < MAX_BLOCKS_PER_SOURCE[SUMMARY]:
                 block_count[(SUMMARY, source)] = block_count.get((SUMMARY, source), 0) + 1
                 facts.blocks.append(Block(SUMMARY, hit.line, hit.offset, source))  # its records' times
@@ -411,6 +416,10 @@ def _keep(facts: Facts, rule: Rule, m: re.Match[str], ev: Evidence, source: Sour
         return
     if rule.kind == DEATH:
         _death(facts, rule, groups, ev, source)
+        return
+    if rule.kind == CHILD_ERROR:
+        facts.child_errors[source] = (ev.line, int(groups["rank"] or 0))
+        facts.several_processes = True
         return
     if rule.kind in (SUMMARY, RECORD):
         _summary(facts, rule, groups, ev, source)
@@ -450,6 +459,8 @@ def _collective(facts: Facts, ev: Evidence) -> None:
         seq = int(work.group(1))
         if len(facts.collectives) < MAX_EVIDENCE:
             facts.collectives.setdefault(seq, set()).add((work.group(2), work.group(3)))
+            if ev.rank is not None:
+                facts.collective_ranks.setdefault((seq, work.group(2), work.group(3)), set()).add(ev.rank)
         facts.first_seq = seq if facts.first_seq is None else min(facts.first_seq, seq)
         facts.world_size = max(facts.world_size, _group_size(work, ev.text))
 
@@ -528,6 +539,8 @@ def _summary(facts: Facts, rule: Rule, groups: dict[str, str | None], ev: Eviden
     # and torch, timing a signal death by when it noticed it, may list it after its own victims.
     teardown = signal in STOP_SIGNALS and (signal != "SIGKILL" or pid in facts.closed_pids)
     record_exit(facts, rank, ev, code, None, pid, stopped=section == "others" and teardown)
+    if section == "first":
+        facts.root_cause.add(rank)
 
 
 def resolve_deaths(facts: Facts) -> None:
@@ -538,7 +551,7 @@ def resolve_deaths(facts: Facts) -> None:
     for death in facts.deaths:
         rank = facts.pid_rank.get(death.pid) if death.pid is not None else None
         if rank is None and death.local is not None:
-            if death.source == NO_SOURCE:
+            if unranked(facts, death.source):
                 rank = death.local
                 facts.assumed.setdefault(
                     rank,
