@@ -15,7 +15,7 @@ from faultloop.analyze.logsage.facts import Facts
 
 
 def _full_scan(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(repeats.Repeats, "seen", lambda self, line, layout, number: None)
+    monkeypatch.setattr(repeats.Repeats, "seen", lambda self, *args: None)
 
 
 def _both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[dict, dict]:

@@ -2,9 +2,9 @@
 
 A chatty rank printing the same failure every step (NCCL's watchdog, a retried connection) can
 fill a log with a million lines that differ only in their numbers. A line's template is the line
-with every digit read as 0, with its prefixes (srun label, host, [rankN]...) kept as they are, so
-each rank's first occurrence is analysed. Once a template's first line is classified, later lines
-with it are only counted, with the last one kept, before their prefixes are even parsed.
+behind its prefixes with every digit read as 0, per source (the srun label, host, [rankN]... the
+prefixes name), so each rank's first occurrence is analysed. Once a template's first line is
+classified, later lines with it are only counted, with the last one kept, without classifying them.
 
 Only templates whose reading cannot depend on their numbers are skipped this way: rules that keep
 nothing but their first line per rank (none reading pids, exit codes, rank lists or step counts,
@@ -16,6 +16,7 @@ attribution compares across ranks, the last occurrence is read as well.
 from __future__ import annotations
 
 import re
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 from faultloop.analyze.logsage.rules import (
@@ -69,12 +70,13 @@ class Repeat:
 
 
 class Repeats:
-    """The templates of one log's scan. `layout` (how many prefix shapes were known) is part of
-    every key: the prefixes' mapping to ranks may change while new shapes appear."""
+    """The templates of one log's scan, per source (the line's parsed prefixes: a timestamp in
+    them changes from line to line, the rank they name does not). `layout` (how many prefix
+    shapes were known) is part of every key: the prefixes' mapping to ranks may change while new
+    shapes appear."""
 
     def __init__(self) -> None:
-        self.prefix_length: dict[tuple[bytes, int], int] = {}  # (shape, layout) -> prefix length
-        self.templates: dict[tuple[str, bytes, int], Repeat] = {}  # (prefixes, shape, layout)
+        self.templates: dict[tuple[Hashable, bytes, int], Repeat] = {}  # (source, shape of the words, layout)
         self.forgotten: list[Repeat] = []  # repeated timeouts among forgotten templates
         self.forgotten_count = 0
 
@@ -82,22 +84,21 @@ class Repeats:
     def _shape(line: str) -> bytes:
         return line.encode("utf-8", "surrogatepass").translate(_DIGITS)
 
-    def seen(self, line: str, layout: int, number: int) -> Repeat | None:
-        """The reading of the line's template, when the line repeats one (then it is counted)."""
+    def seen(self, line: str, source: Hashable, text: str, layout: int, number: int) -> Repeat | None:
+        """The reading of the line's template, when the line repeats one (then it is counted).
+        `source` and `text` are the line's prefixes as parsed and the words behind them."""
         if any(mark in line for mark in _ALWAYS_READ):
             return None
-        shape = self._shape(line)
-        prefix = self.prefix_length.get((shape, layout))
-        if prefix is None:
-            return None
-        repeat = self.templates.get((line[:prefix], shape, layout))
+        repeat = self.templates.get((source, self._shape(text), layout))
         if repeat is not None:
             repeat.count += 1
             repeat.last = number
-            repeat.last_text = line[prefix:]
+            repeat.last_text = text
         return repeat
 
-    def learn(self, line: str, text: str, layout: int, rule: Rule | None, rank: int | None, number: int) -> None:
+    def learn(
+        self, line: str, source: Hashable, text: str, layout: int, rule: Rule | None, rank: int | None, number: int
+    ) -> None:
         """Remember the template of a line read in full (`text`: the line without its prefixes),
         when later lines of it may be skipped; `rank` must come from the prefixes alone."""
         if rule is not None and (rule.name not in REPEATABLE or (rule.kind == COLLECTIVE and text == line)):
@@ -108,11 +109,7 @@ class Repeats:
             self.forgotten_count += sum(r.count for r in self.templates.values())
             self.forgotten += self._timeouts()[: MAX_TEMPLATES - len(self.forgotten)]
             self.templates.clear()
-            self.prefix_length.clear()
-        shape = self._shape(line)
-        prefix = len(line) - len(text)
-        self.prefix_length[shape, layout] = prefix
-        self.templates[line[:prefix], shape, layout] = Repeat(rule, rank, number)
+        self.templates[source, self._shape(text), layout] = Repeat(rule, rank, number)
 
     def _timeouts(self) -> list[Repeat]:
         return [r for r in self.templates.values() if r.count and r.rule is not None and r.rule.kind in READ_LAST]

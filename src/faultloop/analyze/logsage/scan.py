@@ -347,7 +347,8 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
     terminate: Evidence | None = None  # a C++ terminate line waiting for its what() line
     repeats = Repeats()
     for hit in prefilter.hits(path, prefilter_name, jobs):
-        if (repeat := repeats.seen(hit.text, len(facts.label_pairs), hit.line)) is not None:
+        source, text = split_prefix(hit.text)
+        if (repeat := repeats.seen(hit.text, source, text, len(facts.label_pairs), hit.line)) is not None:
             if repeat.rule is not None:  # a flood: counted, not read again
                 if terminate and hit.line - terminate.line <= 2:
                     drop(facts, terminate)
@@ -363,7 +364,7 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
                 facts.several_processes |= len(facts.hosts) > 1  # several nodes, containers or workers
             found = classify(text)
             if not found:
-                repeats.learn(part, text, len(facts.label_pairs), None, None, hit.line)
+                repeats.learn(part, source, text, len(facts.label_pairs), None, None, hit.line)
                 continue
             rule, m = found
             named = m.groupdict().get("rank") or m.groupdict().get("rank2")
@@ -375,7 +376,7 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
             if rank is None and rule.kind == COLLECTIVE and unranked(facts, source) and previous[0] == hit.line - 1:
                 rank = previous[1]  # the rest of a wrapped line
             if "Rank " not in text or (rank is not None and rank == resolve_rank(facts, source, "")):
-                repeats.learn(part, text, len(facts.label_pairs), rule, rank, hit.line)  # its rank is its prefixes'
+                repeats.learn(part, source, text, len(facts.label_pairs), rule, rank, hit.line)  # its rank: prefixes'
             previous = (hit.line, rank)
             ev = Evidence(hit.line, text.strip(), rule.kind, rank, rule.name, rule.hint)
             if rule.kind in (TRACEBACK, STACK_DUMP):
