@@ -1,10 +1,10 @@
 """The line scan: read each prefiltered line's prefixes and rank, match it against RULES and keep
 what it says in bounded Facts (first evidence per kind and rank, launcher records, collectives).
 
-Real logs carry prefixes in layers: srun's `3: `, pdsh's `10.0.0.1: `, timestamps or stream
-tags, then torch's `[rank3]:` (its excepthook and C++ logger) or torchrun's `[default3]:`; a
-progress bar without a newline glues the next line onto its own. Each is peeled off here, so a
-rule only ever sees the message.
+Real logs carry prefixes in layers (a collector's, a launcher's, torch's rank prefix, a logging
+header); framing.py's grammar peels them, so a rule only ever sees the program's words, and says
+which rank the line is from. A progress bar without a newline glues the next line onto its own:
+the two are split here first.
 """
 
 from __future__ import annotations
