@@ -161,6 +161,25 @@ def test_op_mismatch_names_the_odd_rank(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.parametrize("odd", [0, 1])
+def test_an_even_split_is_read_against_the_groups_earlier_collectives(tmp_path: Path, odd: int) -> None:
+    """Two ranks, one issuing a barrier where the other runs the all-reduce every earlier step
+    ran (a desync): the split is even, so the rank that left the group's pattern is the odd one,
+    whichever rank's dump is read first."""
+    from fr_synth import make_dump
+
+    for rank in range(2):
+        dump = make_dump(2, 10, 500)
+        if rank == odd:
+            dump["entries"][-1].update(profiling_name="nccl:barrier", input_sizes=[[1]], output_sizes=[[1]])
+        (tmp_path / f"_dump_{rank}").write_bytes(pickle.dumps(dump))
+    result = fr.analyze_dir(str(tmp_path), workers=1)
+    assert [(m.field, m.ranks, m.expected, m.found) for m in result.mismatches] == [
+        ("op_type", [odd], "all_reduce", "barrier")
+    ]
+    assert result.suspect_ranks == [odd]
+
+
 # ---------------------------------------------------------------- scope, no dumps, CLI
 
 

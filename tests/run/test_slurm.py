@@ -422,3 +422,62 @@ def test_partition_from_default_resources_without_site_file(tmp_path):
     assert proc.returncode == 0, out[-4000:]
     block = re.search(r"rule run_job:\n(.*?)(?:\n\n|\Z)", out, flags=re.S).group(1)
     assert "slurm_partition=viaflag" in block and "slurm_account" not in block, block
+
+
+CLUSTER_POOL = "HOST_OOM:1:3:1 DESYNC:1:3:2"
+CLUSTER_CELLS = ["n1_HOST_OOM_r1_i3", "n2_DESYNC_r1_i3"]
+
+
+@pytest.mark.slow
+def test_cluster_faults_on_slurm(slurm_cluster, tmp_path):
+    """Two of the faults faultloop added, under the real srun inside sbatch allocations: the
+    kernel's OOM kill of the rank in its memory cgroup (its lines collected into the log, the
+    cgroup removed after the job), and a desync logsage pins on the rank."""
+    from faultloop.analyze.logsage import analyze_log
+    from faultloop.faults import FAULTS
+    from faultloop.marker import strip_markers
+    from faultloop.run import memcg
+
+    if memcg.hierarchy() is None:
+        pytest.skip("no writable memory cgroup hierarchy")
+    configfile = write_config(
+        tmp_path, CLUSTER_POOL, gpus_per_node=2, run_job={"runtime_minutes": 10, "mem_mb_per_node": 2000}
+    )
+    proc = subprocess.run(
+        [
+            "timeout",
+            "-s",
+            "KILL",
+            str(RUN_TIMEOUT_S),
+            SNAKEMAKE,
+            "--profile",
+            "profiles/slurm",
+            "--configfile",
+            str(configfile),
+            *FAST_POLL,
+        ],
+        cwd=REPO,
+        env=env_with_venv(),
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S + 60,
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    session = tmp_path / "results" / "fault_injection" / "slurm_e2e"
+    for name in CLUSTER_CELLS:
+        cell = Cell.from_name(name)
+        manifest = json.loads((session / name / "job.json").read_text())
+        assert manifest["fault_fired"] and not manifest["job_id"].startswith("local-"), manifest
+        lines = (session / name / manifest["main_log"]).read_text(errors="replace").splitlines()
+        verdict = analyze_log(list(strip_markers(lines)))
+        fault = FAULTS[cell.fault_type]
+        assert (verdict.restart, verdict.primary_ranks, verdict.fault_category) == (
+            fault.restart,
+            [cell.rank],
+            fault.category,
+        ), verdict.to_json()
+    oom = session / CLUSTER_CELLS[0]
+    lines = (oom / json.loads((oom / "job.json").read_text())["main_log"]).read_text(errors="replace")
+    assert re.search(r" kernel: Memory cgroup out of memory: Killed process \d+ \(python", lines)
+    folder = memcg.cell_folder(memcg.hierarchy(), oom).name  # type: ignore[arg-type]
+    assert not [p for p in memcg.hierarchy().root.rglob(folder)], "the cell's memory cgroup outlived its job"  # type: ignore[union-attr]

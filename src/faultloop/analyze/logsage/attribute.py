@@ -652,8 +652,8 @@ def _link_down(facts: Facts, tl: _Timeline) -> Attribution | None:
 
 def _first_to_lose_peers(facts: Facts, tl: _Timeline) -> int | None:
     """The rank whose connections failed first: it reported a lost peer while the job was still
-    making progress (before any stall report or stack dump: a job stuck first loses connections
-    as its ranks give up) and before any other rank reported anything, ended or was stopped (a
+    making progress (before any stall report, stack dump or timeout: a job stuck first loses
+    connections as its ranks give up) and before any other rank reported anything, ended or was stopped (a
     peer that had died or failed first would show before it); other ranks came to grief after
     it, and no rank died by a signal of its own."""
     lost = sorted((ev.line, r) for (k, r), ev in facts.first.items() if k == PEER_LOST and r is not None)
@@ -663,7 +663,7 @@ def _first_to_lose_peers(facts: Facts, tl: _Timeline) -> int | None:
     others = [ln for r, ln in tl.symptom_at.items() if r is not None and r != rank]
     others += [ln for r, ln in tl.stopped_at.items() if r != rank]
     others += [ex.line for r, ex in facts.exits.items() if r != rank]
-    stalled = _first_line(facts, [STALL, STACK_DUMP])
+    stalled = _first_line(facts, [STALL, STACK_DUMP, TIMEOUT])  # its own timeout too: then it waited, not lost
     # other ranks in view that came to grief after it (a lone reporter in an excerpt says nothing)
     return rank if others and line < min(others) and line < min(facts.stop_line, stalled) else None
 
