@@ -118,8 +118,9 @@ def parse_traceback(f: IO[bytes], block: Block) -> Traceback | None:
             frames.append(Frame(fm.group(1), fm.group(3)))
             frame_indent = len(text) - len(text.lstrip())
             continue
-        outdented = frames and text.strip() and len(text) - len(text.lstrip()) < frame_indent
-        if outdented and (em := _EXC_RE.match(text.strip())):  # a traceback printed indented (torchrun's summary)
+        indent = len(text) - len(text.lstrip())
+        outdented = frames and text.strip() and 0 < indent < frame_indent  # the whole traceback indented
+        if outdented and (em := _EXC_RE.match(text.strip())):  # as torchrun's summary prints a child's
             return Traceback(line, frames, text.strip(), em.group(1), (em.group(2) or "").strip())
         if text.startswith((" ", "\t")) or not text.strip():
             if frames and not frames[-1].source and text.strip():
