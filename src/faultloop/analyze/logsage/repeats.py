@@ -31,6 +31,7 @@ from faultloop.analyze.logsage.rules import (
 )
 
 MAX_TEMPLATES = 4096  # templates remembered at once; when full they are forgotten and learnt again
+MAX_LINE = 4096  # longer lines are always read: the memo holds at most MAX_TEMPLATES x MAX_LINE bytes
 _DIGITS = bytes.maketrans(b"0123456789", b"0000000000")
 # Rules whose effect on the facts a later line of the same template and source cannot change:
 # the first line per (kind, rank) is kept anyway. Not blocks (counted per source), a terminate
@@ -84,7 +85,7 @@ class Repeats:
 
     def seen(self, line: str, layout: int, number: int) -> Repeat | None:
         """The reading of the line's template, when the line repeats one (then it is counted)."""
-        if any(mark in line for mark in _ALWAYS_READ):
+        if len(line) > MAX_LINE or any(mark in line for mark in _ALWAYS_READ):
             return None
         shape = self._shape(line)
         prefix = self.prefix_length.get((shape, layout))
@@ -102,7 +103,9 @@ class Repeats:
         when later lines of it may be skipped; `rank` must come from the prefixes alone."""
         if rule is not None and (rule.name not in REPEATABLE or (rule.kind == COLLECTIVE and text == line)):
             return  # (a collective line without prefixes may take its rank from the line before)
-        if any(mark in line for mark in _ALWAYS_READ) or any(anchor in text for anchor in DIGIT_ANCHORS):
+        if len(line) > MAX_LINE or any(mark in line for mark in _ALWAYS_READ):
+            return
+        if any(anchor in text for anchor in DIGIT_ANCHORS):
             return
         if len(self.templates) >= MAX_TEMPLATES:  # a log of ever new lines: memory stays bounded
             self.forgotten_count += sum(r.count for r in self.templates.values())
