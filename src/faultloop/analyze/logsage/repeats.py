@@ -4,13 +4,14 @@ A chatty rank printing the same failure every step (NCCL's watchdog, a retried c
 fill a log with a million lines that differ only in their numbers. A line's template is the line
 behind its prefixes with every digit read as 0, per source (the srun label, host, [rankN]... the
 prefixes name), so each rank's first occurrence is analysed. Once a template's first line is
-classified, later lines with it are only counted, with the last one kept, without classifying them.
+classified, later lines with it are only counted, without classifying them.
 
 Only templates whose reading cannot depend on their numbers are skipped this way: rules that keep
 nothing but their first line per rank (none reading pids, exit codes, rank lists or step counts,
 none whose pattern names a digit), with the rank from the prefixes rather than the text. So the
-evidence, and the verdict, are those of a full scan; for collective timeouts, whose SeqNum the
-attribution compares across ranks, the last occurrence is read as well.
+evidence, and the verdict, are those of a full scan; a repeated collective timeout still gives its
+SeqNum, op and size, in order (the attribution compares them across ranks, and what it keeps of
+them is capped, so the order matters), from one regex instead of the whole rule table.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from faultloop.analyze.logsage.rules import (
 )
 
 MAX_TEMPLATES = 4096  # templates remembered at once; when full they are forgotten and learnt again
+MAX_LINE = 4096  # longer lines are always read: the memo holds at most MAX_TEMPLATES x MAX_LINE bytes
 _DIGITS = bytes.maketrans(b"0123456789", b"0000000000")
 # Rules whose effect on the facts a later line of the same template and source cannot change:
 # the first line per (kind, rank) is kept anyway. Not blocks (counted per source), a terminate
@@ -53,7 +55,7 @@ DIGIT_ANCHORS = tuple(
 # Lines always read in full: a progress bar may glue several lines into one, and faulthandler's
 # dump headers are counted per line.
 _ALWAYS_READ = ("/s", "/it", "Timeout (")
-READ_LAST = (TIMEOUT, COLLECTIVE)  # the SeqNum of the last timeout counts too (first_seq, desyncs)
+COLLECTIVE_KINDS = (TIMEOUT, COLLECTIVE)  # every repeat's SeqNum still counts, in order (first_seq, desyncs)
 
 
 @dataclass(slots=True)
@@ -66,7 +68,6 @@ class Repeat:
     first: int
     last: int = 0
     count: int = 0
-    last_text: str = ""
 
 
 class Repeats:
@@ -77,7 +78,6 @@ class Repeats:
 
     def __init__(self) -> None:
         self.templates: dict[tuple[Hashable, bytes, int], Repeat] = {}  # (source, shape of the words, layout)
-        self.forgotten: list[Repeat] = []  # repeated timeouts among forgotten templates
         self.forgotten_count = 0
 
     @staticmethod
@@ -87,13 +87,12 @@ class Repeats:
     def seen(self, line: str, source: Hashable, text: str, layout: int, number: int) -> Repeat | None:
         """The reading of the line's template, when the line repeats one (then it is counted).
         `source` and `text` are the line's prefixes as parsed and the words behind them."""
-        if any(mark in line for mark in _ALWAYS_READ):
+        if len(line) > MAX_LINE or any(mark in line for mark in _ALWAYS_READ):
             return None
         repeat = self.templates.get((source, self._shape(text), layout))
         if repeat is not None:
             repeat.count += 1
             repeat.last = number
-            repeat.last_text = text
         return repeat
 
     def learn(
@@ -103,20 +102,14 @@ class Repeats:
         when later lines of it may be skipped; `rank` must come from the prefixes alone."""
         if rule is not None and (rule.name not in REPEATABLE or (rule.kind == COLLECTIVE and text == line)):
             return  # (a collective line without prefixes may take its rank from the line before)
-        if any(mark in line for mark in _ALWAYS_READ) or any(anchor in text for anchor in DIGIT_ANCHORS):
+        if len(line) > MAX_LINE or any(mark in line for mark in _ALWAYS_READ):
+            return
+        if any(anchor in text for anchor in DIGIT_ANCHORS):
             return
         if len(self.templates) >= MAX_TEMPLATES:  # a log of ever new lines: memory stays bounded
             self.forgotten_count += sum(r.count for r in self.templates.values())
-            self.forgotten += self._timeouts()[: MAX_TEMPLATES - len(self.forgotten)]
             self.templates.clear()
         self.templates[source, self._shape(text), layout] = Repeat(rule, rank, number)
-
-    def _timeouts(self) -> list[Repeat]:
-        return [r for r in self.templates.values() if r.count and r.rule is not None and r.rule.kind in READ_LAST]
-
-    def read_last(self) -> list[Repeat]:
-        """Repeated collective timeouts, whose last line is read after the scan."""
-        return [*self.forgotten, *self._timeouts()]
 
     def counted(self) -> int:
         """Lines counted instead of analysed."""

@@ -26,7 +26,7 @@ from faultloop.analyze.logsage.facts import (
     Source,
 )
 from faultloop.analyze.logsage.framing import DEVICE
-from faultloop.analyze.logsage.repeats import Repeats
+from faultloop.analyze.logsage.repeats import COLLECTIVE_KINDS, Repeats
 from faultloop.analyze.logsage.rules import (
     BUSY,
     CHILD_ERROR,
@@ -349,7 +349,11 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
     for hit in prefilter.hits(path, prefilter_name, jobs):
         source, text = split_prefix(hit.text)
         if (repeat := repeats.seen(hit.text, source, text, len(facts.label_pairs), hit.line)) is not None:
-            if repeat.rule is not None:  # a flood: counted, not read again
+            if repeat.rule is not None:  # a flood: counted, not classified again
+                if repeat.rule.kind in COLLECTIVE_KINDS:  # its SeqNum is compared across ranks, in order
+                    _collective(
+                        facts, Evidence(hit.line, text.strip(), repeat.rule.kind, repeat.rank, repeat.rule.name)
+                    )
                 if terminate and hit.line - terminate.line <= 2:
                     drop(facts, terminate)
                 previous, terminate = (hit.line, repeat.rank), None
@@ -403,10 +407,6 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
                 drop(facts, terminate)  # its what() line says why, and is kept instead
             terminate = ev if rule.kind == TERMINATE else None
             _keep(facts, rule, m, ev, source)
-    for repeat in repeats.read_last():
-        assert repeat.rule is not None
-        rule = repeat.rule
-        _collective(facts, Evidence(repeat.last, repeat.last_text.strip(), rule.kind, repeat.rank, rule.name))
     facts.repeated_lines = repeats.counted()
 
 
