@@ -103,7 +103,14 @@ def test_random_bytes_end_in_a_verdict(data: bytes) -> None:
     _check(data)
 
 
+# Inputs this test once failed on, kept whole: a flood of ten ranks' watchdog lines filling the
+# capped collectives, then a line at an earlier SeqNum with another size, which counted repeats
+# once read where the full scan did not (a desync instead of a hang).
+FOUND = TESTS / "data" / "fuzz_logs"
+
+
 @FUZZ
 @given(damaged_logs())
+@example((FOUND / "flood_past_the_collectives_cap.log").read_bytes())
 def test_damaged_logs_end_in_a_verdict_and_floods_keep_it(data: bytes) -> None:
     _check(data, compare_full_scan=True)
