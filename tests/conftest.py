@@ -156,3 +156,21 @@ def planned_outputs(output: str, rule: str) -> list[str]:
         elif current == rule and line.strip().startswith("output:"):
             outputs.extend(path.strip() for path in line.split(":", 1)[1].split(","))
     return outputs
+
+
+# run_job's flags for the real-job tests: short timeouts keep hang cells near 30 s, still long
+# enough for 2 busy cores.
+SHORT_JOB_TIMING = [
+    "--pg-timeout-s",
+    "10",
+    "--stall-timeout-s",
+    "5",
+    "--term-delay-s",
+    "2",
+    "--kill-grace-s",
+    "2",
+    "--iterations",
+    "12",
+    "--job-timeout-s",
+    "200",
+]

@@ -26,6 +26,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from conftest import SHORT_JOB_TIMING as TIMING
 from faultloop.faults import CLUSTER_FAULT_NAMES, FAULTS
 from faultloop.marker import strip_markers
 from faultloop.run import memcg
@@ -33,20 +34,6 @@ from faultloop.run.launch import CELL_ENV
 
 NODES, PER_NODE, RANK, ITER = 2, 2, 1, 3
 WORLD = NODES * PER_NODE
-TIMING = [
-    "--pg-timeout-s",
-    "10",
-    "--stall-timeout-s",
-    "5",
-    "--term-delay-s",
-    "2",
-    "--kill-grace-s",
-    "2",
-    "--iterations",
-    "12",
-    "--job-timeout-s",
-    "200",
-]
 SRUN_FAULTS = ["HOST_OOM", "NET_DROP"]
 HAS_MEMCG = memcg.hierarchy() is not None  # HOST_OOM needs one; the other faults run anywhere
 ALL_CELLS = [

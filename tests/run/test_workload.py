@@ -21,27 +21,13 @@ from pathlib import Path
 
 import pytest
 
+from conftest import SHORT_JOB_TIMING as TIMING
 from faultloop.faults import FAULT_NAMES, FAULTS
 from faultloop.marker import strip_markers
 from faultloop.run.launch import read_srun_report, read_worker_events
 from faultloop.run.srun import JobLog, LocalSrun, Task
 
 NODES, PER_NODE, RANK, ITER = 2, 2, 1, 3
-# Short timeouts keep hang cells near 30 s; still long enough for 2 busy cores.
-TIMING = [
-    "--pg-timeout-s",
-    "10",
-    "--stall-timeout-s",
-    "5",
-    "--term-delay-s",
-    "2",
-    "--kill-grace-s",
-    "2",
-    "--iterations",
-    "12",
-    "--job-timeout-s",
-    "200",
-]
 HANGS = [name for name in FAULT_NAMES if FAULTS[name].hangs]
 SRUN_FAULTS = ["SIGKILL", "GPU_SLEEP", "WORKLOAD_EXC"]
 SIGNAL_NAMES = {"SIGKILL", "SIGTERM", "SIGINT", "SIGSTOP"}  # also legitimately seen in exit reports
