@@ -164,10 +164,9 @@ def test_host_oom_the_kernel_killed_the_rank_in_its_cgroup(cells: dict[str, Cell
     kernel = [line for line in cell.lines if re.match(r"^\d{4}-\d\d-\d\dT[\d:.]+[+-]\d\d:\d\d \S+ kernel: ", line)]
     assert any(re.search(rf"[Mm]emory cgroup out of memory: Killed process {pid} \(python", line) for line in kernel)
     assert all(memcg.FOLDER_PREFIX in line or pid in line for line in kernel)  # only the job's own
-    if not key.startswith("srun/"):  # torch's agent names the pid it lost, the same one
-        assert any(
-            re.search(rf"failed \(exitcode: -9\) local_rank: {RANK} \(pid: {pid}\)", line) for line in cell.lines
-        )
+    if not key.startswith("srun/"):  # torch's agent names the pid it lost, the same one, in its failure
+        # summary (its `failed (...)` line names whichever local rank its poll found first)
+        assert any(re.search(rf"exitcode\s*: -9 \(pid: {pid}\)", line) for line in cell.lines)
 
 
 @pytest.mark.slow
