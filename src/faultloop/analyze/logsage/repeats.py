@@ -17,9 +17,10 @@ them is capped, so the order matters), from one regex instead of the whole rule 
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable
 from dataclasses import dataclass
 
+from faultloop.analyze.logsage import framing
+from faultloop.analyze.logsage.framing import Source
 from faultloop.analyze.logsage.rules import (
     BUSY,
     COLLECTIVE,
@@ -33,6 +34,7 @@ from faultloop.analyze.logsage.rules import (
 )
 
 MAX_TEMPLATES = 4096  # templates remembered at once; when full they are forgotten and learnt again
+_DIGIT_RUN = re.compile(r"\d+")
 MAX_LINE = 4096  # longer lines are always read: the memo holds at most MAX_TEMPLATES x MAX_LINE bytes
 _DIGITS = bytes.maketrans(b"0123456789", b"0000000000")
 # Rules whose effect on the facts a later line of the same template and source cannot change:
@@ -71,46 +73,72 @@ class Repeat:
 
 
 class Repeats:
-    """The templates of one log's scan, per source (the line's parsed prefixes: a timestamp in
-    them changes from line to line, the rank they name does not). `layout` (how many prefix
-    shapes were known) is part of every key: the prefixes' mapping to ranks may change while new
-    shapes appear."""
+    """The templates of one log's scan. A template is the line's shape (digits as 0) with the
+    digits of its prefixes that name its source (the srun label, host, [rankN]...: those framing
+    reads another source from when they change, tried when its first line is read in full); the
+    prefixes' other digits (timestamps, pids) change from line to line and are not part of it.
+    Lines of one shape are framed alike, so the digits that name the first line's source name
+    every line's. `layout` (how many prefix shapes
+    were known) is part of every key: the prefixes' mapping to ranks may change while new shapes
+    appear."""
 
     def __init__(self) -> None:
-        self.templates: dict[tuple[Hashable, bytes, int], Repeat] = {}  # (source, shape of the words, layout)
+        # (shape, layout) -> (prefix length, where the digits that name the source stand: lines of
+        # one shape hold their digits at the same places)
+        self.prefixes: dict[tuple[bytes, int], tuple[int, tuple[tuple[int, int], ...]]] = {}
+        self.templates: dict[tuple[bytes, int, tuple[str, ...]], Repeat] = {}  # (shape, layout, source digits)
         self.forgotten_count = 0
 
     @staticmethod
     def _shape(line: str) -> bytes:
         return line.encode("utf-8", "surrogatepass").translate(_DIGITS)
 
-    def seen(self, line: str, source: Hashable, text: str, layout: int, number: int) -> Repeat | None:
-        """The reading of the line's template, when the line repeats one (then it is counted).
-        `source` and `text` are the line's prefixes as parsed and the words behind them."""
-        if len(line) > MAX_LINE or any(mark in line for mark in _ALWAYS_READ):
+    def seen(self, line: str, layout: int, number: int) -> tuple[Repeat, str] | None:
+        """The reading of the line's template and the words behind its prefixes, when the line
+        repeats one (then it is counted); its prefixes are not parsed."""
+        if len(line) > MAX_LINE or "/s" in line or "/it" in line or "Timeout (" in line:  # _ALWAYS_READ, inlined
             return None
-        repeat = self.templates.get((source, self._shape(text), layout))
-        if repeat is not None:
-            repeat.count += 1
-            repeat.last = number
-        return repeat
+        shape = self._shape(line)
+        known = self.prefixes.get((shape, layout))
+        if known is None:
+            return None
+        length, naming = known
+        repeat = self.templates.get((shape, layout, tuple(line[start:end] for start, end in naming)))
+        if repeat is None:
+            return None
+        repeat.count += 1
+        repeat.last = number
+        return repeat, line[length:]
 
     def learn(
-        self, line: str, source: Hashable, text: str, layout: int, rule: Rule | None, rank: int | None, number: int
+        self, line: str, source: Source, text: str, layout: int, rule: Rule | None, rank: int | None, number: int
     ) -> None:
-        """Remember the template of a line read in full (`text`: the line without its prefixes),
-        when later lines of it may be skipped; `rank` must come from the prefixes alone."""
+        """Remember the template of a line read in full (`text`: the line without its prefixes,
+        `source`: what they name), when later lines of it may be skipped; `rank` must come from
+        the prefixes alone."""
         if rule is not None and (rule.name not in REPEATABLE or (rule.kind == COLLECTIVE and text == line)):
             return  # (a collective line without prefixes may take its rank from the line before)
-        if len(line) > MAX_LINE or any(mark in line for mark in _ALWAYS_READ):
+        if len(line) > MAX_LINE or any(mark in line for mark in _ALWAYS_READ) or not line.endswith(text):
             return
         if any(anchor in text for anchor in DIGIT_ANCHORS):
             return
         if len(self.templates) >= MAX_TEMPLATES:  # a log of ever new lines: memory stays bounded
             self.forgotten_count += sum(r.count for r in self.templates.values())
             self.templates.clear()
-        self.templates[source, self._shape(text), layout] = Repeat(rule, rank, number)
+            self.prefixes.clear()
+        length = len(line) - len(text)
+        naming = tuple(run.span() for run in _DIGIT_RUN.finditer(line, 0, length) if _names_source(line, run, source))
+        shape = self._shape(line)
+        self.prefixes[shape, layout] = (length, naming)
+        self.templates[shape, layout, tuple(line[start:end] for start, end in naming)] = Repeat(rule, rank, number)
 
     def counted(self) -> int:
         """Lines counted instead of analysed."""
         return self.forgotten_count + sum(r.count for r in self.templates.values())
+
+
+def _names_source(line: str, run: re.Match[str], source: Source) -> bool:
+    """Whether a digit run of the line's prefixes names its source: framing reads another source
+    where the run holds another number of the same length."""
+    other = "".join(str((int(digit) + 1) % 10) for digit in run.group())
+    return framing.peel(line[: run.start()] + other + line[run.end() :])[0] != source

@@ -347,13 +347,11 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
     terminate: Evidence | None = None  # a C++ terminate line waiting for its what() line
     repeats = Repeats()
     for hit in prefilter.hits(path, prefilter_name, jobs):
-        source, text = split_prefix(hit.text)
-        if (repeat := repeats.seen(hit.text, source, text, len(facts.label_pairs), hit.line)) is not None:
+        if (counted := repeats.seen(hit.text, len(facts.label_pairs), hit.line)) is not None:
+            repeat, text = counted
             if repeat.rule is not None:  # a flood: counted, not classified again
                 if repeat.rule.kind in COLLECTIVE_KINDS:  # its SeqNum is compared across ranks, in order
-                    _collective(
-                        facts, Evidence(hit.line, text.strip(), repeat.rule.kind, repeat.rank, repeat.rule.name)
-                    )
+                    _collective(facts, text, repeat.rank)
                 if terminate and hit.line - terminate.line <= 2:
                     drop(facts, terminate)
                 previous, terminate = (hit.line, repeat.rank), None
@@ -438,7 +436,7 @@ def _keep(facts: Facts, rule: Rule, m: re.Match[str], ev: Evidence, source: Sour
     elif groups.get("missing"):
         facts.barrier_missing.update(int(r) for r in re.findall(r"\d+", groups["missing"]))
     if rule.kind in (TIMEOUT, COLLECTIVE):
-        _collective(facts, ev)
+        _collective(facts, ev.text, ev.rank)
     if rule.kind in SYMPTOMS:
         facts.several_processes = True  # a collective needs peers
     if rule.kind == BUSY:
@@ -453,26 +451,29 @@ def _diverged(step: int, skipped: int) -> bool:
     return skipped > WARMUP_SKIPS and skipped >= DIVERGED_SKIP_SHARE * step
 
 
-def _collective(facts: Facts, ev: Evidence) -> None:
+def _collective(facts: Facts, text: str, rank: int | None) -> None:
     """Which collective a rank timed out on: ranks that disagree at one SeqNum desynchronized."""
-    work = WORK_RE.search(ev.text)
+    work = WORK_RE.search(text)
     if work:
         seq = int(work.group(1))
         if len(facts.collectives) < MAX_EVIDENCE:
             facts.collectives.setdefault(seq, set()).add((work.group(2), work.group(3)))
-            if ev.rank is not None:
-                facts.collective_ranks.setdefault((seq, work.group(2), work.group(3)), set()).add(ev.rank)
+            if rank is not None:
+                facts.collective_ranks.setdefault((seq, work.group(2), work.group(3)), set()).add(rank)
         facts.first_seq = seq if facts.first_seq is None else min(facts.first_seq, seq)
-        facts.world_size = max(facts.world_size, _group_size(work, ev.text))
+        facts.world_size = max(facts.world_size, _group_size(work, text))
 
 
 def _group_size(work: re.Match[str], text: str) -> int:
     """The default group's size, where a timed-out gather or reduce-scatter of it states its
     input and output sizes (0 where it does not)."""
-    op, numel_in, numel_out = work.group(2), int(work.group(3) or 0), int(work.group(4) or 0)
+    op = work.group(2)
+    if op not in GATHERS and op not in SCATTERS:  # first: a hot path (every collective timeout of a flood)
+        return 0
+    numel_in, numel_out = int(work.group(3) or 0), int(work.group(4) or 0)
     if not (numel_in and numel_out and DEFAULT_GROUP_RE.search(text)):
         return 0
-    big, small = (numel_out, numel_in) if op in GATHERS else (numel_in, numel_out) if op in SCATTERS else (0, 1)
+    big, small = (numel_out, numel_in) if op in GATHERS else (numel_in, numel_out)
     return big // small if big % small == 0 else 0
 
 
