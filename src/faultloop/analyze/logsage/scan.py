@@ -461,14 +461,15 @@ def _collective(facts: Facts, text: str, rank: int | None) -> None:
             if rank is not None:
                 facts.collective_ranks.setdefault((seq, work.group(2), work.group(3)), set()).add(rank)
         facts.first_seq = seq if facts.first_seq is None else min(facts.first_seq, seq)
-        facts.world_size = max(facts.world_size, _group_size(work, text))
+        if work.group(2) in GATHERS or work.group(2) in SCATTERS:  # only these state the group's size
+            facts.world_size = max(facts.world_size, _group_size(work, text))
 
 
 def _group_size(work: re.Match[str], text: str) -> int:
     """The default group's size, where a timed-out gather or reduce-scatter of it states its
     input and output sizes (0 where it does not)."""
     op = work.group(2)
-    if op not in GATHERS and op not in SCATTERS:  # first: a hot path (every collective timeout of a flood)
+    if op not in GATHERS and op not in SCATTERS:
         return 0
     numel_in, numel_out = int(work.group(3) or 0), int(work.group(4) or 0)
     if not (numel_in and numel_out and DEFAULT_GROUP_RE.search(text)):
