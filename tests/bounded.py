@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from hypothesis import HealthCheck, settings
+
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 CHILD_ADDRESS_SPACE = 3 << 30  # a backstop for the test machine, far above any bound below
 
@@ -124,3 +126,17 @@ def in_child(work: Callable[[], str], *, memory_bytes: int, timeout_s: float) ->
     if not payload:
         return ChildOutcome(f"killed: the child ended with status {status} and no outcome", 0.0, 0)
     return ChildOutcome(**json.loads(payload))
+
+
+def fuzz_settings(*, suite_examples: int) -> settings:
+    """Hypothesis's settings for a fuzz test: `suite_examples` per property in the suite,
+    deterministic and offline; FAULTLOOP_FUZZ_EXAMPLES more (`make fuzz`), then with fresh
+    randomness and the example database. The time bound is the child's, not Hypothesis's."""
+    examples = int(os.environ.get("FAULTLOOP_FUZZ_EXAMPLES", str(suite_examples)))
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        derandomize=examples <= 100,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        database=None if examples <= 100 else settings.default.database,
+    )

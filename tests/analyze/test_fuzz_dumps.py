@@ -11,30 +11,22 @@ tests/data/hostile_dumps (checked by test_dump_bounds.py) or as @example here.
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import struct
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
-from bounded import in_child
+from bounded import fuzz_settings, in_child
 from conftest import NVRX_FR, TESTS
 from faultloop.analyze.fr import analysis as fr
 from faultloop.analyze.fr import dumps
 from faultloop.analyze.kinds.torchfrtrace import sanitize
 from fr_synth import make_dump
 
-EXAMPLES = int(os.environ.get("FAULTLOOP_FUZZ_EXAMPLES", "40"))
-FUZZ = settings(
-    max_examples=EXAMPLES,
-    deadline=None,  # the bound is the child's, below
-    derandomize=EXAMPLES <= 100,  # the suite's run is deterministic and offline
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    database=None if EXAMPLES <= 100 else settings.default.database,
-)
+FUZZ = fuzz_settings(suite_examples=40)
 # Bounds per input (a few KB): the reader's peak RSS grows by less than MEMORY_BOUND and it answers
 # within TIME_BOUND_S; before the opcode walk a 9-byte file took 33 s and 12.6 GB.
 MEMORY_BOUND = 64 << 20

@@ -10,27 +10,19 @@ per property with fresh randomness. Inputs that once broke a bound are kept as @
 from __future__ import annotations
 
 import gzip
-import os
 import re
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
-from bounded import in_child
+from bounded import fuzz_settings, in_child
 from conftest import TESTS
 from faultloop.analyze.logsage import repeats
 from faultloop.analyze.logsage.engine import analyze_log
 
-EXAMPLES = int(os.environ.get("FAULTLOOP_FUZZ_EXAMPLES", "25"))
-FUZZ = settings(
-    max_examples=EXAMPLES,
-    deadline=None,  # the bound is the child's, below
-    derandomize=EXAMPLES <= 100,  # the suite's run is deterministic and offline
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    database=None if EXAMPLES <= 100 else settings.default.database,
-)
+FUZZ = fuzz_settings(suite_examples=25)
 # Bounds per input (up to a few MB): logsage's peak RSS grows by less than MEMORY_BOUND and it
 # answers within TIME_BOUND_S.
 MEMORY_BOUND = 256 << 20

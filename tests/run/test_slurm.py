@@ -134,6 +134,19 @@ def write_config(tmp_path: Path, pool: str, **extra) -> Path:
     return path
 
 
+def run_on_slurm(configfile: Path, *, timeout_s: int = RUN_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    """The workflow on the test cluster (profiles/slurm, fast polling), killed after `timeout_s`."""
+    profile = ["--profile", "profiles/slurm", "--configfile", str(configfile), *FAST_POLL]
+    return subprocess.run(
+        ["timeout", "-s", "KILL", str(timeout_s), SNAKEMAKE, *profile],
+        cwd=REPO,
+        env=env_with_venv(),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s + 60,
+    )
+
+
 def test_cluster_start_is_idempotent(slurm_cluster):
     """A second start reuses the running daemons and leaves exactly one /etc/hosts line."""
     pids = {f.name: f.read_text() for f in (slurm_cluster / "run").glob("*.pid")}
@@ -201,25 +214,7 @@ def test_pool_runs_end_to_end_on_slurm(slurm_cluster, tmp_path):
     sampler.start()
     started = time.time()
     try:
-        proc = subprocess.run(
-            [
-                "timeout",
-                "-s",
-                "KILL",
-                str(RUN_TIMEOUT_S),
-                SNAKEMAKE,
-                "--profile",
-                "profiles/slurm",
-                "--configfile",
-                str(configfile),
-                *FAST_POLL,
-            ],
-            cwd=REPO,
-            env=env_with_venv(),
-            capture_output=True,
-            text=True,
-            timeout=RUN_TIMEOUT_S + 60,
-        )
+        proc = run_on_slurm(configfile)
     finally:
         sampler.halt.set()
         sampler.join(timeout=30)
@@ -359,25 +354,7 @@ def test_site_workload_contract_on_slurm(slurm_cluster, tmp_path):
             "cleanup_cmd": f"echo $SLURMD_NODENAME >> {cleanup_marks}",
         },
     )
-    proc = subprocess.run(
-        [
-            "timeout",
-            "-s",
-            "KILL",
-            "600",
-            SNAKEMAKE,
-            "--profile",
-            "profiles/slurm",
-            "--configfile",
-            str(configfile),
-            *FAST_POLL,
-        ],
-        cwd=REPO,
-        env=env_with_venv(),
-        capture_output=True,
-        text=True,
-        timeout=660,
-    )
+    proc = run_on_slurm(configfile, timeout_s=600)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-6000:]
     cell = tmp_path / "results" / "fault_injection" / "slurm_e2e" / "n2_SIGKILL_r2_i2"
@@ -443,25 +420,7 @@ def test_cluster_faults_on_slurm(slurm_cluster, tmp_path):
     configfile = write_config(
         tmp_path, CLUSTER_POOL, gpus_per_node=2, run_job={"runtime_minutes": 10, "mem_mb_per_node": 2000}
     )
-    proc = subprocess.run(
-        [
-            "timeout",
-            "-s",
-            "KILL",
-            str(RUN_TIMEOUT_S),
-            SNAKEMAKE,
-            "--profile",
-            "profiles/slurm",
-            "--configfile",
-            str(configfile),
-            *FAST_POLL,
-        ],
-        cwd=REPO,
-        env=env_with_venv(),
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S + 60,
-    )
+    proc = run_on_slurm(configfile)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
     session = tmp_path / "results" / "fault_injection" / "slurm_e2e"
     for name in CLUSTER_CELLS:
