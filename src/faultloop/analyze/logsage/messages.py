@@ -9,13 +9,19 @@ template with SAMPLE_VALUES and check that logsage classifies it as the catalog 
 from __future__ import annotations
 
 import csv
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from faultloop.faults import ERRORS_NOT_FOUND, RESTART, STOP
 
 CATALOG = Path(__file__).parent / "catalog"
-COLUMNS = ("program", "source", "template", "meaning", "category", "restart")
+COLUMNS = ("program", "source", "versions", "template", "meaning", "category", "restart")
+# versions: the program's releases that print the template in this wording, as comma-separated
+# version clauses (`>=1.10,<2.2`, `>=2.18`), read from the source at those releases' tags;
+# `unchecked` where no one has read them yet.
+UNCHECKED = "unchecked"
+_VERSIONS_RE = re.compile(r"(?:[<>=!~]=?\s*[\w.*+-]+)(?:\s*,\s*[<>=!~]=?\s*[\w.*+-]+)*")
 RESTART_LABELS = {"RESTART": RESTART, "STOP": STOP, "NOT_FOUND": ERRORS_NOT_FOUND}
 # what a program fills in, one plausible value each (ranks and GPUs other than 0, so that a
 # verdict that falls back to rank 0 shows)
@@ -43,6 +49,7 @@ class Template:
 
     program: str
     source: str
+    versions: str  # the releases that print this wording (comma-separated version clauses), or UNCHECKED
     template: str
     meaning: str
     category: str  # logsage's fault_category
@@ -66,10 +73,13 @@ def load_catalog(folder: Path = CATALOG) -> list[Template]:
                 where = f"{path.name}:{row_no}"
                 if row["restart"] not in RESTART_LABELS or not all(row.values()):
                     raise ValueError(f"{where}: every field is needed; restart is RESTART, STOP or NOT_FOUND")
+                if row["versions"] != UNCHECKED and not _VERSIONS_RE.fullmatch(row["versions"]):
+                    raise ValueError(f"{where}: versions {row['versions']!r} is not a version range like >=1.10,<2.2")
                 templates.append(
                     Template(
                         row["program"],
                         row["source"],
+                        row["versions"],
                         row["template"],
                         row["meaning"],
                         row["category"],
