@@ -157,7 +157,11 @@ NCCL_ERRORS = ("NCCL", "src/init.cc (ncclGetErrorString)")
 NCCL_IB = ("NCCL", "src/transport/net_ib.cc")
 NCCL_IBVWRAP = ("NCCL", "src/misc/ibvwrap.cc")
 NCCL_SHM = ("NCCL", "src/misc/shmutils.cc")
-NCCL_SOCKET = ("NCCL", "src/misc/socket.cc")
+NCCL_SOCKET = ("NCCL", "src/misc/socket.cc (src/include/socket.h before 2.12, src/os/linux.cc from 2.29)")
+NCCL_BOOTSTRAP = ("NCCL", "src/bootstrap.cc; src/transport/net_socket.cc")
+NCCL_PROXY = ("NCCL", "src/proxy.cc")
+NCCL_INIT = ("NCCL", "src/init.cc")
+NCCL_INTERFACES = ("NCCL", "src/bootstrap.cc, src/misc/socket.cc, src/transport/net_socket.cc, net_ib.cc")
 CUDA_RUNTIME = ("CUDA runtime", "cuda_runtime_api.h (cudaGetErrorString), via c10/cuda/CUDAException.h")
 NVIDIA_DRIVER = ("NVIDIA driver", "nvidia.ko (NVRM: Xid), nvidia-smi / NVML (nvmlErrorString)")
 ROCM = ("ROCm", "ROCR-Runtime src/core/runtime/runtime.cpp")
@@ -190,6 +194,8 @@ LIBC_ERRNO = (
     "glibc, CPython",
     "string/_strerror.c (strerror(ENOSPC)), Objects/exceptions.c (OSError's [Errno N] text)",
 )
+LIBC_ENOMEM = ("CPython, glibc", "Objects/exceptions.c (MemoryError; OSError's [Errno N]), string/_strerror.c (ENOMEM)")
+RUST_ALLOC = ("Rust std", "library/std/src/alloc.rs (default_alloc_error_hook)")
 MEGATRON_DDP = ("Megatron-LM", "megatron/core/distributed/param_and_grad_buffer.py (check_for_nan_in_grad)")
 
 
@@ -266,7 +272,12 @@ RULES: tuple[Rule, ...] = (
     Rule("slurm_oom", OOM_KIND, ("oom",), r"oom_kill event", origin=SLURM_CGROUP),
     Rule("host_oom", OOM_KIND, ("oom", "of memory"), r"oom[-_]kill|Out of memory: Kill|[Mm]emory cgroup out of memory",
          origin=KERNEL_OOM),
-    Rule("python_oom", OOM_KIND, ("rror",), r"\bMemoryError\b", origin=CPYTHON),
+    # the host's memory ran out under the process: Python's MemoryError, an OS error ENOMEM (12), Rust std's
+    # default alloc error hook (a native extension such as HF tokenizers), C++'s operator new
+    Rule("python_oom", OOM_KIND, ("rror", "rrno"), r"\bMemoryError\b|\[Errno 12\] Cannot allocate memory", origin=LIBC_ENOMEM),
+    Rule("rust_alloc_failed", OOM_KIND, ("ailed",), r"memory allocation of \d+ bytes failed", origin=RUST_ALLOC),
+    Rule("cpp_bad_alloc", OOM_KIND, ("erminat",), r"terminate called after throwing an instance of 'std::bad_alloc'",
+         origin=LIBSTDCXX),
     Rule("gpu_hardware", GPU_HARDWARE, ("Xid", "rror", "lost"),
          r"NVRM: Xid \(|[Uu]ncorrectable ECC error|ErrorECCUncorrectable|Unable to determine the device handle for GPU"
          r"|\bGPU is lost\b", Cause.GPU_ERROR, NVIDIA_DRIVER),
@@ -281,6 +292,36 @@ RULES: tuple[Rule, ...] = (
     Rule("nccl_setup", NETWORK_KIND, ("rror",), r"ncclSystemError|unhandled system error", Cause.NCCL_SETUP, NCCL_ERRORS),
     Rule("nccl_ibv", NETWORK_KIND, ("rror",), r"Call to ibv_\w+ failed with error", Cause.NCCL_SETUP, NCCL_IBVWRAP),
     Rule("nccl_shm", NETWORK_KIND, ("rror",), r"Error while creating shared memory segment", Cause.NCCL_SETUP, NCCL_SHM),
+    # NCCL's own socket, bootstrap and net warnings (`host:pid:tid [dev] file.cc:line NCCL WARN ...`, NCCL
+    # 2.10 to 2.30; catalog/nccl.tsv has each wording with its releases). What they mean, not where:
+    # the job's settings name no interface, address or device NCCL can use: a restart repeats it
+    Rule("nccl_no_interface", NETWORK_KIND, ("NCCL WARN",),
+         r"NCCL WARN (?:.*\b(?:no socket interface found|No usable listening interface found|no interface found|"
+         r"No IP interface found|no device found (?:matching|after excluding)|Unable to open device)|"
+         r"Invalid NCCL_COMM_ID|Net : (?:No valid \S+ pair found|error encountered when getting address info))",
+         Cause.NCCL_SETUP, NCCL_INTERFACES),
+    # a connection that could not be made (refused, timed out, unreachable, out of retries): during
+    # setup the addresses and interfaces the job chose, after progress the network's state
+    Rule("nccl_connect_failed", NETWORK_KIND, ("NCCL WARN",),
+         r"NCCL WARN (?:.*\b[Cc]onnect to \S+ (?:failed|returned .*exceeded error retry count)|"
+         r"(?:socketStartConnect|socketPollConnect): exceeded (?:retries|timeouts)|.*: connect returned .*exceeded error "
+         r"retry count|(?:ncclOs)?[Ss]ocketPollConnect(?: to \S+ failed with error| poll\(\) failed))",
+         Cause.NCCL_SETUP, NCCL_SOCKET),
+    # a connection that was made and then broke: the bytes that came were not the bytes the protocol
+    # expects (a bootstrap or socket-transport message cut or crossed), or the port failed under it
+    Rule("nccl_truncated", NETWORK_KIND, ("NCCL WARN",),
+         r"NCCL WARN (?:Message|NET/Socket : peer \S+ message) truncated : receiv", Cause.NETWORK, NCCL_BOOTSTRAP),
+    Rule("nccl_ib_async", NETWORK_KIND, ("NCCL WARN",),
+         r"NCCL WARN NET/IB : (?:Got async event|\S+ (?:Got async (?:error )?event|async fatal event))", Cause.NETWORK,
+         NCCL_IB),
+    # the other end of a connection went away (recv or send failed, the proxy's socket died): a victim
+    Rule("nccl_socket_failed", PEER_LOST, ("NCCL WARN",),
+         r"NCCL WARN (?:.*Call to (?:recv from|send to) \S+ failed|NET/Socket : socket progress error|"
+         r"Socket recv failed while polling|\[Service thread\] Could not receive type from localRank)",
+         origin=("NCCL", "src/misc/socket.cc, src/transport/net_socket.cc, src/proxy.cc")),
+    # two ranks on one GPU: the launch maps ranks to devices wrongly
+    Rule("nccl_duplicate_gpu", FATAL, ("NCCL WARN",), r"NCCL WARN Duplicate GPU detected : rank \d+ and rank \d+",
+         Cause.CONFIG_ERROR, NCCL_INIT),
     # -- peer lost: the rank's partner died or the link broke --------------------------------
     Rule("nccl_peer_closed", PEER_LOST, ("peer",), r"Connection closed by remote peer", origin=NCCL_SOCKET),
     Rule("peer_closed", PEER_LOST, ("peer",), r"[Cc]onnection closed by peer|reset by peer|remote peer", origin=GLOO_TCP),
@@ -299,7 +340,7 @@ RULES: tuple[Rule, ...] = (
     # a port taken on the node (c10d's socket: `name: EADDRINUSE`; Python's `[Errno 98]`): the launch's settings
     Rule("port_in_use", FATAL, ("rror",), r"rror\b.*(?:EADDRINUSE|[Aa]ddress already in use)", Cause.CONFIG_ERROR,
          C10D_SOCKET),
-    Rule("config_error", FATAL, ("open file", "rror"),
+    Rule("config_error", FATAL, ("rrno", "rror"),
          r"can't open file '[^']*': \[Errno|ModuleNotFoundError: No module named|error: unrecognized arguments",
          Cause.CONFIG_ERROR, CPYTHON_IMPORT),
     Rule("mpi_fatal", FATAL, ("rror",), r"\*\*\* An error occurred in MPI_", Cause.LAUNCH_ENV, OPEN_MPI),
