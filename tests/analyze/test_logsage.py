@@ -81,7 +81,7 @@ def test_evidence_line_numbers_point_at_the_text() -> None:
         ("slurm_oom_kill.log", STOP, [0], "oom", None),
         ("slurm_preempted.log", RESTART, [], "external_signal", None),
         ("slurm_cancelled.log", RESTART, [], "external_signal", None),
-        ("slurm_time_limit.log", STOP, [], "other", None),
+        ("slurm_time_limit.log", RESTART, [], "external_signal", None),  # after progress: it resumes
         ("clean_completion.log", STOP, [], "none", None),  # upstream: application done -> STOP
         ("no_errors.log", ERRORS_NOT_FOUND, [], "none", None),
         ("empty.log", NO_LOGS, [], "none", None),
@@ -102,6 +102,18 @@ def test_lines_input_and_checkpoint_reported_but_decision_kept() -> None:
     v = logsage.analyze_log(lines)
     assert v.checkpoint_saved and v.restart == STOP and v.primary_ranks == [6]
     assert v.to_text().rstrip().endswith("checkpoint_saved: true")
+
+
+def test_a_time_limit_before_any_progress_is_a_setup_hang() -> None:
+    """The same time-limit line after the launch and no training step: the job never got through setup."""
+    lines = [
+        "[2026-11-30 12:00:00,001] [INFO] [comm.py:637:init_distributed] Initializing TorchBackend in DeepSpeed",
+        "node07:4242:4250 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.7<0>",
+        "slurmstepd: error: *** JOB 51235 ON gpu-03 CANCELLED AT 2026-11-30T16:00:00 DUE TO TIME LIMIT ***",
+    ]
+    v = logsage.analyze_log(lines)
+    assert (v.restart, v.fault_type, v.fault_category) == (STOP, None, "hang"), v.detail
+    assert "never got through setup" in v.detail
 
 
 def test_text_form_is_upstreams_five_parts() -> None:
@@ -196,8 +208,9 @@ def test_every_rule_regex_needs_one_of_its_anchors() -> None:
 def test_the_anchors_stay_within_ripgreps_literal_fast_path() -> None:
     """ripgrep (13) searches a literal set of up to ~38 literals and 250 bytes with SIMD; a bigger
     set falls back to an automaton two to four times slower on big logs (benchmarks/README.md).
-    A new rule reuses the table's short anchors ("rror", "ignal", "exit", ...)."""
-    assert len(prefilter.ANCHORS) <= 36, prefilter.ANCHORS
+    A new rule reuses the table's short anchors ("rror", "ignal", "exit", "ailed", "NCCL WARN", ...);
+    38 literals cost 4 % more ripgrep CPU than 36 on the 100 MB benchmark log (benchmarks/README.md)."""
+    assert len(prefilter.ANCHORS) <= 38, prefilter.ANCHORS
     assert sum(map(len, prefilter.ANCHORS)) <= 240, prefilter.ANCHORS
 
 

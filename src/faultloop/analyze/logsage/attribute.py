@@ -198,6 +198,28 @@ def _scheduler(facts: Facts, tl: _Timeline) -> Attribution | None:
                     MEDIUM,
                     "the scheduler's time-limit line after the application's own 'done' line",
                 )
+            if cause == Cause.TIME_LIMIT and facts.progress_line < ev.line:
+                return _attribution(
+                    Cause.TIME_LIMIT_AFTER_PROGRESS,
+                    [],
+                    everyone,
+                    [ev],
+                    f"the scheduler ended the job at its time limit after training made progress (line "
+                    f"{facts.progress_line}: {facts.progress_text[:80]!r}): {ev.text}",
+                    HIGH,
+                    "the scheduler's own line, after a progress line",
+                )
+            if cause == Cause.TIME_LIMIT and facts.launch_line < ev.line:
+                return _attribution(
+                    Cause.SETUP_HANG,
+                    [],
+                    everyone,
+                    [ev],
+                    f"the job ran into its time limit after the launch (line {facts.launch_line}) with no training "
+                    "progress in the log: it never got through setup",
+                    MEDIUM,
+                    "the launch's lines, no progress line, then the scheduler's time-limit line",
+                )
             return _attribution(
                 cause, [], everyone, [ev], f"the scheduler ended the job: {ev.text}", HIGH, "the scheduler's own line"
             )
@@ -319,6 +341,11 @@ def _with_meaning(facts: Facts, cause: str, ev: Evidence) -> tuple[str, str]:
     TRANSIENT_EXC (RESTART) unless something says it happened during setup: it was raised in setup
     code (SETUP_EXC already), or the log shows the launch and no training progress between it and
     the failure (SETUP_EXC, STOP). The text names the deciding evidence."""
+    if ev.kind == NETWORK_KIND and cause == Cause.NCCL_SETUP and facts.progress_line < ev.line:
+        return Cause.NETWORK, (
+            f"; NCCL had set up its transport before: training made progress (line {facts.progress_line}: "
+            f"{facts.progress_text[:80]!r}), so what fails now is the network's state, not the job's settings"
+        )
     if ev.kind != EXCEPTION_KIND or cause not in (Cause.WORKLOAD_EXC, Cause.SETUP_EXC):
         return cause, ""
     meaning = exception_meaning(ev.text)
@@ -754,8 +781,9 @@ def _join(ranks: Iterable[int]) -> str:
 # The order in which decisions are taken: the first that finds something decides. Each names the
 # causes it can give; what a cause means (category, restart, wording) is rules.POLICY.
 DECISIONS: tuple[Callable[[Facts, _Timeline], Attribution | None], ...] = (
-    _scheduler,  # 1. the scheduler ended the job (preemption, node failure, time limit; SHUTDOWN_HANG
-    #              when the application had said it was done)
+    _scheduler,  # 1. the scheduler ended the job (preemption, node failure, time limit: after training
+    #              progress TIME_LIMIT_AFTER_PROGRESS, after the launch with no progress SETUP_HANG;
+    #              SHUTDOWN_HANG when the application had said it was done)
     _stopped_from_outside,  # 2. CANCELLED: it was stopped from outside before any rank failed
     _gpu_hardware,  # 3. GPU_ERROR: a GPU hardware fault (kernel or driver report) anywhere in the log
     _crash,  # 4. a crash: some rank failed on its own before anyone timed out -> the earliest such

@@ -113,6 +113,7 @@ class Cause(StrEnum):
     CANCELLED = "CANCELLED"
     NODE_FAIL = "NODE_FAIL"
     TIME_LIMIT = "TIME_LIMIT"
+    TIME_LIMIT_AFTER_PROGRESS = "TIME_LIMIT_AFTER_PROGRESS"
     DONE = "DONE"
     DESYNC = "DESYNC"
     SETUP_HANG = "SETUP_HANG"
@@ -158,7 +159,7 @@ NCCL_IB = ("NCCL", "src/transport/net_ib.cc")
 NCCL_IBVWRAP = ("NCCL", "src/misc/ibvwrap.cc")
 NCCL_SHM = ("NCCL", "src/misc/shmutils.cc")
 NCCL_SOCKET = ("NCCL", "src/misc/socket.cc (src/include/socket.h before 2.12, src/os/linux.cc from 2.29)")
-NCCL_BOOTSTRAP = ("NCCL", "src/bootstrap.cc; src/transport/net_socket.cc")
+NCCL_BOOTSTRAP = ("NCCL", "src/bootstrap.cc")
 NCCL_PROXY = ("NCCL", "src/proxy.cc")
 NCCL_INIT = ("NCCL", "src/init.cc")
 NCCL_INTERFACES = ("NCCL", "src/bootstrap.cc, src/misc/socket.cc, src/transport/net_socket.cc, net_ib.cc")
@@ -216,9 +217,10 @@ class Rule:
 # RULES: the table to patch (see "HOW TO PATCH" above). kind decides the role of a line: symptom,
 # origin, launcher/scheduler fact or context; hint names the cause it points to; origin the
 # program and source file of the template. Anchors are the prefilter's literals, searched all at
-# once: reuse the short ones below ("rror", "ignal", "exit", ...) rather than adding new ones.
-# ripgrep runs a set of at most ~36 literals and ~240 bytes with SIMD, several times faster than a
-# bigger one (tests hold the table to that).
+# once: reuse the short ones below ("rror", "ignal", "exit", "ailed", "NCCL WARN" for every line
+# NCCL's WARN level prints, ...) rather than adding new ones. ripgrep runs a set of at most ~38
+# literals and ~240 bytes with SIMD, several times faster than a bigger one (tests hold the table
+# to that).
 RULES: tuple[Rule, ...] = (
     # -- the scheduler ended the job (these explain everything after them) --------------------
     Rule("preempted", SLURM, ("CANCELLED", "reempt"), r"CANCELLED.*DUE TO PREEMPTION|\b[Pp]reempted\b", Cause.PREEMPTION,
@@ -307,10 +309,11 @@ RULES: tuple[Rule, ...] = (
          r"(?:socketStartConnect|socketPollConnect): exceeded (?:retries|timeouts)|.*: connect returned .*exceeded error "
          r"retry count|(?:ncclOs)?[Ss]ocketPollConnect(?: to \S+ failed with error| poll\(\) failed))",
          Cause.NCCL_SETUP, NCCL_SOCKET),
-    # a connection that was made and then broke: the bytes that came were not the bytes the protocol
-    # expects (a bootstrap or socket-transport message cut or crossed), or the port failed under it
-    Rule("nccl_truncated", NETWORK_KIND, ("NCCL WARN",),
-         r"NCCL WARN (?:Message|NET/Socket : peer \S+ message) truncated : receiv", Cause.NETWORK, NCCL_BOOTSTRAP),
+    # a connection that was made and then failed under it: a bootstrap message (fixed sizes, NCCL's
+    # own protocol: ncclInternalError) came longer than the exchange expects, crossed or cut; the port
+    # of an InfiniBand device failed
+    Rule("nccl_truncated", NETWORK_KIND, ("NCCL WARN",), r"NCCL WARN Message truncated : received [\d,]+ bytes",
+         Cause.NETWORK, NCCL_BOOTSTRAP),
     Rule("nccl_ib_async", NETWORK_KIND, ("NCCL WARN",),
          r"NCCL WARN NET/IB : (?:Got async event|\S+ (?:Got async (?:error )?event|async fatal event))", Cause.NETWORK,
          NCCL_IB),
@@ -319,6 +322,10 @@ RULES: tuple[Rule, ...] = (
          r"NCCL WARN (?:.*Call to (?:recv from|send to) \S+ failed|NET/Socket : socket progress error|"
          r"Socket recv failed while polling|\[Service thread\] Could not receive type from localRank)",
          origin=("NCCL", "src/misc/socket.cc, src/transport/net_socket.cc, src/proxy.cc")),
+    # the socket transport got a bigger message than this rank posted: NCCL returns ncclInvalidUsage and
+    # names "a mismatch in collective sizes or environment settings (NCCL_PROTO, NCCL_ALGO) between ranks"
+    Rule("nccl_size_mismatch", FATAL, ("NCCL WARN",), r"NCCL WARN NET/Socket : peer \S+ message truncated : receiving",
+         Cause.WORKLOAD_EXC, ("NCCL", "src/transport/net_socket.cc")),
     # two ranks on one GPU: the launch maps ranks to devices wrongly
     Rule("nccl_duplicate_gpu", FATAL, ("NCCL WARN",), r"NCCL WARN Duplicate GPU detected : rank \d+ and rank \d+",
          Cause.CONFIG_ERROR, NCCL_INIT),
@@ -569,7 +576,12 @@ POLICY: dict[str, Policy] = {
     Cause.CRASH: Policy(CRASH, STOP, "hard crash", "died without a word"),
     Cause.OOM: Policy(OOM, STOP, "out of memory: the same job will run out again", "ran out of memory"),
     Cause.NETWORK: Policy(
-        NETWORK, RESTART, "network flap", "lost connections without any rank failing on its own (network)"
+        NETWORK,
+        RESTART,
+        "a connection that had been made broke, was cut or failed under it (infrastructure, transient): the next "
+        "attempt gets new connections, possibly on other nodes",
+        "lost connections, or had messages cut, without any rank failing on its own (network)",
+        blames_rank=False,
     ),
     Cause.EXTERNAL_SIGNAL: Policy(EXTERNAL_SIGNAL, RESTART, "external signal", "received a signal from outside"),
     Cause.PREEMPTION: Policy(
@@ -584,7 +596,19 @@ POLICY: dict[str, Policy] = {
     ),
     Cause.NODE_FAIL: Policy(OTHER, RESTART, "node failure: restart on healthy nodes", "lost a node", blames_rank=False),
     Cause.TIME_LIMIT: Policy(
-        OTHER, STOP, "time limit: a restart hits it again", "hit its time limit", blames_rank=False
+        OTHER,
+        STOP,
+        "time limit, and the log shows no training progress: nothing says a new allocation gets further",
+        "hit its time limit",
+        blames_rank=False,
+    ),
+    Cause.TIME_LIMIT_AFTER_PROGRESS: Policy(
+        EXTERNAL_SIGNAL,
+        RESTART,
+        "the scheduler ended a job that was making progress at its wall-clock limit (SIGTERM, then SIGKILL): "
+        "resubmitted, it gets a new allocation and goes on from its last checkpoint",
+        "was ended by the scheduler at its time limit while training made progress",
+        blames_rank=False,
     ),
     Cause.DONE: Policy(NONE, STOP, "the application finished", "finished", blames_rank=False),
     Cause.DESYNC: Policy(
@@ -642,9 +666,9 @@ POLICY: dict[str, Policy] = {
     Cause.NCCL_SETUP: Policy(
         NETWORK,
         STOP,
-        "NCCL could not set up its transport (devices, shared memory, InfiniBand): a system or configuration "
-        "problem that a restart on the same nodes repeats",
-        "could not set up NCCL's transport (devices, shared memory, InfiniBand)",
+        "NCCL could not set up its transport (interfaces, addresses, devices, shared memory, InfiniBand) before "
+        "training made progress: a system or configuration problem that a restart on the same nodes repeats",
+        "could not set up NCCL's transport (interfaces, peer connections, devices, shared memory, InfiniBand)",
         blames_rank=False,
     ),
     Cause.DIVERGED: Policy(
