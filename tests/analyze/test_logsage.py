@@ -116,6 +116,72 @@ def test_a_time_limit_before_any_progress_is_a_setup_hang() -> None:
     assert "never got through setup" in v.detail
 
 
+LAUNCH = "node07:4242:4250 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.7<0>"
+PROGRESS = " iteration      100/    5000 | consumed samples:        12800 | lm loss: 2.301E+00 |"
+
+
+@pytest.mark.parametrize(
+    "lines, restart, cause",
+    [
+        # NCCL could not connect: in setup the job's interfaces and addresses, after progress the network
+        (
+            [
+                LAUNCH,
+                "node07:4242:4250 [3] misc/socket.cc:483 NCCL WARN socketStartConnect: Connect to 10.0.0.9<43211> "
+                "failed : No route to host",
+            ],
+            STOP,
+            "NCCL_SETUP",
+        ),
+        (
+            [
+                LAUNCH,
+                PROGRESS,
+                "node07:4242:4250 [3] misc/socket.cc:483 NCCL WARN socketStartConnect: Connect to "
+                "10.0.0.9<43211> failed : No route to host",
+            ],
+            RESTART,
+            "NETWORK",
+        ),
+        # a made connection that broke passes even in setup; an endpoint unreachable in setup recurs
+        (
+            [
+                LAUNCH,
+                "node07:4242:4250 [3] bootstrap.cc:77 NCCL WARN Message truncated : received 256 bytes instead of 4",
+            ],
+            RESTART,
+            "NETWORK",
+        ),
+        ([LAUNCH, "ConnectionAbortedError: [Errno 103] Software caused connection abort"], RESTART, "TRANSIENT_EXC"),
+        (
+            [
+                LAUNCH,
+                "torch.distributed.DistNetworkError: The client socket has failed to connect to [node01]:29500 "
+                "(errno: 113 - No route to host).",
+            ],
+            STOP,
+            "SETUP_EXC",
+        ),
+        (
+            [
+                LAUNCH,
+                PROGRESS,
+                "torch.distributed.DistNetworkError: The client socket has failed to connect to "
+                "[node01]:29500 (errno: 113 - No route to host).",
+            ],
+            RESTART,
+            "TRANSIENT_EXC",
+        ),
+    ],
+)
+def test_a_network_failure_is_read_by_what_failed_and_when(lines: list[str], restart: str, cause: str) -> None:
+    """Origin and recoverability (rules.EXCEPTION_MEANING, NCCL's rows) with the time of the failure:
+    a connection never made during setup recurs, a made connection that broke does not, and after
+    training progress neither is the job's settings."""
+    v = logsage.analyze_log(lines)
+    assert (v.restart, f"({cause}," in v.explanation) == (restart, True), v.explanation
+
+
 def test_text_form_is_upstreams_five_parts() -> None:
     text = verdict("nccl_cuda_error_16r.log").to_text().splitlines()
     assert text[0] == STOP

@@ -36,6 +36,7 @@ from faultloop.analyze.logsage.rules import (
     ORIGINS,
     PEER_LOST,
     POLICY,
+    RECURS,
     SCHEDULER_CAUSES,
     SETUP_SEQ,
     SIGNAL,
@@ -319,28 +320,30 @@ def _crash(facts: Facts, tl: _Timeline) -> Attribution | None:
     return _attribution(cause, primary, others, keys, why, *_crash_confidence(facts, tl, primary, ranked, weak))
 
 
-def exception_meaning(text: str) -> tuple[str, str] | None:
-    """(origin, recoverability) of an exception line by its class or OS error number
-    (rules.EXCEPTION_MEANING), None where the table does not say."""
+def exception_meaning(text: str) -> tuple[str, str, str] | None:
+    """(origin, recoverability, what it means in setup) of an exception line by its class or OS
+    error number (rules.EXCEPTION_MEANING), None where the table does not say."""
     head = text.strip().split(":", 1)[0].rsplit(".", 1)[-1]
     head = head[head.find("(") + 1 : -1] if head.endswith(")") else head  # Ray's RayTaskError(Inner)
     errno = ERRNO_RE.search(text)
     number = int(errno.group(1)) if errno else None
-    for _, numbers, origin, recoverability in EXCEPTION_MEANING:
+    for _, numbers, origin, recoverability, in_setup in EXCEPTION_MEANING:
         if number is not None and number in numbers:
-            return origin, recoverability
-    for classes, _, origin, recoverability in EXCEPTION_MEANING:
+            return origin, recoverability, in_setup
+    for classes, _, origin, recoverability, in_setup in EXCEPTION_MEANING:
         if head in classes:
-            return origin, recoverability
+            return origin, recoverability, in_setup
     return None
 
 
 def _with_meaning(facts: Facts, cause: str, ev: Evidence) -> tuple[str, str]:
-    """The cause a program's exception leads to once its meaning and its time are read. A
-    deterministic class is the program's (the cause stays). A transient infrastructure class is
-    TRANSIENT_EXC (RESTART) unless something says it happened during setup: it was raised in setup
-    code (SETUP_EXC already), or the log shows the launch and no training progress between it and
-    the failure (SETUP_EXC, STOP). The text names the deciding evidence."""
+    """The cause a program's exception (or NCCL's setup failure) leads to once its meaning and its
+    time are read. A deterministic class is the program's (the cause stays). A transient
+    infrastructure class is TRANSIENT_EXC (RESTART) unless something says it happened during setup
+    and the table says such an error recurs there: it was raised in setup code (SETUP_EXC already),
+    or the log shows the launch and no training progress between it and the failure (SETUP_EXC,
+    STOP); a made connection that broke passes even in setup. NCCL's transport, once set up before
+    progress, fails after it on the network's state (NETWORK). The text names the deciding evidence."""
     if ev.kind == NETWORK_KIND and cause == Cause.NCCL_SETUP and facts.progress_line < ev.line:
         return Cause.NETWORK, (
             f"; NCCL had set up its transport before: training made progress (line {facts.progress_line}: "
@@ -353,7 +356,7 @@ def _with_meaning(facts: Facts, cause: str, ev: Evidence) -> tuple[str, str]:
         return cause, "; it was raised in setup code (process group, rendezvous or store)"
     if not meaning:
         return cause, ""
-    origin, recoverability = meaning
+    origin, recoverability, in_setup = meaning
     what = ev.text.split(":", 1)[0].rsplit(".", 1)[-1]
     if recoverability != TRANSIENT:
         return cause, f"; {what} is {recoverability}, the {origin}'s own"
@@ -362,10 +365,16 @@ def _with_meaning(facts: Facts, cause: str, ev: Evidence) -> tuple[str, str]:
             f"; {what} is a transient {origin} error, after training progress (line {facts.progress_line}: "
             f"{facts.progress_text[:80]!r})"
         )
-    if facts.launch_line < ev.line:
+    if facts.launch_line < ev.line and in_setup == RECURS:
         return Cause.SETUP_EXC, (
             f"; {what} is a transient {origin} error, but it came after the launch (line {facts.launch_line}) "
-            "with no training progress between: a setup failure recurs"
+            "with no training progress between: an endpoint that cannot be reached in setup is the job's "
+            "addresses, ports and settings, met again"
+        )
+    if facts.launch_line < ev.line:
+        return Cause.TRANSIENT_EXC, (
+            f"; {what} is a transient {origin} error: a connection that was made and then broke, which the next "
+            "attempt makes anew, even during setup"
         )
     return Cause.TRANSIENT_EXC, f"; {what} is a transient {origin} error, and nothing says it came during setup"
 

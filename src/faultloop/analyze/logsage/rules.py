@@ -17,7 +17,8 @@ HOW TO PATCH BETWEEN LOOP ITERATIONS
   * A prefix in front of a program's words hides them (a host label, a timestamp, a logging
     header) -> add its row to framing.LAYERS, the grammar of line prefixes.
   * An exception class or OS error means more than "the program raised" -> EXCEPTION_MEANING
-    (origin and recoverability); what training progress looks like -> PROGRESS_RE.
+    (origin, recoverability, and what it means during setup); what training progress looks like
+    -> PROGRESS_RE.
   * The order in which decisions are taken is attribute.DECISIONS, documented there.
   * What a traceback, an exit status or a signal means -> the smaller tables at the end.
 """
@@ -681,9 +682,9 @@ POLICY: dict[str, Policy] = {
     Cause.TRANSIENT_EXC: Policy(
         EXCEPTION,
         RESTART,
-        "an I/O, network, storage or timeout error of the job's infrastructure after training had made progress: "
-        "the code ran before, so the next attempt need not meet it",
-        "failed on an I/O, network or timeout error of its infrastructure after training had made progress",
+        "an I/O, network, storage or timeout error of the job's infrastructure that nothing ties to the job's "
+        "settings (after training progress, or a made connection that broke): the next attempt need not meet it",
+        "failed on a transient I/O, network or timeout error of its infrastructure",
     ),
     Cause.SETUP_EXC: Policy(
         EXCEPTION,
@@ -745,28 +746,34 @@ EXCEPTION_CAUSES: dict[str, str] = {
 # What an exception means: where it comes from (the workload's code, or the infrastructure it runs
 # on: storage, network, a remote service, the rendezvous store) and whether the next attempt may
 # recover (transient) or meets it again (deterministic), in the vocabulary of NVRx's Restart Agent
-# taxonomy. Rows: (class names, last dotted part; OS error numbers, `[Errno N]`), origin,
-# recoverability. From Python's built-in exception hierarchy, errno(3), the requests/urllib3 errors
-# and c10d's DistError family (torch/csrc/distributed/c10d/exception.h). A transient class decides RESTART only after training made progress (a setup
-# failure recurs whatever its class); a deterministic one is the program's.
+# taxonomy; and, for a transient one, what it means during setup (before training made progress):
+# an endpoint that could not be reached or timed out is the addresses, ports and settings the job
+# chose, which the next attempt meets again (recurs); a connection that was made and then broke
+# (reset, aborted, cut short) says nothing about them (passes). Rows: (class names, last dotted
+# part; OS error numbers, `[Errno N]`), origin, recoverability, in setup. From Python's built-in
+# exception hierarchy, errno(3), the requests/urllib3 errors and c10d's DistError family
+# (torch/csrc/distributed/c10d/exception.h). A deterministic class is the program's whenever it
+# comes.
 WORKLOAD, INFRASTRUCTURE = "workload", "infrastructure"
 TRANSIENT, DETERMINISTIC = "transient", "deterministic"
+RECURS, PASSES = "recurs", "passes"
 # fmt: off
-EXCEPTION_MEANING: tuple[tuple[tuple[str, ...], tuple[int, ...], str, str], ...] = (
-    # OS errors that a retry can outlive: I/O (5), stale NFS handle (116), timeouts (110), resets (104, 103),
-    # unreachable networks and hosts (101, 113), a remote I/O error (121)
+EXCEPTION_MEANING: tuple[tuple[tuple[str, ...], tuple[int, ...], str, str, str], ...] = (
+    # OS errors that a retry can outlive: resets and aborts of a made connection (104, 103), timeouts
+    # (110), unreachable networks and hosts (101, 113), I/O (5), a stale NFS handle (116), a remote I/O
+    # error (121)
+    (("ConnectionResetError", "ConnectionAbortedError", "RemoteDisconnected", "IncompleteRead", "ProtocolError",
+      "ChunkedEncodingError"), (104, 103), INFRASTRUCTURE, TRANSIENT, PASSES),
     (("TimeoutError", "timeout", "ReadTimeout", "ConnectTimeout", "ReadTimeoutError"), (110,),
-     INFRASTRUCTURE, TRANSIENT),
-    (("ConnectionResetError", "ConnectionAbortedError", "ConnectionError", "RemoteDisconnected", "IncompleteRead",
-      "ProtocolError", "ChunkedEncodingError"), (104, 103), INFRASTRUCTURE, TRANSIENT),
-    (("DistNetworkError", "DistStoreError"), (101, 113), INFRASTRUCTURE, TRANSIENT),
-    ((), (5, 116, 121), INFRASTRUCTURE, TRANSIENT),
+     INFRASTRUCTURE, TRANSIENT, RECURS),
+    (("ConnectionError", "DistNetworkError", "DistStoreError"), (101, 113), INFRASTRUCTURE, TRANSIENT, RECURS),
+    ((), (5, 116, 121), INFRASTRUCTURE, TRANSIENT, RECURS),
     # the program's own: they recur with the same code, data and settings (a missing file (2), access (13),
     # a directory for a file (21), a full disk (28))
     (("ValueError", "TypeError", "KeyError", "IndexError", "AttributeError", "AssertionError", "NameError",
       "ImportError", "ModuleNotFoundError", "NotImplementedError", "ZeroDivisionError", "RecursionError",
       "UnboundLocalError", "SyntaxError", "FileNotFoundError", "IsADirectoryError", "PermissionError"),
-     (2, 13, 21, 28), WORKLOAD, DETERMINISTIC),
+     (2, 13, 21, 28), WORKLOAD, DETERMINISTIC, RECURS),
 )
 # fmt: on
 ERRNO_RE = re.compile(r"\[Errno (-?\d+)\]")
