@@ -182,6 +182,19 @@ def test_a_network_failure_is_read_by_what_failed_and_when(lines: list[str], res
     assert (v.restart, f"({cause}," in v.explanation) == (restart, True), v.explanation
 
 
+def test_nccl_warnings_it_runs_on_are_not_failures() -> None:
+    """NCCL warns and goes on where NET/IB skips a device, finds no IP interface (it falls back to
+    sockets) or sees a benign port event: those lines alone are no failure."""
+    lines = [
+        LAUNCH,
+        "node07:4242:4250 [0] NCCL WARN NET/IB : No IP interface found.",
+        "node07:4242:4250 [0] NCCL WARN NET/IB : Unable to open device mlx5_1",
+        "node07:4242:4250 [0] NCCL WARN NET/IB : mlx5_0:1 Got async event : client reregistration",
+        PROGRESS,
+    ]
+    assert logsage.analyze_log(lines).restart == ERRORS_NOT_FOUND
+
+
 def test_text_form_is_upstreams_five_parts() -> None:
     text = verdict("nccl_cuda_error_16r.log").to_text().splitlines()
     assert text[0] == STOP

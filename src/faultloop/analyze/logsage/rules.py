@@ -163,7 +163,7 @@ NCCL_SOCKET = ("NCCL", "src/misc/socket.cc (src/include/socket.h before 2.12, sr
 NCCL_BOOTSTRAP = ("NCCL", "src/bootstrap.cc")
 NCCL_PROXY = ("NCCL", "src/proxy.cc")
 NCCL_INIT = ("NCCL", "src/init.cc")
-NCCL_INTERFACES = ("NCCL", "src/bootstrap.cc, src/misc/socket.cc, src/transport/net_socket.cc, net_ib.cc")
+NCCL_INTERFACES = ("NCCL", "src/bootstrap.cc, src/misc/socket.cc, src/transport/net_socket.cc")
 CUDA_RUNTIME = ("CUDA runtime", "cuda_runtime_api.h (cudaGetErrorString), via c10/cuda/CUDAException.h")
 NVIDIA_DRIVER = ("NVIDIA driver", "nvidia.ko (NVRM: Xid), nvidia-smi / NVML (nvmlErrorString)")
 ROCM = ("ROCm", "ROCR-Runtime src/core/runtime/runtime.cpp")
@@ -297,10 +297,12 @@ RULES: tuple[Rule, ...] = (
     Rule("nccl_shm", NETWORK_KIND, ("rror",), r"Error while creating shared memory segment", Cause.NCCL_SETUP, NCCL_SHM),
     # NCCL's own socket, bootstrap and net warnings (`host:pid:tid [dev] file.cc:line NCCL WARN ...`, NCCL
     # 2.10 to 2.30; catalog/nccl.tsv has each wording with its releases). What they mean, not where:
-    # the job's settings name no interface, address or device NCCL can use: a restart repeats it
+    # the job's settings name no interface, address or device NCCL can use: a restart repeats it (not
+    # NET/IB's `No IP interface found` or `Unable to open device`: NCCL skips that device or falls back
+    # to sockets, and the job may run on)
     Rule("nccl_no_interface", NETWORK_KIND, ("NCCL WARN",),
          r"NCCL WARN (?:.*\b(?:no socket interface found|No usable listening interface found|no interface found|"
-         r"No IP interface found|no device found (?:matching|after excluding)|Unable to open device)|"
+         r"no device found (?:matching|after excluding))|"
          r"Invalid NCCL_COMM_ID|Net : (?:No valid \S+ pair found|error encountered when getting address info))",
          Cause.NCCL_SETUP, NCCL_INTERFACES),
     # a connection that could not be made (refused, timed out, unreachable, out of retries): during
@@ -316,8 +318,8 @@ RULES: tuple[Rule, ...] = (
     Rule("nccl_truncated", NETWORK_KIND, ("NCCL WARN",), r"NCCL WARN Message truncated : received [\d,]+ bytes",
          Cause.NETWORK, NCCL_BOOTSTRAP),
     Rule("nccl_ib_async", NETWORK_KIND, ("NCCL WARN",),
-         r"NCCL WARN NET/IB : (?:Got async event|\S+ (?:Got async (?:error )?event|async fatal event))", Cause.NETWORK,
-         NCCL_IB),
+         r"NCCL WARN NET/IB : (?:(?:\S+ )?Got async event : [\w ]*(?:error|catastrophic)|\S+ Got async error event|"
+         r"\S+ async fatal event)", Cause.NETWORK, NCCL_IB),
     # the other end of a connection went away (recv or send failed, the proxy's socket died): a victim
     Rule("nccl_socket_failed", PEER_LOST, ("NCCL WARN",),
          r"NCCL WARN (?:.*Call to (?:recv from|send to) \S+ failed|NET/Socket : socket progress error|"
