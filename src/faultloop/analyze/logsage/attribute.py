@@ -187,44 +187,48 @@ def _scheduler(facts: Facts, tl: _Timeline) -> Attribution | None:
     for cause in SCHEDULER_CAUSES:
         if cause in job:
             ev = job[cause]
-            done = _evidence_of(facts, DONE)[:1]
-            if cause == Cause.TIME_LIMIT and done and done[0].line < ev.line:
-                return _attribution(
-                    Cause.SHUTDOWN_HANG,
-                    [],
-                    everyone,
-                    [*done, ev],
-                    "the application reported that training finished, then the job ran into its "
-                    "time limit: it hung on the way out",
-                    MEDIUM,
-                    "the scheduler's time-limit line after the application's own 'done' line",
-                )
-            if cause == Cause.TIME_LIMIT and facts.progress_line < ev.line:
-                return _attribution(
-                    Cause.TIME_LIMIT_AFTER_PROGRESS,
-                    [],
-                    everyone,
-                    [ev],
-                    f"the scheduler ended the job at its time limit after training made progress (line "
-                    f"{facts.progress_line}: {facts.progress_text[:80]!r}): {ev.text}",
-                    HIGH,
-                    "the scheduler's own line, after a progress line",
-                )
-            if cause == Cause.TIME_LIMIT and facts.launch_line < ev.line:
-                return _attribution(
-                    Cause.SETUP_HANG,
-                    [],
-                    everyone,
-                    [ev],
-                    f"the job ran into its time limit after the launch (line {facts.launch_line}) with no training "
-                    "progress in the log: it never got through setup",
-                    MEDIUM,
-                    "the launch's lines, no progress line, then the scheduler's time-limit line",
-                )
-            return _attribution(
-                cause, [], everyone, [ev], f"the scheduler ended the job: {ev.text}", HIGH, "the scheduler's own line"
+            found, keys, why, level, reason = (
+                _time_limit(facts, ev)
+                if cause == Cause.TIME_LIMIT
+                else (cause, [ev], f"the scheduler ended the job: {ev.text}", HIGH, "the scheduler's own line")
             )
+            return _attribution(found, [], everyone, keys, why, level, reason)
     return None
+
+
+def _time_limit(facts: Facts, ev: Evidence) -> tuple[str, list[Evidence], str, str, str]:
+    """(cause, keys, why, confidence, its reason) of a time limit, by what came before it: the
+    application's `done` line (it hung on the way out), training progress (it resumes from its
+    checkpoint), the launch and no progress (it never got through setup), else neither in view."""
+    done = _evidence_of(facts, DONE)[:1]
+    if done and done[0].line < ev.line:
+        return (
+            Cause.SHUTDOWN_HANG,
+            [*done, ev],
+            "the application reported that training finished, then the job ran into its time limit: it hung on "
+            "the way out",
+            MEDIUM,
+            "the scheduler's time-limit line after the application's own 'done' line",
+        )
+    if facts.progress_line < ev.line:
+        return (
+            Cause.TIME_LIMIT_AFTER_PROGRESS,
+            [ev],
+            f"the scheduler ended the job at its time limit after training made progress (line "
+            f"{facts.progress_line}: {facts.progress_text[:80]!r}): {ev.text}",
+            HIGH,
+            "the scheduler's own line, after a progress line",
+        )
+    if facts.launch_line < ev.line:
+        return (
+            Cause.SETUP_HANG,
+            [ev],
+            f"the job ran into its time limit after the launch (line {facts.launch_line}) with no training "
+            "progress in the log: it never got through setup",
+            MEDIUM,
+            "the launch's lines, no progress line, then the scheduler's time-limit line",
+        )
+    return Cause.TIME_LIMIT, [ev], f"the scheduler ended the job: {ev.text}", HIGH, "the scheduler's own line"
 
 
 def _stopped_from_outside(facts: Facts, tl: _Timeline) -> Attribution | None:
