@@ -372,8 +372,8 @@ def _with_meaning(facts: Facts, cause: str, ev: Evidence) -> tuple[str, str]:
     if facts.launch_line < ev.line and in_setup == RECURS:
         return Cause.SETUP_EXC, (
             f"; {what} is a transient {origin} error, but it came after the launch (line {facts.launch_line}) "
-            "with no training progress between: an endpoint that cannot be reached in setup is the job's "
-            "addresses, ports and settings, met again"
+            "with no training progress between: in setup it is the job's addresses, paths and settings, which "
+            "the next attempt meets again"
         )
     if facts.launch_line < ev.line:
         return Cause.TRANSIENT_EXC, (
