@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import IO
 
 from faultloop.analyze.logsage.facts import Block, Evidence, Facts, Source
-from faultloop.analyze.logsage.launchers import FIRST_EXIT_NAMES, LAUNCHER_EXCEPTIONS, LAUNCHER_FRAMES, horovod, open_mpi
+from faultloop.analyze.logsage.launchers import (
+    FIRST_EXIT_NAMES,
+    LAUNCHER_EXCEPTIONS,
+    LAUNCHER_FRAMES,
+    horovod,
+    open_mpi,
+)
 from faultloop.analyze.logsage.rules import (
     COLLECTIVE_FRAMES,
     DATA_FRAMES,
@@ -52,8 +58,8 @@ _EXCEPTION_LINE_KINDS = (TIMEOUT, PEER_LOST, GPU, GPU_HARDWARE, OOM_KIND, NETWOR
 # what a launcher's own traceback may end in and still be the launcher failing (not its report of a
 # child): an exception line no rule reads, or one read as an exception, a failure or a lost connection
 _LAUNCH_FAILURE_KINDS = (EXCEPTION_KIND, FATAL, TIMEOUT, PEER_LOST, NETWORK_KIND)
-_REPORT_KINDS = (DEATH, FIRST_EXIT, STOPPING)
-_LAUNCH_FAILURE = "launcher_failed"  # the rule name of a launcher's own failure  # a launcher's word on its children, not an exception of its own
+_REPORT_KINDS = (DEATH, FIRST_EXIT, STOPPING)  # a launcher's word on its children, not an exception of its own
+_LAUNCH_FAILURE = "launcher_failed"  # the rule name of a launcher's own failure
 _FRAME_RE = re.compile(r'^\s+File "([^"]*)", line (\d+),? in (\S+)')
 # an exception line: its class (Ray's RayTaskError(Inner) wraps the class its worker raised), message
 _EXC_RE = re.compile(r"^([A-Za-z_][\w.]*)(?:\((\w+)\))?(?::\s?(.*))?$")
@@ -270,8 +276,9 @@ def _first_exit(facts: Facts, f: IO[bytes], block: Block) -> None:
         if i == 0 and (m := open_mpi.WRAPPED_RANK_RE.search(text)):
             rank = int(m.group("rank"))
         elif i == 1 and rank is not None and (m := open_mpi.WRAPPED_SIGNAL_RE.match(text)):
-            ev = Evidence(block.line, f"mpirun: rank {rank} exited on signal {m.group(1)}", DEATH, rank, "mpirun_signal")
-            record_exit(facts, rank, ev, None, signal_name(int(m.group(1))))
+            sig = signal_name(int(m.group(1)))
+            ev = Evidence(block.line, f"mpirun: rank {rank} exited on signal {sig}", DEATH, rank, "mpirun_signal")
+            record_exit(facts, rank, ev, None, sig)
             return
         elif name := next((m for rx in FIRST_EXIT_NAMES if (m := rx.match(text))), None):
             rank = int(name.group(1))

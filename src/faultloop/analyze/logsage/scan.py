@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import IO
 
 from faultloop.analyze.logsage import framing, prefilter
-from faultloop.analyze.logsage.launchers import torchrun
 from faultloop.analyze.logsage.facts import (
     MAX_EVIDENCE,
     MAX_HOSTS,
@@ -28,6 +27,7 @@ from faultloop.analyze.logsage.facts import (
     Source,
 )
 from faultloop.analyze.logsage.framing import DEVICE
+from faultloop.analyze.logsage.launchers import torchrun
 from faultloop.analyze.logsage.repeats import COLLECTIVE_KINDS, Repeats
 from faultloop.analyze.logsage.rules import (
     BUSY,

@@ -26,4 +26,4 @@ REPORT_ROWS: tuple[Rule, ...] = (
 FRAMES = ""
 REPORT_EXCEPTIONS: tuple[str, ...] = ()
 # exception classes a launcher raises in the user's process, and the cause they mean
-EXCEPTION_CAUSES = {"KilledWorker": Cause.CRASH}
+EXCEPTION_CAUSES: dict[str, str] = {"KilledWorker": Cause.CRASH}

@@ -16,7 +16,10 @@ from __future__ import annotations
 from faultloop.analyze.logsage.rules import CHILD_ERROR, FATAL, SLURM, STOPPING, Cause, Rule
 
 EXCEPTIONS = ("Ray", "python/ray/exceptions.py (ActorDiedError, WorkerCrashedError, RayTaskError)")
-TRAIN = ("Ray", "python/ray/train/base_trainer.py (v1); python/ray/train/v2/api/exceptions.py, worker_group/poll.py (v2)")
+TRAIN = (
+    "Ray",
+    "python/ray/train/base_trainer.py (v1); python/ray/train/v2/api/exceptions.py, worker_group/poll.py (v2)",
+)
 
 # fmt: off
 # before the plain exception line, which would read these as the driver's own exception
