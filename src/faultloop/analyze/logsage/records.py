@@ -301,11 +301,18 @@ def _missing_ranks(facts: Facts, f: IO[bytes], block: Block) -> None:
     `R: [tensors]` line each under its header): a timeout seen by the reporting rank, and the
     ranks it names are the ones that never came."""
     missing = []
-    for i, (_, text) in enumerate(_same_source(f, block)):
-        m = horovod.MISSING_RANK_RE.match(text)
-        if not m or i >= MISSING_RANK_LINES:
+    for i, raw in enumerate(_read_block(f, block.offset)):
+        if i == 0:
+            continue
+        source, text = split_prefix(raw)
+        if i > MISSING_RANK_LINES:
             break
-        missing.append(int(m.group(1)))
+        if m := horovod.MISSING_RANK_RE.match(text):
+            missing.append(int(m.group(1)))
+        elif source.label is not None and block.source.label is None and text.startswith("["):
+            missing.append(source.label)  # `R: [` reads like srun's --label: the header has none, so it is the list's
+        else:
+            break
     if missing:
         facts.barrier_missing.update(missing)
         text = f"Horovod's stall inspector: ranks {', '.join(map(str, missing))} never submitted a collective"
