@@ -29,26 +29,17 @@ reports a child (REPORT_EXCEPTIONS).
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import re
 
 # rules first, whoever imports this package: the adapters are written in its vocabulary, and its
 # RULES imports them (once the vocabulary is defined) to splice in their rows
 from faultloop.analyze.logsage import rules  # noqa: F401
-from faultloop.analyze.logsage.launchers import (
-    accelerate,
-    dask,
-    deepspeed,
-    horovod,
-    launch,
-    lightning,
-    open_mpi,
-    ray,
-    spawn,
-    srun,
-    torchrun,
-)
+from faultloop.analyze.logsage.launchers import horovod, open_mpi
 
-ADAPTERS = (torchrun, launch, spawn, deepspeed, accelerate, lightning, srun, open_mpi, ray, dask, horovod)
+# every module of the package is an adapter: a new one takes part once its rows are spliced into RULES
+ADAPTERS = tuple(importlib.import_module(f"{__name__}.{module.name}") for module in pkgutil.iter_modules(__path__))
 
 # a frame of a launcher's own traceback (it reports a worker's failure, or fails itself)
 LAUNCHER_FRAMES = re.compile("|".join(adapter.FRAMES for adapter in ADAPTERS if adapter.FRAMES))
