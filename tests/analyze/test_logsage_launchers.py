@@ -135,10 +135,31 @@ def test_a_launch_failure_is_the_launchers_not_the_workloads() -> None:
     assert [ev.rule for ev in v.evidence][:1] == ["launcher_failed"], v.detail
 
 
+def test_a_traceback_the_launcher_logged_and_went_on_from_is_no_launch_failure() -> None:
+    """The agent logs its exit barrier's timeout (`log.exception` in agent/server/api.py, every
+    version read) after its workers ended: the worker's death stays the record, not a launch failure."""
+    agent = "/usr/lib/python3/site-packages/torch/distributed/elastic"
+    lines = [
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -6) local_rank: 2 (pid: 4242) of binary: /usr/bin/python3",
+        "ERROR:torch.distributed.elastic.agent.server.api:Error waiting on exit barrier. Elapsed: 309.2 seconds",
+        "Traceback (most recent call last):",
+        f'  File "{agent}/agent/server/api.py", line 906, in _exit_barrier',
+        "    store_util.barrier(",
+        f'  File "{agent}/utils/store.py", line 31, in get_all',
+        '    data = store.get(f"{prefix}{idx}")',
+        "RuntimeError: Socket Timeout",
+    ]
+    v = logsage.analyze_log(lines, logsage.Settings(prefilter="python"))
+    assert (v.fault_category, v.primary_ranks, v.fault_type) == ("crash", [2], "OS_ABORT"), v.detail
+    assert "launcher_failed" not in [ev.rule for ev in v.evidence]
+
+
 def test_a_launchers_report_of_a_child_is_no_launch_failure() -> None:
     """horovodrun raises from its own frames to report the first child to exit: that child's record."""
     lines = [
         "Traceback (most recent call last):",
+        '  File "/usr/local/bin/horovodrun", line 8, in <module>',
+        "    sys.exit(run_commandline())",
         '  File "/usr/local/lib/python3.10/site-packages/horovod/runner/gloo_run.py", line 284, in launch_gloo',
         "    raise RuntimeError('Horovod detected that one or more processes exited with non-zero '",
         *render("Process name: {rank}\\nExit code: 1"),

@@ -60,6 +60,8 @@ _EXCEPTION_LINE_KINDS = (TIMEOUT, PEER_LOST, GPU, GPU_HARDWARE, OOM_KIND, NETWOR
 _LAUNCH_FAILURE_KINDS = (EXCEPTION_KIND, FATAL, TIMEOUT, PEER_LOST, NETWORK_KIND)
 _REPORT_KINDS = (DEATH, FIRST_EXIT, STOPPING)  # a launcher's word on its children, not an exception of its own
 _LAUNCH_FAILURE = "launcher_failed"  # the rule name of a launcher's own failure
+# the outermost frame of an exception that ended a program: its script, or runpy for `python -m`
+_ENTRY_FUNCTIONS = ("<module>", "_run_module_as_main")
 _FRAME_RE = re.compile(r'^\s+File "([^"]*)", line (\d+),? in (\S+)')
 # an exception line: its class (Ray's RayTaskError(Inner) wraps the class its worker raised), message
 _EXC_RE = re.compile(r"^([A-Za-z_][\w.]*)(?:\((\w+)\))?(?::\s?(.*))?$")
@@ -231,10 +233,13 @@ def _traceback_evidence(facts: Facts, tb: Traceback, source: Source) -> Evidence
 
 def _launch_failure(tb: Traceback) -> Evidence | None:
     """A launcher's own traceback: it reports a child (ChildFailedError, CalledProcessError...), or
-    the launcher itself failed (its rendezvous, its store, its arguments) and no worker ran. A class
-    that says more (KeyboardInterrupt, a missing module) keeps its own meaning."""
+    the launcher itself failed (its rendezvous, its store, its arguments) and no worker ran. Only an
+    exception that ended the launcher counts (its traceback starts at the program's entry: one it
+    logged and went on from, such as the agent's exit barrier after its workers ended, does not),
+    and a class that says more (KeyboardInterrupt, a missing module) keeps its own meaning."""
     cls = tb.exc_class.rsplit(".", 1)[-1]
-    if not tb.exc_text or cls in LAUNCHER_EXCEPTIONS or cls in EXCEPTION_CAUSES:
+    uncaught = bool(tb.frames) and tb.frames[0].func in _ENTRY_FUNCTIONS
+    if not tb.exc_text or not uncaught or cls in LAUNCHER_EXCEPTIONS or cls in EXCEPTION_CAUSES:
         return None
     found = classify(tb.exc_text)
     if found and found[0].kind not in _LAUNCH_FAILURE_KINDS:
