@@ -5,7 +5,7 @@ A child that raised: ProcessRaisedException, whose message is the child's traceb
 header naming it (`-- Process N terminated with the following error:`). A child that died:
 ProcessExitedException, `process N terminated with signal SIGKILL` or `... with exit code 1`.
 N is the spawn index, which training scripts pass on as the rank. The wording is the same in
-torch 1.10.2 ... 2.12.0 (%-formatting before 2.5, f-strings after); the exception classes since
+torch 1.10.2 ... 2.13.0 (%-formatting before 2.7, f-strings after); the exception classes since
 1.8 (a plain Exception before).
 """
 

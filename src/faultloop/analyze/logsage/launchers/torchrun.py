@@ -7,7 +7,7 @@ observed failure):`, one record per rank (`rank : R (local_rank: L)` above `exit
 P)`). A signal to the agent itself is `SignalException: Process P got signal: N` and `Received
 {sig} death signal, shutting down workers`. Its own failure to rendezvous is a launch failure.
 
-Versions, read in the wheels' sources (torch 1.10.2 ... 2.12.0):
+Versions, read in the released wheels' sources (torch 1.10.2 ... 2.13.0):
   * `Received {sig} death signal`: an f-string before torch 2.1 (`Received 15 death signal`); from
     2.1 a logging `%s` of a `signal.Signals`, whose str() is `Signals.SIGTERM` under Python < 3.11
     and `15` under Python >= 3.11 (IntEnum's str changed there): both forms live on.
