@@ -9,9 +9,10 @@ tails: a traceback whose exception line is missing still says that its rank rais
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
@@ -20,6 +21,7 @@ from faultloop.analyze.logsage.launchers import (
     FIRST_EXIT_NAMES,
     LAUNCHER_EXCEPTIONS,
     LAUNCHER_FRAMES,
+    MESSAGE_ROWS,
     horovod,
     open_mpi,
 )
@@ -51,6 +53,7 @@ from faultloop.signals import signal_name
 BLOCK_LINES = 400
 FIRST_EXIT_LINES = 6  # how far below a launcher's first-exit header its process name and exit code stand
 MISSING_RANK_LINES = 64  # the most lines of a launcher's list of missing ranks read
+MESSAGE_LINES = 12  # the most lines of an exception's message read past its first
 CHILD_HEADER_GAP = 2  # a launcher's header line this close above a traceback names its child
 INNERMOST_FRAMES = 3  # how deep into a traceback "where it failed" looks
 # the exception line's classification is kept when it names one of these; else it is the program's
@@ -60,6 +63,7 @@ _EXCEPTION_LINE_KINDS = (TIMEOUT, PEER_LOST, GPU, GPU_HARDWARE, OOM_KIND, NETWOR
 _LAUNCH_FAILURE_KINDS = (EXCEPTION_KIND, FATAL, TIMEOUT, PEER_LOST, NETWORK_KIND)
 _REPORT_KINDS = (DEATH, FIRST_EXIT, STOPPING)  # a launcher's word on its children, not an exception of its own
 _LAUNCH_FAILURE = "launcher_failed"  # the rule name of a launcher's own failure
+_MESSAGE_ROW_NAMES = {row.name for row in MESSAGE_ROWS}
 # the outermost frame of an exception that ended a program: its script, or runpy for `python -m`
 _ENTRY_FUNCTIONS = ("<module>", "_run_module_as_main")
 _FRAME_RE = re.compile(r'^\s+File "([^"]*)", line (\d+),? in (\S+)')
@@ -92,6 +96,7 @@ class Traceback:
     exc_class: str = ""
     message: str = ""
     first_line: int = 0  # the traceback's first line
+    message_rest: list[str] = field(default_factory=list)  # the lines the exception's message runs on to
 
     @property
     def launcher(self) -> bool:
@@ -127,7 +132,8 @@ def parse_traceback(f: IO[bytes], block: Block) -> Traceback | None:
     traceback that ends before its exception line is returned cut off (no exc_text)."""
     frames: list[Frame] = []
     frame_indent = 0
-    for line, text in _same_source(f, block):
+    lines = _same_source(f, block)
+    for line, text in lines:
         fm = _FRAME_RE.match(text)
         if fm:
             frames.append(Frame(fm.group(1), fm.group(3)))
@@ -144,9 +150,20 @@ def parse_traceback(f: IO[bytes], block: Block) -> Traceback | None:
         em = _EXC_RE.match(text.strip())
         if em and frames:
             cls, message = em.group(2) or em.group(1), (em.group(3) or "").strip()
-            return Traceback(line, frames, text.strip(), cls, message, block.line)
+            return Traceback(line, frames, text.strip(), cls, message, block.line, _message_rest(lines))
         break
     return Traceback(block.line, frames, first_line=block.line) if frames else None
+
+
+def _message_rest(lines: Iterator[tuple[int, str]]) -> list[str]:
+    """The lines an exception's message runs on to after its first, up to a blank line (Ray's
+    ActorDiedError lists the actor, then why it died)."""
+    rest = []
+    for _, text in itertools.islice(lines, MESSAGE_LINES):
+        if not text.strip() or text.startswith("Traceback"):
+            break
+        rest.append(text.strip())
+    return rest
 
 
 def main_stack(f: IO[bytes], block: Block) -> list[str]:
@@ -223,6 +240,9 @@ def _traceback_evidence(facts: Facts, tb: Traceback, source: Source) -> Evidence
             "traceback_cut",
             hint,
         )
+    said = next((row for row in MESSAGE_ROWS for text in tb.message_rest if re.search(row.pattern, text)), None)
+    if said:  # the message's later lines say what happened (a Ray actor's node died)
+        return Evidence(tb.line, tb.exc_text, said.kind, None, said.name, said.hint)
     found = classify(tb.exc_text)
     if found and found[0].kind in _REPORT_KINDS:
         return None  # a launcher's report of a child's end, kept by the scan as that child's record
@@ -353,7 +373,7 @@ def read_blocks(path: Path, facts: Facts) -> None:
             if ev:
                 # the exception line read alone: the whole traceback says more (and a launcher's own
                 # failure is that, however its exception line read alone)
-                launcher = ev.rule == _LAUNCH_FAILURE
+                launcher = ev.rule == _LAUNCH_FAILURE or ev.rule in _MESSAGE_ROW_NAMES
                 for scanned in [e for e in facts.first.values() if e.line == ev.line]:
                     if launcher or (scanned.kind, scanned.rank) == (ev.kind, ev.rank):
                         drop(facts, scanned)

@@ -36,7 +36,7 @@ import re
 # rules first, whoever imports this package: the adapters are written in its vocabulary, and its
 # RULES imports them (once the vocabulary is defined) to splice in their rows
 from faultloop.analyze.logsage import rules  # noqa: F401
-from faultloop.analyze.logsage.launchers import horovod, open_mpi
+from faultloop.analyze.logsage.launchers import horovod, open_mpi, ray
 
 # every module of the package is an adapter: a new one takes part once its rows are spliced into RULES
 ADAPTERS = tuple(importlib.import_module(f"{__name__}.{module.name}") for module in pkgutil.iter_modules(__path__))
@@ -47,3 +47,5 @@ LAUNCHER_FRAMES = re.compile("|".join(adapter.FRAMES for adapter in ADAPTERS if 
 LAUNCHER_EXCEPTIONS = tuple(name for adapter in ADAPTERS for name in adapter.REPORT_EXCEPTIONS)
 # the first process a launcher's multi-line report names: its name's rank (mpirun, horovodrun)
 FIRST_EXIT_NAMES = (open_mpi.NAME_RE, horovod.NAME_RE)
+# rows read on the later lines of an exception's message, where a launcher words what happened
+MESSAGE_ROWS = ray.MESSAGE_ROWS
