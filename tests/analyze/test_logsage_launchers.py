@@ -124,6 +124,9 @@ CASES: dict[str, list[tuple[str, str | None, tuple[str, str, list[int], str | No
     "dask": [
         ("Worker process {pid} was killed by signal 9", ">=1.17.1", ("crash", STOP, [], "SIGKILL")),
         ("Worker process {pid} was killed by signal 11", ">=1.17.1", ("crash", STOP, [], "SEGFAULT")),
+        # a worker the nanny terminated for memory (its warning read back from the death line)
+        ("(pid={pid}) exceeded 95% memory budget", ">=2022.05.1", ("oom", STOP, [], None)),
+        ("Worker exceeded 95% memory budget", ">=1.22.1,<2022.05.1", ("oom", STOP, [], None)),
     ],
     "horovod": [
         # the stall inspector's missing ranks, in its three wordings: the ranks it names are the culprits

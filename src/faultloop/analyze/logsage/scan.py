@@ -27,7 +27,7 @@ from faultloop.analyze.logsage.facts import (
     Source,
 )
 from faultloop.analyze.logsage.framing import DEVICE
-from faultloop.analyze.logsage.launchers import torchrun
+from faultloop.analyze.logsage.launchers import WHY_ABOVE, torchrun
 from faultloop.analyze.logsage.repeats import COLLECTIVE_KINDS, Repeats
 from faultloop.analyze.logsage.rules import (
     BUSY,
@@ -416,7 +416,11 @@ def _scan_hits(path: Path, facts: Facts, prefilter_name: str, jobs: int, log: IO
                 drop(facts, terminate)  # its what() line says why, and is kept instead
             terminate = ev if rule.kind == TERMINATE else None
             if rule.kind == RECORD and m.groupdict().get("rank") is None:  # its rank stands on the line above
-                _summary_rank(facts, source, _line_above(log, hit.offset))
+                _summary_rank(facts, source, next(_lines_above(log, hit.offset), split_prefix("")))
+            if (why := WHY_ABOVE.get(rule.name)) and (said := _said_above(log, hit.offset, why, m)):
+                add(facts, Evidence(hit.line, said, why.kind, ev.rank, why.name, why.hint))  # says more than the line
+                facts.several_processes = True  # a launcher's word on one of its workers
+                continue
             _keep(facts, rule, m, ev, source)
 
 
@@ -558,16 +562,24 @@ def _summary(facts: Facts, rule: Rule, groups: dict[str, str | None], ev: Eviden
         facts.root_cause.add(rank)
 
 
-def _line_above(log: IO[bytes], offset: int) -> tuple[Source, str]:
-    """The nearest line above the line at `offset` with words after its prefixes (pasted logs
-    double their newlines), as split_prefix gives it; nothing within LINE_ABOVE_BYTES: an empty one."""
+def _lines_above(log: IO[bytes], offset: int) -> Iterator[tuple[Source, str]]:
+    """The lines above the line at `offset` that have words after their prefixes (pasted logs
+    double their newlines), nearest first, as split_prefix gives them, within LINE_ABOVE_BYTES."""
     start = max(0, offset - LINE_ABOVE_BYTES)
     log.seek(start)
     for raw in reversed(log.read(offset - start).splitlines()[int(start > 0) :]):
         source, text = split_prefix(raw.decode("utf-8", "replace"))
         if text.strip():
-            return source, text
-    return split_prefix("")
+            yield source, text
+
+
+def _said_above(log: IO[bytes], offset: int, why: Rule, m: re.Match[str]) -> str | None:
+    """The nearest line above a launcher's line that says why it happened (launchers.WHY_ABOVE),
+    for the same process where both name its pid."""
+    for _, text in _lines_above(log, offset):
+        if (said := re.search(why.pattern, text)) and said.groupdict().get("pid") in (None, m.groupdict().get("pid")):
+            return text.strip()
+    return None
 
 
 def _summary_rank(facts: Facts, source: Source, above: tuple[Source, str]) -> None:

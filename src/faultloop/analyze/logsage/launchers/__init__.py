@@ -24,7 +24,9 @@ stands where it must in that order; rules.py splices an adapter's tuples at thei
   WORKER_ROWS    an orchestrator's worker errors, before the plain exception line
 Besides rows, an adapter names the files of its own tracebacks (FRAMES: a traceback through them
 is the launcher's, reporting a child or failing itself) and the exception classes with which it
-reports a child (REPORT_EXCEPTIONS).
+reports a child (REPORT_EXCEPTIONS). Where a launcher words what happened on lines no anchor finds,
+its adapter states how they are reached: on the later lines of an exception's message
+(MESSAGE_ROWS, Ray), or above the line it reports a death with (WHY_ABOVE, Dask's memory kills).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import re
 # rules first, whoever imports this package: the adapters are written in its vocabulary, and its
 # RULES imports them (once the vocabulary is defined) to splice in their rows
 from faultloop.analyze.logsage import rules  # noqa: F401
-from faultloop.analyze.logsage.launchers import horovod, open_mpi, ray
+from faultloop.analyze.logsage.launchers import dask, horovod, open_mpi, ray
 
 # every module of the package is an adapter: a new one takes part once its rows are spliced into RULES
 ADAPTERS = tuple(importlib.import_module(f"{__name__}.{module.name}") for module in pkgutil.iter_modules(__path__))
@@ -49,3 +51,5 @@ LAUNCHER_EXCEPTIONS = tuple(name for adapter in ADAPTERS for name in adapter.REP
 FIRST_EXIT_NAMES = (open_mpi.NAME_RE, horovod.NAME_RE)
 # rows read on the later lines of an exception's message, where a launcher words what happened
 MESSAGE_ROWS = ray.MESSAGE_ROWS
+# a launcher's row -> the row of a line it logs above it that says why (read back from that line)
+WHY_ABOVE = dask.WHY_ABOVE
