@@ -81,6 +81,7 @@ CASES: dict[str, list[tuple[str, str | None, tuple[str, str, list[int], str | No
     ],
     "srun": [
         ("task {rank}: Segmentation fault (core dumped)", ">=17.11", ("crash", STOP, [5], "SEGFAULT")),
+        ("task {rank}: Hangup", ">=17.11", ("external_signal", RESTART, [5], "SIGTERM")),
         ("Unable to create step for job", ">=17.11", LAUNCH_FAILURE),
         ("Task launch for StepId={job}.0 failed", ">=20.11", LAUNCH_FAILURE),
     ],
