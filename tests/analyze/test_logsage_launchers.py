@@ -178,6 +178,21 @@ def test_a_traceback_the_launcher_logged_and_went_on_from_is_no_launch_failure()
     assert "launcher_failed" not in [ev.rule for ev in v.evidence]
 
 
+def test_spawns_parent_traceback_reports_the_child_its_header_names() -> None:
+    """mp.spawn's parent raises ProcessRaisedException from its own frames, the child's traceback
+    under the header: the child (spawn index 5) raised, the parent only reports it."""
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/workspace/train.py", line 50, in <module>',
+        "    mp.spawn(main, nprocs=8)",
+        '  File "/usr/lib/python3/site-packages/torch/multiprocessing/spawn.py", line 158, in join',
+        "    raise ProcessRaisedException(msg, error_index, failed_process.pid)",
+        *render("-- Process {rank} terminated with the following error:"),
+    ]
+    v = logsage.analyze_log(lines, logsage.Settings(prefilter="python"))
+    assert (v.fault_category, v.primary_ranks, v.fault_type) == ("exception", [5], "WORKLOAD_EXC"), v.detail
+
+
 def test_a_launchers_report_of_a_child_is_no_launch_failure() -> None:
     """horovodrun raises from its own frames to report the first child to exit: that child's record."""
     lines = [
