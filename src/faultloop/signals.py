@@ -16,6 +16,7 @@ SRUN_WORDS = {
     "Terminated": "SIGTERM",
     "Interrupt": "SIGINT",
     "Bus error": "SIGBUS",
+    "Hangup": "SIGHUP",
 }
 
 

@@ -657,13 +657,14 @@ SHAPES: dict[str, tuple[list[str], tuple[str, list[int], str, str | None]]] = {
         ],
         (STOP, [1], "crash", "SEGFAULT"),
     ),
-    # the DeepSpeed launcher's exit report
+    # the DeepSpeed launcher's exit report: its command is the child spawned last, whatever child
+    # failed (launch.py's sigkill_handler prints the spawning loop's last `cmd`), so it names no rank
     "deepspeed_return_code": (
         [
             "[2026-12-01 10:00:00,000] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 4321",
             "[2026-12-01 10:00:00,000] [ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', '--local_rank=3', '--deepspeed'] exits with return code = -9",
         ],
-        (STOP, [3], "crash", "SIGKILL"),
+        (STOP, [], "crash", "SIGKILL"),
     ),
     # mpirun's notice names the global rank
     "mpirun_notice": (

@@ -30,8 +30,6 @@ NOT_CARRIED: dict[tuple[str, str], str] = {
     ("gh_28", "no timestamps"): "two agents' Root Cause sections name ranks 0 and 4; only their records' times, "
     "removed here, say which came first",
     ("case_18", "wrapped at 200"): "the launcher's command line naming --local_rank wraps away from its death line",
-    ("r3_02", "wrapped at 200"): "the launcher's command line naming --local_rank wraps away from its exit status",
-    ("r3_18", "wrapped at 200"): "the launcher's command line naming --local_rank wraps away from its exit status",
     (
         "r3_23",
         "wrapped at 200",

@@ -4,11 +4,13 @@ Deterministic and offline by default. The package, by concern:
   rules.py      evidence kinds, Cause, RULES, POLICY (the cause table) and the small tables: THE FILE
                 TO PATCH between loop iterations (a missed line -> RULES; a wrong decision for a
                 cause -> POLICY)
+  launchers/    the launcher layer: one adapter per launcher or orchestrator (torchrun, spawn, DeepSpeed,
+                accelerate, Lightning, srun, mpirun, Ray, Dask, Horovod...), its rows spliced into RULES
   messages.py   the message catalog (catalog/*.tsv): the templates RULES are written against
   prefilter.py  finds the lines worth a look (ripgrep, GNU grep or Python)
   scan.py       reads each line's prefixes and rank and classifies it into bounded facts
   records.py    multi-line records: tracebacks (whole, cut off, a launcher's), stack dumps,
-                torchrun's summary records (their failure times)
+                torchrun's summary records (their failure times), launchers' multi-line reports
   attribute.py  symptom vs origin, culprits, the cause and the confidence (DECISIONS: their order)
   engine.py     analyze_log and the Verdict (the logsage.json contract)
   modes.py      LLM and upstream modes (the command line is faultloop.cli.logsage)

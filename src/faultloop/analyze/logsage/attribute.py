@@ -554,7 +554,11 @@ def _hang_culprits(facts: Facts, tl: _Timeline) -> tuple[list[int], str, str]:
     """In a hang the victims time out; the culprit is the odd one out that did not. Several
     candidates the log cannot tell apart are not named."""
     if facts.barrier_missing:
-        return sorted(facts.barrier_missing), "ranks named by monitoredBarrier as missing", HIGH
+        return (
+            sorted(facts.barrier_missing),
+            "ranks a barrier (monitoredBarrier, Horovod's stall inspector) named as missing",
+            HIGH,
+        )
     timed_out = {r for r in tl.symptom_at if r is not None}
     known = set(range(facts.world_size)) | seen_ranks(facts) | set(facts.exits) | _ranks_with(facts, ORIGINS)
     inferred = set(range(max(known | timed_out, default=-1) + 1)) - known  # ranks below a seen rank exist

@@ -96,7 +96,7 @@ class Facts:
     first_seq: int | None = None  # the lowest collective number a rank timed out on
     last_busy: Evidence | None = None  # the latest one-rank work (evaluation, saving...) before any timeout
     summary_section: dict[Source, str] = field(default_factory=dict)  # "first" / "others"
-    pending_record: dict[Source, tuple[int, int | None]] = field(default_factory=dict)  # rank, local
+    pending_record: dict[Source, int] = field(default_factory=dict)  # a summary record's rank, until its exit line
     assumed: dict[int, tuple[str, str]] = field(default_factory=dict)  # rank -> (confidence, the assumption)
     progress_line: int = NEVER  # the first line of the log's head that shows training moving on
     progress_text: str = ""

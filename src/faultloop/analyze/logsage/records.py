@@ -9,44 +9,63 @@ tails: a traceback whose exception line is missing still says that its rank rais
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 from faultloop.analyze.logsage.facts import Block, Evidence, Facts, Source
+from faultloop.analyze.logsage.launchers import (
+    FIRST_EXIT_NAMES,
+    LAUNCHER_EXCEPTIONS,
+    LAUNCHER_FRAMES,
+    MESSAGE_ROWS,
+    horovod,
+    open_mpi,
+)
 from faultloop.analyze.logsage.rules import (
     COLLECTIVE_FRAMES,
     DATA_FRAMES,
     DEATH,
     EXCEPTION_CAUSES,
     EXCEPTION_KIND,
+    FATAL,
     FIRST_EXIT,
-    FIRST_EXIT_CODE_RE,
-    FIRST_EXIT_NAME_RE,
     GPU,
     GPU_HARDWARE,
-    LAUNCHER_EXCEPTIONS,
-    LAUNCHER_FRAMES,
+    MISSING,
     NETWORK_KIND,
     OOM_KIND,
     PEER_LOST,
     SETUP_FRAMES,
     STACK_DUMP,
+    STOPPING,
     SUMMARY,
     TIMEOUT,
     TRACEBACK_CUT,
     Cause,
 )
 from faultloop.analyze.logsage.scan import add, classify, drop, record_exit, resolve_rank, split_prefix
+from faultloop.signals import signal_name
 
 BLOCK_LINES = 400
-FIRST_EXIT_LINES = 6  # how far below mpirun's first-exit header its process name and exit code stand
+FIRST_EXIT_LINES = 6  # how far below a launcher's first-exit header its process name and exit code stand
+MISSING_RANK_LINES = 64  # the most lines of a launcher's list of missing ranks read
+MESSAGE_LINES = 12  # the most lines of an exception's message read past its first
 CHILD_HEADER_GAP = 2  # a launcher's header line this close above a traceback names its child
 INNERMOST_FRAMES = 3  # how deep into a traceback "where it failed" looks
 # the exception line's classification is kept when it names one of these; else it is the program's
 _EXCEPTION_LINE_KINDS = (TIMEOUT, PEER_LOST, GPU, GPU_HARDWARE, OOM_KIND, NETWORK_KIND)
+# what a launcher's own traceback may end in and still be the launcher failing (not its report of a
+# child): an exception line no rule reads, or one read as an exception, a failure or a lost connection
+_LAUNCH_FAILURE_KINDS = (EXCEPTION_KIND, FATAL, TIMEOUT, PEER_LOST, NETWORK_KIND)
+_REPORT_KINDS = (DEATH, FIRST_EXIT, STOPPING)  # a launcher's word on its children, not an exception of its own
+_LAUNCH_FAILURE = "launcher_failed"  # the rule name of a launcher's own failure
+_MESSAGE_ROW_NAMES = {row.name for row in MESSAGE_ROWS}
+# the outermost frame of an exception that ended a program: its script, or runpy for `python -m`
+_ENTRY_FUNCTIONS = ("<module>", "_run_module_as_main")
 _FRAME_RE = re.compile(r'^\s+File "([^"]*)", line (\d+),? in (\S+)')
 # an exception line: its class (Ray's RayTaskError(Inner) wraps the class its worker raised), message
 _EXC_RE = re.compile(r"^([A-Za-z_][\w.]*)(?:\((\w+)\))?(?::\s?(.*))?$")
@@ -77,6 +96,7 @@ class Traceback:
     exc_class: str = ""
     message: str = ""
     first_line: int = 0  # the traceback's first line
+    message_rest: list[str] = field(default_factory=list)  # the lines the exception's message runs on to
 
     @property
     def launcher(self) -> bool:
@@ -112,7 +132,8 @@ def parse_traceback(f: IO[bytes], block: Block) -> Traceback | None:
     traceback that ends before its exception line is returned cut off (no exc_text)."""
     frames: list[Frame] = []
     frame_indent = 0
-    for line, text in _same_source(f, block):
+    lines = _same_source(f, block)
+    for line, text in lines:
         fm = _FRAME_RE.match(text)
         if fm:
             frames.append(Frame(fm.group(1), fm.group(3)))
@@ -129,9 +150,20 @@ def parse_traceback(f: IO[bytes], block: Block) -> Traceback | None:
         em = _EXC_RE.match(text.strip())
         if em and frames:
             cls, message = em.group(2) or em.group(1), (em.group(3) or "").strip()
-            return Traceback(line, frames, text.strip(), cls, message, block.line)
+            return Traceback(line, frames, text.strip(), cls, message, block.line, _message_rest(lines))
         break
     return Traceback(block.line, frames, first_line=block.line) if frames else None
+
+
+def _message_rest(lines: Iterator[tuple[int, str]]) -> list[str]:
+    """The lines an exception's message runs on to after its first, up to a blank line (Ray's
+    ActorDiedError lists the actor, then why it died)."""
+    rest = []
+    for _, text in itertools.islice(lines, MESSAGE_LINES):
+        if not text.strip() or text.startswith("Traceback"):
+            break
+        rest.append(text.strip())
+    return rest
 
 
 def main_stack(f: IO[bytes], block: Block) -> list[str]:
@@ -185,7 +217,7 @@ def _traceback_evidence(facts: Facts, tb: Traceback, source: Source) -> Evidence
     (a timeout, a lost peer, a GPU error...), else the program's exception; a cut-off traceback
     that was waiting in a collective is a victim's, any other cut-off one a weak origin."""
     if tb.launcher:
-        return None
+        return _launch_failure(tb)
     rank = resolve_rank(facts, source, tb.exc_text)
     header = facts.child_errors.get(source)
     if header and 0 < tb.first_line - header[0] <= CHILD_HEADER_GAP:
@@ -208,12 +240,32 @@ def _traceback_evidence(facts: Facts, tb: Traceback, source: Source) -> Evidence
             "traceback_cut",
             hint,
         )
+    said = next((row for row in MESSAGE_ROWS for text in tb.message_rest if re.search(row.pattern, text)), None)
+    if said:  # the message's later lines say what happened (a Ray actor's node died)
+        return Evidence(tb.line, tb.exc_text, said.kind, None, said.name, said.hint)
     found = classify(tb.exc_text)
-    if found and found[0].kind == DEATH:
-        return None  # a launcher's report of a child's death, kept by the scan as that child's record
+    if found and found[0].kind in _REPORT_KINDS:
+        return None  # a launcher's report of a child's end, kept by the scan as that child's record
     if found and found[0].kind in _EXCEPTION_LINE_KINDS:
         return Evidence(tb.line, tb.exc_text, found[0].kind, rank, found[0].name, found[0].hint)
     return Evidence(tb.line, tb.exc_text, EXCEPTION_KIND, rank, "python_exception", exception_hint(tb))
+
+
+def _launch_failure(tb: Traceback) -> Evidence | None:
+    """A launcher's own traceback: it reports a child (ChildFailedError, CalledProcessError...), or
+    the launcher itself failed (its rendezvous, its store, its arguments) and no worker ran. Only an
+    exception that ended the launcher counts (its traceback starts at the program's entry: one it
+    logged and went on from, such as the agent's exit barrier after its workers ended, does not),
+    and a class that says more (KeyboardInterrupt, a missing module) keeps its own meaning."""
+    cls = tb.exc_class.rsplit(".", 1)[-1]
+    uncaught = bool(tb.frames) and tb.frames[0].func in _ENTRY_FUNCTIONS
+    if not tb.exc_text or not uncaught or cls in LAUNCHER_EXCEPTIONS or cls in EXCEPTION_CAUSES:
+        return None
+    found = classify(tb.exc_text)
+    if found and found[0].kind not in _LAUNCH_FAILURE_KINDS:
+        return None  # a report of a child's end (mpirun's or horovodrun's first exit) or a signal
+    hint = found[0].hint if found and found[0].kind == FATAL and found[0].hint else Cause.LAUNCH_ENV
+    return Evidence(tb.line, tb.exc_text, FATAL, None, _LAUNCH_FAILURE, hint)
 
 
 def _collective_called(tb: Traceback) -> str | None:
@@ -237,16 +289,25 @@ def summary_times(f: IO[bytes], block: Block) -> dict[int, str]:
 
 
 def _first_exit(facts: Facts, f: IO[bytes], block: Block) -> None:
-    """mpirun's first process to exit non-zero: its rank and exit status (a few lines below the
-    header, whatever source prefixes them: mpirun prints the block itself)."""
+    """A launcher's first process to end badly: mpirun's or horovodrun's first non-zero exit (its
+    rank and exit status a few lines below the header), or mpirun's report of a rank killed by a
+    signal wrapped onto the next line (read whatever source prefixes them: the launcher prints the
+    block itself)."""
     rank = code = None
     for i, raw in enumerate(_read_block(f, block.offset)):
         _, text = split_prefix(raw)
         if i > FIRST_EXIT_LINES:
             break
-        if m := FIRST_EXIT_NAME_RE.match(text):
-            rank = int(m.group(1))
-        elif (m := FIRST_EXIT_CODE_RE.match(text)) and rank is not None:
+        if i == 0 and (m := open_mpi.WRAPPED_RANK_RE.search(text)):
+            rank = int(m.group("rank"))
+        elif i == 1 and rank is not None and (m := open_mpi.WRAPPED_SIGNAL_RE.match(text)):
+            sig = signal_name(int(m.group(1)))
+            ev = Evidence(block.line, f"mpirun: rank {rank} exited on signal {sig}", DEATH, rank, "mpirun_signal")
+            record_exit(facts, rank, ev, None, sig)
+            return
+        elif name := next((m for rx in FIRST_EXIT_NAMES if (m := rx.match(text))), None):
+            rank = int(name.group(1))
+        elif (m := open_mpi.CODE_RE.match(text)) and rank is not None:
             code = int(m.group(1))
             ev = Evidence(
                 block.line + i,
@@ -260,6 +321,29 @@ def _first_exit(facts: Facts, f: IO[bytes], block: Block) -> None:
             return
 
 
+def _missing_ranks(facts: Facts, f: IO[bytes], block: Block) -> None:
+    """A launcher's list of the ranks a collective waited for (Horovod's stall inspector: one
+    `R: [tensors]` line each under its header): a timeout seen by the reporting rank, and the
+    ranks it names are the ones that never came."""
+    missing = []
+    for i, raw in enumerate(_read_block(f, block.offset)):
+        if i == 0:
+            continue
+        source, text = split_prefix(raw)
+        if i > MISSING_RANK_LINES:
+            break
+        if m := horovod.MISSING_RANK_RE.match(text):
+            missing.append(int(m.group(1)))
+        elif source.label is not None and block.source.label is None and text.startswith("["):
+            missing.append(source.label)  # `R: [` reads like srun's --label: the header has none, so it is the list's
+        else:
+            break
+    if missing:
+        facts.barrier_missing.update(missing)
+        text = f"Horovod's stall inspector: ranks {', '.join(map(str, missing))} never submitted a collective"
+        add(facts, Evidence(block.line, text, TIMEOUT, resolve_rank(facts, block.source, ""), "horovod_missing_ranks"))
+
+
 def read_blocks(path: Path, facts: Facts) -> None:
     """Parse the tracebacks, stack dumps and torchrun summary sections found by the scan; turn them
     into evidence (and the summaries' failure times)."""
@@ -267,6 +351,9 @@ def read_blocks(path: Path, facts: Facts) -> None:
         for block in facts.blocks:
             if block.kind == FIRST_EXIT:
                 _first_exit(facts, f, block)
+                continue
+            if block.kind == MISSING:
+                _missing_ranks(facts, f, block)
                 continue
             if block.kind == SUMMARY:
                 for failed, when in summary_times(f, block).items():
@@ -284,7 +371,10 @@ def read_blocks(path: Path, facts: Facts) -> None:
             if tb and ev and ev.rank is not None and (api := _collective_called(tb)):
                 facts.waited_in.setdefault(ev.rank, api)
             if ev:
-                scanned = facts.first.get((ev.kind, ev.rank))
-                if scanned and scanned.line == ev.line:
-                    drop(facts, scanned)  # the exception line read alone: the whole traceback says more
+                # the exception line read alone: the whole traceback says more (and a launcher's own
+                # failure is that, however its exception line read alone)
+                launcher = ev.rule == _LAUNCH_FAILURE or ev.rule in _MESSAGE_ROW_NAMES
+                for scanned in [e for e in facts.first.values() if e.line == ev.line]:
+                    if launcher or (scanned.kind, scanned.rank) == (ev.kind, ev.rank):
+                        drop(facts, scanned)
                 add(facts, ev)

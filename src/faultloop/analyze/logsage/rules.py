@@ -14,6 +14,10 @@ HOW TO PATCH BETWEEN LOOP ITERATIONS
   * A decision is wrong for a whole cause -> edit POLICY, the cause table (cause -> category,
     restart, why, what happened, fault type, whether it blames a rank): logsage's own reasoning,
     never read from the scorer's faults.FAULTS; a new injected fault needs its row here.
+  * A launcher's or orchestrator's report of its workers (torchrun, spawn, DeepSpeed, mpirun, srun,
+    Ray, Dask, Horovod...) is missed or misread, or its own failure is read as the workload's ->
+    edit that launcher's adapter in launchers/ (its rows, the files of its tracebacks, the
+    exception classes it reports a child with); RULES splices the adapters' rows in.
   * A prefix in front of a program's words hides them (a host label, a timestamp, a logging
     header) -> add its row to framing.LAYERS, the grammar of line prefixes.
   * An exception class or OS error means more than "the program raised" -> EXCEPTION_MEANING
@@ -67,7 +71,8 @@ CUDA_HINT = "cuda_hint"  # the lines torch prints after a CUDA error; a GPU erro
 TRACEBACK = "traceback"
 STACK_DUMP = "stack_dump"
 # launcher and scheduler
-FIRST_EXIT = "launcher_first_exit"  # mpirun's block naming the first process to exit non-zero (read after the scan)
+FIRST_EXIT = "launcher_first_exit"  # a launcher's block naming the first process to end badly (read after the scan)
+MISSING = "launcher_missing_ranks"  # a launcher's list of ranks that never joined a collective (read after the scan)
 CHILD_ERROR = "child_error"  # a launcher's header over the traceback a child raised: it names the child
 SUMMARY = "launcher_summary"  # a torchrun failure summary section: hint says which ("first" or "others")
 RECORD = "launcher_record"  # one rank's entry in that summary
@@ -149,11 +154,6 @@ C10D_BACKEND = ("torch", "torch/csrc/distributed/c10d/Backend.hpp")
 TORCH_DATALOADER = ("torch", "torch/csrc/DataLoader.cpp")
 TORCH_ALLOCATOR = ("torch", "c10/cuda/CUDACachingAllocator.cpp")
 TORCH_CUDA_CHECK = ("torch", "c10/cuda/CUDAException.cpp")
-TORCH_ELASTIC = ("torch", "torch/distributed/elastic/multiprocessing/api.py")
-TORCH_ELASTIC_ERRORS = ("torch", "torch/distributed/elastic/multiprocessing/errors/__init__.py")
-TORCH_ELASTIC_AGENT = ("torch", "torch/distributed/elastic/agent/server/api.py")
-TORCH_RENDEZVOUS = ("torch", "torch/distributed/elastic/rendezvous/api.py, dynamic_rendezvous.py")
-TORCH_SPAWN = ("torch", "torch/multiprocessing/spawn.py")
 NCCL_CHECKS = ("NCCL", "src/include/checks.h (CUDACHECK), src/include/cudawrap.h (CUCHECK)")
 NCCL_ERRORS = ("NCCL", "src/init.cc (ncclGetErrorString)")
 NCCL_IB = ("NCCL", "src/transport/net_ib.cc")
@@ -172,20 +172,12 @@ KERNEL_OOM = ("Linux", "mm/oom_kill.c, mm/memcontrol.c")
 SLURM_STEPD = ("SLURM", "src/slurmd/slurmstepd/req.c")
 SLURM_SRUN = ("SLURM", "src/srun/launch.c, src/api/step_launch.c")
 SLURM_CGROUP = ("SLURM", "src/plugins/task/cgroup/task_cgroup_memory.c")
-OPEN_MPI = ("Open MPI", "ompi/errhandler/errhandler_predefined.c; prrte src/mca/errmgr/help-errmgr-base.txt")
-OPEN_MPI_RUN = ("Open MPI", "orte/tools/orterun/help-orterun.txt (4.x); prrte src/prted/help-prterun.txt (5.x)")
-HOROVOD = ("Horovod", "horovod/runner/gloo_run.py")
-HOROVOD_COMMON = ("Horovod", "horovod/common/common.h")
 C10D_SOCKET = ("torch", "torch/csrc/distributed/c10d/socket.cpp")
-DEEPSPEED_LAUNCHER = ("DeepSpeed", "deepspeed/launcher/launch.py")
 DEEPSPEED_ENGINE = ("DeepSpeed", "deepspeed/runtime/engine.py")
-LIGHTNING_SIGNAL = ("Lightning", "lightning/pytorch/trainer/connectors/signal_connector.py")
-RAY = ("Ray", "python/ray/exceptions.py (ActorDiedError, WorkerCrashedError, RayTaskError)")
 SIGNAL_REPORTS = ("Lightning, UCX", "lightning/pytorch/trainer/connectors/signal_connector.py; ucs/debug/debug.c")
 CPYTHON = ("CPython", "Python/pythonrun.c (the exception line), Modules/main.c")
 CPYTHON_FAULTHANDLER = ("CPython", "Modules/faulthandler.c")
 CPYTHON_IMPORT = ("CPython", "Python/import.c; Lib/argparse.py")
-CPYTHON_SUBPROCESS = ("CPython", "Lib/subprocess.py")
 LIBSTDCXX = ("libstdc++", "libsupc++/vterminate.cc")
 SHELL = ("bash", "jobs.c (the death of a foreground job)")
 MEGATRON = ("Megatron-LM", "megatron/training/training.py")
@@ -214,6 +206,21 @@ class Rule:
     hint: str | None = None  # the cause this line points to (a Cause; "first"/"others" for a summary section)
     origin: Origin = ("", "")
 
+
+# The launcher layer (launchers/): each launcher's rows in its own adapter module, written with the
+# vocabulary above (hence imported here, once it is defined) and spliced into RULES at their places.
+from faultloop.analyze.logsage.launchers import (  # noqa: E402
+    dask,
+    deepspeed,
+    horovod,
+    launch,
+    lightning,
+    open_mpi,
+    ray,
+    spawn,
+    srun,
+    torchrun,
+)
 
 # fmt: off
 # RULES: the table to patch (see "HOW TO PATCH" above). kind decides the role of a line: symptom,
@@ -341,9 +348,7 @@ RULES: tuple[Rule, ...] = (
     Rule("store_peer_lost", PEER_LOST, ("crash",),
          r"possible application crash on rank|Did the remote server shutdown or crash", origin=C10D_STORE),
     Rule("broken_pipe", PEER_LOST, ("rror",), r"BrokenPipeError|Broken pipe", origin=CPYTHON),
-    # Horovod's survivors once another rank failed (common/common.h SHUT_DOWN_ERROR): victims
-    Rule("horovod_shut_down", PEER_LOST, ("rror",), r"Error: Horovod has been shut down\. This was caused by an exception",
-         origin=HOROVOD_COMMON),
+    *horovod.VICTIM_ROWS,  # a launcher's word that a survivor lost its peers
     Rule("nccl_usage", FATAL, ("rror",), r"NCCL error.*invalid (?:usage|argument) \(run with NCCL_DEBUG", Cause.WORKLOAD_EXC,
          C10D_NCCL_UTILS),
     Rule("nccl_error", PEER_LOST, ("rror",), r"NCCL error", origin=C10D_NCCL_UTILS),
@@ -354,10 +359,10 @@ RULES: tuple[Rule, ...] = (
     Rule("config_error", FATAL, ("rrno", "rror"),
          r"can't open file '[^']*': \[Errno|ModuleNotFoundError: No module named|error: unrecognized arguments",
          Cause.CONFIG_ERROR, CPYTHON_IMPORT),
-    Rule("mpi_fatal", FATAL, ("rror",), r"\*\*\* An error occurred in MPI_", Cause.LAUNCH_ENV, OPEN_MPI),
-    # the elastic agent could not rendezvous with its peers: no worker was started (a launch failure)
-    Rule("rendezvous_failed", FATAL, ("rror",), r"Rendezvous(?:Connection|Timeout|Closed|)Error\b", Cause.LAUNCH_ENV,
-         TORCH_RENDEZVOUS),
+    # the launchers' own failures (MPI_Init, the rendezvous, srun's step) and srun's task ends
+    *open_mpi.FAILURE_ROWS,
+    *torchrun.FAILURE_ROWS,
+    *srun.FAILURE_ROWS,
     # -- fatal errors (faulthandler, shells, C++ runtime) -------------------------------------
     Rule("fatal_segv", FATAL, ("rror",), r"Fatal Python error: Segmentation fault", Cause.SEGFAULT, CPYTHON_FAULTHANDLER),
     Rule("fatal_bus", FATAL, ("rror",), r"Fatal Python error: Bus error", Cause.SEGFAULT, CPYTHON_FAULTHANDLER),
@@ -365,57 +370,22 @@ RULES: tuple[Rule, ...] = (
     Rule("fatal_other", FATAL, ("rror",), r"Fatal Python error: ", origin=CPYTHON_FAULTHANDLER),
     Rule("cpp_terminate", TERMINATE, ("erminat",), r"terminate called after throwing an instance of", Cause.OS_ABORT,
          LIBSTDCXX),
-    Rule("srun_task", DEATH, ("rror",), r"srun: error: \S+: tasks? (?P<tasks>[\d,\-]+): (?P<what>.+)", origin=SLURM_SRUN),
     Rule("shell_segv", FATAL, ("egmentat",), r"Segmentation fault", Cause.SEGFAULT, SHELL),
     Rule("shell_abort", FATAL, ("borted",), r"Aborted\s+\(core dumped\)", Cause.OS_ABORT, SHELL),
     # -- a Python traceback (classified by its exception line, read after the scan) ----------
     Rule("traceback", TRACEBACK, ("Traceback",), r"^Traceback \(most recent call last\):", origin=CPYTHON),
     Rule("traceback_frame", TRACEBACK, ('File "',), r'^\s+File "[^"]*", line \d+, in ', origin=CPYTHON),  # lost header
-    # -- launchers: torchrun / elastic agent, torch.distributed.launch, DeepSpeed, mpirun, horovod
-    # the elastic agent's `Received {sigval} death signal`: an int before torch 2.2, a Signals member after
-    Rule("agent_signal", JOB_SIGNAL, ("ignal",),
-         r"Received (?:Signals\.)?(?:SIG[A-Z0-9]+|\d+) death signal|SignalException: Process \d+ got signal"
-         r"|[Ll]auncher received a stop signal", origin=TORCH_ELASTIC_AGENT),
-    # torch.multiprocessing.spawn: a child's death (ProcessExitedException; a plain Exception before
-    # torch 1.8) and the header of the traceback a child raised (ProcessRaisedException)
-    Rule("spawn_exited", DEATH, ("erminat",),
-         r"process (?P<rank>\d+) terminated with (?:signal (?P<sig>SIG[A-Z0-9]+)|exit code (?P<code>\d+))", origin=TORCH_SPAWN),
-    Rule("spawn_raised", CHILD_ERROR, ("erminat",), r"-- Process (?P<rank>\d+) terminated with the following error:",
-         origin=TORCH_SPAWN),
-    # launchers signalled themselves: DeepSpeed's launch.py sigkill_handler, Lightning's SLURM auto-requeue
-    Rule("launcher_signalled", JOB_SIGNAL, ("eceived SIG", "ignal"),
-         r"Main process received (?:SIG[A-Z0-9]+|\d+), exiting|Handling auto-requeue signal: \d+",
-         origin=("DeepSpeed, Lightning", "deepspeed/launcher/launch.py; lightning/pytorch/trainer/connectors/"
-                 "signal_connector.py")),
-    # Lightning's signal handler names the rank it runs in (`[rank: 3] Received SIGTERM: 15`)
-    Rule("lightning_signal", SIGNAL, ("eceived SIG",), r"\[rank: (?P<rank>\d+)\] Received SIG[A-Z0-9]+", origin=LIGHTNING_SIGNAL),
+    # -- launchers and orchestrators: their reports of the children's ends and of signals to them
+    *torchrun.REPORT_ROWS,
+    *spawn.REPORT_ROWS,
+    *deepspeed.REPORT_ROWS,
+    *lightning.REPORT_ROWS,
+    *open_mpi.REPORT_ROWS,
+    *horovod.REPORT_ROWS,
+    *launch.REPORT_ROWS,
+    *dask.REPORT_ROWS,
     Rule("signal_received", SIGNAL, ("ignal", "eceived SIG"),
          r"\b(?:[Rr]eceived (?:signal[: ]*)?|(?:[Gg]ot|[Cc]aught) signal[: ]*)(?:SIG[A-Z0-9]+|\d+)", origin=SIGNAL_REPORTS),
-    Rule("rank_failed", DEATH, ("exit",),
-         r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+)(?: \(pid: (?P<pid>\d+)\))?", origin=TORCH_ELASTIC),
-    Rule("mpirun_signal", DEATH, ("ignal",),
-         r"noticed that process rank (?P<rank>\d+) with PID (?:(?P<pid>\d+)|x+) on node \S+ exited on signal (?P<sig>\d+)",
-         origin=OPEN_MPI),
-    # mpirun's (Open MPI 4 orterun, 5 prterun) report of the first process to exit non-zero; its
-    # `Process name: [[jobid,1],RANK]` / `[prterun-host-pid@1,RANK]` and `Exit code:` lines follow
-    Rule("mpirun_first_exit", FIRST_EXIT, ("exit",),
-         r"detected that one or more processes exited with non-zero status", origin=OPEN_MPI_RUN),
-    Rule("horovod_exit", DEATH, ("exit",), r"Process (?P<rank>\d+) exit with status code (?P<code>-?\d+)", origin=HOROVOD),
-    Rule("deepspeed_exit", DEATH, ("exit",), r"(?:--local_rank=(?P<local>\d+).*)?exits with return code = (?P<code>-?\d+)",
-         origin=DEEPSPEED_LAUNCHER),
-    Rule("launch_child_died", DEATH, ("ignal", "exit"),
-         r"(?:--local[_-]rank=(?P<local>\d+).*)?(?:died with <Signals\.(?P<sig>SIG[A-Z]+)|returned non-zero exit status (?P<code>\d+))",
-         origin=CPYTHON_SUBPROCESS),
-    Rule("launcher_close", CLOSED, ("ignal",), r"Sending process (?P<pid>\d+) closing signal", origin=TORCH_ELASTIC),
-    Rule("launcher_kill", KILLED, ("exit",), r"Unable to shutdown process (?P<pid>\d+) via \d+, forcefully exiting",
-         origin=TORCH_ELASTIC),
-    Rule("summary_first", SUMMARY, ("ailure",), r"Root Cause \(first observed failure\)", "first", TORCH_ELASTIC_ERRORS),
-    Rule("summary_others", SUMMARY, ("ailure",), r"^Failures:", "others", TORCH_ELASTIC_ERRORS),
-    Rule("summary_record", RECORD, ("al_rank",),
-         r"\brank\s*:\s*(?P<rank>\d+) \(local_rank: (?P<local>\d+)\)(?:.*?exitcode\s*:\s*(?P<code>-?\d+)(?: \(pid: (?P<pid>\d+)\))?)?",
-         origin=TORCH_ELASTIC_ERRORS),
-    Rule("summary_exit", RECORD, ("exit",), r"^\s*exitcode\s*:\s*(?P<code>-?\d+)(?: \(pid: (?P<pid>\d+)\))?",
-         origin=TORCH_ELASTIC_ERRORS),
     # -- training that runs on but learns nothing -----------------------------------------------
     Rule("skipped_steps", DIVERGED, ("kipped=",), r"\bstep=(?P<step>\d+), skipped=(?P<skipped>\d+)", Cause.DIVERGED,
          DEEPSPEED_ENGINE),
@@ -444,11 +414,8 @@ RULES: tuple[Rule, ...] = (
     Rule("disk_full", FATAL, ("rror",), r"No space left on device|\bENOSPC\b", Cause.STORAGE_FULL, LIBC_ERRNO),
     Rule("nan_grad", FATAL, ("rror",), r"found NaN in local grad norm", Cause.NAN_LOSS, MEGATRON_DDP),
     # -- read what is there: a plain failure line with none of the context above ----------------
-    # Ray's driver on its workers: one died (a crash, or its node died), or raised (RayTaskError(Inner))
-    Rule("ray_node_died", SLURM, ("rror",), r"(?:ActorDied|RayActor)Error: The actor died because its node has died",
-         Cause.NODE_FAIL, RAY),
-    Rule("ray_worker_died", FATAL, ("rror",),
-         r"(?:ActorDied|RayActor|WorkerCrashed)Error: The (?:actor|worker) died unexpectedly", Cause.CRASH, RAY),
+    # an orchestrator's word on its workers (Ray's driver: a worker died, its node died, it raised)
+    *ray.WORKER_ROWS,
     Rule("exception_line", EXCEPTION_KIND, ("rror",),
          r"^\s*(?:[A-Za-z_]\w*\.)*(?!ChildFailedError|CalledProcessError|nccl)[A-Za-z_]*Error(?:\(\w+\))?"
          r"(?::(?!\s*[\d.eE+-]+\s*$)|$)", Cause.WORKLOAD_EXC, CPYTHON),
@@ -745,6 +712,7 @@ EXCEPTION_CAUSES: dict[str, str] = {
     "KeyboardInterrupt": Cause.SIGINT,
     "ModuleNotFoundError": Cause.CONFIG_ERROR,
     "ImportError": Cause.CONFIG_ERROR,
+    **dask.EXCEPTION_CAUSES,
 }
 # What an exception means: where it comes from (the workload's code, or the infrastructure it runs
 # on: storage, network, a remote service, the rendezvous store) and whether the next attempt may
@@ -801,18 +769,6 @@ LAUNCH_RE = re.compile(
 )
 SETUP_SEQ = 8  # a collective at or below this number times out before a training step ran through
 
-# frames of a launcher's own traceback (it reports a worker's failure; the worker's lines say why)
-LAUNCHER_FRAMES = re.compile(
-    r"torch/distributed/(?:run|launch)\.py|torch/distributed/launcher/|accelerate/commands/|"
-    r"deepspeed/launcher/|horovod/runner/|/bin/(?:torchrun|accelerate|deepspeed|horovodrun)\b"
-)
-LAUNCHER_EXCEPTIONS = (
-    "ChildFailedError",
-    "CalledProcessError",
-    "SignalException",
-    "ProcessRaisedException",
-    "ProcessExitedException",
-)
 # a frame waiting in a collective: the rank is a victim, the stalled rank is elsewhere
 COLLECTIVE_FRAMES = re.compile(
     r"distributed_c10d|\b(?:all_reduce|allreduce|all_gather|reduce_scatter|broadcast|"
@@ -832,9 +788,6 @@ DEFAULT_GROUP_RE = re.compile(r"\[PG ID 0 |^(?!.*\bPG\b)")
 # the GPU an allocator's OOM message names (c10/cuda/CUDACachingAllocator.cpp: `(GPU 1; 10.76 GiB total
 # capacity` before torch 2.1, `GPU 1 has a total capacity of` after): the rank driving it on one node
 OOM_DEVICE_RE = re.compile(r"\(GPU (\d+); |GPU (\d+) has a total capacity")
-# the lines under mpirun's first-exit header: the process's rank (the last number of its name) and status
-FIRST_EXIT_NAME_RE = re.compile(r"^\s*Process name: \[(?:\[[\d.]+,\d+\]|[^\]@\s]+@\d+),(\d+)\]")
-FIRST_EXIT_CODE_RE = re.compile(r"^\s*Exit code:\s+(-?\d+)")
 FIRST_SEQ = 1  # a timeout at or below this collective number: the job never got going
 BUSY_WINDOW_LINES = 200  # one-rank work this close before the first timeout explains it
 

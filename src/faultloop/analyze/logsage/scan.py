@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 from faultloop.analyze.logsage import framing, prefilter
 from faultloop.analyze.logsage.facts import (
@@ -26,6 +27,7 @@ from faultloop.analyze.logsage.facts import (
     Source,
 )
 from faultloop.analyze.logsage.framing import DEVICE
+from faultloop.analyze.logsage.launchers import WHY_ABOVE, torchrun
 from faultloop.analyze.logsage.repeats import COLLECTIVE_KINDS, Repeats
 from faultloop.analyze.logsage.rules import (
     BUSY,
@@ -44,6 +46,7 @@ from faultloop.analyze.logsage.rules import (
     JOB_SIGNAL,
     KILLED,
     LAUNCH_RE,
+    MISSING,
     OOM_DEVICE_RE,
     OOM_KIND,
     PROGRESS,
@@ -71,7 +74,8 @@ from faultloop.signals import exit_signal, signal_name, srun_signal
 CENSUS_BYTES = 2 << 20
 PROGRESS_BYTES = 256 << 10  # how far into the log a sign of training progress is looked for
 # a node label's source holds every rank's dump
-MAX_BLOCKS_PER_SOURCE = {TRACEBACK: 2, STACK_DUMP: 16, SUMMARY: 2, FIRST_EXIT: 1}
+MAX_BLOCKS_PER_SOURCE = {TRACEBACK: 2, STACK_DUMP: 16, SUMMARY: 2, FIRST_EXIT: 1, MISSING: 1}
+LINE_ABOVE_BYTES = 4096  # how far back the line above a record's line is looked for
 FRAME_RUN_LINES = 6  # frame lines this close together belong to one traceback
 # faulthandler's header of a dump_traceback_later dump (CPython's faulthandler.c, "Timeout (%s)!")
 DUMP_HEADER_RE = re.compile(r"Timeout \(\d+:\d\d:\d\d(?:\.\d+)?\)!")
@@ -341,11 +345,18 @@ def record_exit(
 
 def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
     """Classify every prefiltered line and keep its facts."""
+    repeats = Repeats()
+    with open(path, "rb") as log:
+        _scan_hits(path, facts, prefilter_name, jobs, log, repeats)
+    facts.repeated_lines = repeats.counted()
+
+
+def _scan_hits(path: Path, facts: Facts, prefilter_name: str, jobs: int, log: IO[bytes], repeats: Repeats) -> None:
+    """The scan's loop over the prefiltered lines (`log` is open for the few lines read around a hit)."""
     block_count: dict[tuple[str, Source], int] = {}
     last_traceback_line: dict[Source, int] = {}  # per source: the latest traceback header or frame
     previous: tuple[int, int | None] = (0, None)  # (line, rank) of the last classified line
     terminate: Evidence | None = None  # a C++ terminate line waiting for its what() line
-    repeats = Repeats()
     for hit in prefilter.hits(path, prefilter_name, jobs):
         if (counted := repeats.seen(hit.text, len(facts.label_pairs), hit.line)) is not None:
             repeat, text = counted
@@ -392,10 +403,10 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
                     facts.blocks.append(Block(rule.kind, hit.line, hit.offset, source, headless))
                 if rule.kind == TRACEBACK:
                     continue
-            if rule.kind == FIRST_EXIT:
-                if block_count.get((FIRST_EXIT, source), 0) < MAX_BLOCKS_PER_SOURCE[FIRST_EXIT]:
-                    block_count[(FIRST_EXIT, source)] = 1
-                    facts.blocks.append(Block(FIRST_EXIT, hit.line, hit.offset, source))
+            if rule.kind in (FIRST_EXIT, MISSING):  # a launcher's multi-line report, read after the scan
+                if block_count.get((rule.kind, source), 0) < MAX_BLOCKS_PER_SOURCE[rule.kind]:
+                    block_count[(rule.kind, source)] = 1
+                    facts.blocks.append(Block(rule.kind, hit.line, hit.offset, source))
                 facts.several_processes = True
                 continue
             if rule.kind == SUMMARY and block_count.get((SUMMARY, source), 0) < MAX_BLOCKS_PER_SOURCE[SUMMARY]:
@@ -404,8 +415,13 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
             if terminate and ev.line - terminate.line <= 2:
                 drop(facts, terminate)  # its what() line says why, and is kept instead
             terminate = ev if rule.kind == TERMINATE else None
+            if rule.kind == RECORD and m.groupdict().get("rank") is None:  # its rank stands on the line above
+                _summary_rank(facts, source, next(_lines_above(log, hit.offset), split_prefix("")))
+            if (why := WHY_ABOVE.get(rule.name)) and (said := _said_above(log, hit.offset, why, m)):
+                add(facts, Evidence(hit.line, said, why.kind, ev.rank, why.name, why.hint))  # says more than the line
+                facts.several_processes = True  # a launcher's word on one of its workers
+                continue
             _keep(facts, rule, m, ev, source)
-    facts.repeated_lines = repeats.counted()
 
 
 def _keep(facts: Facts, rule: Rule, m: re.Match[str], ev: Evidence, source: Source) -> None:
@@ -529,10 +545,10 @@ def _summary(facts: Facts, rule: Rule, groups: dict[str, str | None], ev: Eviden
         facts.summary_section[source] = rule.hint or ""
         return
     if groups.get("rank") is not None:
-        facts.pending_record[source] = (int(groups["rank"] or 0), _number(groups, "local"))
+        facts.pending_record[source] = int(groups["rank"] or 0)
     if groups.get("code") is None or source not in facts.pending_record:
         return
-    rank, _ = facts.pending_record.pop(source)
+    rank = facts.pending_record.pop(source)
     code = int(groups["code"] or 0)
     section = facts.summary_section.get(source, "")
     signal = signal_of(code)
@@ -544,6 +560,34 @@ def _summary(facts: Facts, rule: Rule, groups: dict[str, str | None], ev: Eviden
     record_exit(facts, rank, ev, code, None, pid, stopped=section == "others" and teardown)
     if section == "first":
         facts.root_cause.add(rank)
+
+
+def _lines_above(log: IO[bytes], offset: int) -> Iterator[tuple[Source, str]]:
+    """The lines above the line at `offset` that have words after their prefixes (pasted logs
+    double their newlines), nearest first, as split_prefix gives them, within LINE_ABOVE_BYTES."""
+    start = max(0, offset - LINE_ABOVE_BYTES)
+    log.seek(start)
+    for raw in reversed(log.read(offset - start).splitlines()[int(start > 0) :]):
+        source, text = split_prefix(raw.decode("utf-8", "replace"))
+        if text.strip():
+            yield source, text
+
+
+def _said_above(log: IO[bytes], offset: int, why: Rule, m: re.Match[str]) -> str | None:
+    """The nearest line above a launcher's line that says why it happened (launchers.WHY_ABOVE),
+    for the same process where both name its pid."""
+    for _, text in _lines_above(log, offset):
+        if (said := re.search(why.pattern, text)) and said.groupdict().get("pid") in (None, m.groupdict().get("pid")):
+            return text.strip()
+    return None
+
+
+def _summary_rank(facts: Facts, source: Source, above: tuple[Source, str]) -> None:
+    """A summary record's rank, from its `rank : R (local_rank: L)` line above its exit line (torchrun
+    prints them in that order), where that line comes from the same source."""
+    above_source, text = above
+    if above_source == source and (m := torchrun.RECORD_RANK_RE.match(text)):
+        facts.pending_record[source] = int(m.group("rank"))
 
 
 def resolve_deaths(facts: Facts) -> None:

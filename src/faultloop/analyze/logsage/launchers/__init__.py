@@ -1,0 +1,55 @@
+"""The launcher layer: one adapter per launcher or orchestrator, the module to patch for its words.
+
+A launcher's report of a child is that child's death record (rank, exit status or signal), and a
+launcher's own failure is a launch failure, never the workload's exception. Each adapter is
+written from its program's source and states the versions each wording is printed by:
+
+  torchrun.py     torchrun / torch.distributed.elastic's agent, its summary and its rendezvous
+  launch.py       torch.distributed.launch (and CPython's CalledProcessError, which accelerate raises too)
+  spawn.py        torch.multiprocessing.spawn
+  deepspeed.py    DeepSpeed's launcher (runner.py over pdsh, launch.py per node)
+  accelerate.py   accelerate launch
+  lightning.py    Lightning's subprocess launcher and signal handlers
+  srun.py         SLURM's srun (its task reports and launch failures)
+  open_mpi.py     Open MPI's mpirun (orterun <= 4.1, prterun 5.0)
+  ray.py          Ray Train
+  dask.py         Dask distributed's nanny and scheduler
+  horovod.py      horovodrun (Gloo and MPI) and Horovod's stall inspector
+
+An adapter's rows are Rule rows of the RULES vocabulary. RULES is first-match-wins, so each row
+stands where it must in that order; rules.py splices an adapter's tuples at their places:
+  VICTIM_ROWS    among the lost-peer rows (a launcher's word that a survivor lost its peers)
+  FAILURE_ROWS   launch failures and task ends, before the shell's and faulthandler's wording
+  REPORT_ROWS    reports of the children's ends and of signals to the launcher, after tracebacks
+  WORKER_ROWS    an orchestrator's worker errors, before the plain exception line
+Besides rows, an adapter names the files of its own tracebacks (FRAMES: a traceback through them
+is the launcher's, reporting a child or failing itself) and the exception classes with which it
+reports a child (REPORT_EXCEPTIONS). Where a launcher words what happened on lines no anchor finds,
+its adapter states how they are reached: on the later lines of an exception's message
+(MESSAGE_ROWS, Ray), or above the line it reports a death with (WHY_ABOVE, Dask's memory kills).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+
+# rules first, whoever imports this package: the adapters are written in its vocabulary, and its
+# RULES imports them (once the vocabulary is defined) to splice in their rows
+from faultloop.analyze.logsage import rules  # noqa: F401
+from faultloop.analyze.logsage.launchers import dask, horovod, open_mpi, ray
+
+# every module of the package is an adapter: a new one takes part once its rows are spliced into RULES
+ADAPTERS = tuple(importlib.import_module(f"{__name__}.{module.name}") for module in pkgutil.iter_modules(__path__))
+
+# a frame of a launcher's own traceback (it reports a worker's failure, or fails itself)
+LAUNCHER_FRAMES = re.compile("|".join(adapter.FRAMES for adapter in ADAPTERS if adapter.FRAMES))
+# the exception classes launchers report a child's failure with (the child's own lines say why)
+LAUNCHER_EXCEPTIONS = tuple(name for adapter in ADAPTERS for name in adapter.REPORT_EXCEPTIONS)
+# the first process a launcher's multi-line report names: its name's rank (mpirun, horovodrun)
+FIRST_EXIT_NAMES = (open_mpi.NAME_RE, horovod.NAME_RE)
+# rows read on the later lines of an exception's message, where a launcher words what happened
+MESSAGE_ROWS = ray.MESSAGE_ROWS
+# a launcher's row -> the row of a line it logs above it that says why (read back from that line)
+WHY_ABOVE = dask.WHY_ABOVE
