@@ -11,13 +11,13 @@ whose compiled parts have no source at hand, the `strings` of its libraries stan
 The extraction reads call sites, not a parse: an emitter's arguments are taken up to its closing
 parenthesis (or `;` for a C++ stream, the line's end for a Python assert), their string literals
 are the template's words, and whatever stands between two literals, and every format directive
-inside one, is a value (`{}`). Input is bounded: files over MAX_FILE_BYTES and call sites over
+inside one, is a value (`{}`); a log line shows a template when it holds the template's words in
+order. Input is bounded: files over MAX_FILE_BYTES and call sites over
 MAX_CALL_CHARS are skipped.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import re
 import subprocess
 from collections.abc import Iterable, Iterator
@@ -74,9 +74,9 @@ SLURM_ERROR = Emitter("error", _call(r"(?<![\w.>])(?:error|fatal)"), 0, ")", REP
 class Scope:
     """A program's files that can print a training log's failure, and the calls that print there."""
 
-    paths: tuple[str, ...]  # fnmatch patterns, relative to the checkout's root
+    paths: tuple[str, ...]  # globs relative to the checkout's root: `*` within a folder, `**/` any folders
     emitters: tuple[Emitter, ...]
-    exclude: tuple[str, ...] = ("*/test/*", "*/tests/*", "*_test.*", "*/testing/*")
+    exclude: tuple[str, ...] = ("**/test/**/*", "**/tests/**/*", "**/*_test.*", "**/testing/**/*")
 
 
 _TORCH_CPP = (TORCH_CHECK_, TORCH_CHECK_WITH, C10_THROW, TORCH_WARN, C10D_LOG, GLOG)
@@ -84,36 +84,30 @@ _PYTHON = (PY_RAISE, PY_LOG, PY_WARN)
 SCOPES: dict[str, Scope] = {
     "torch": Scope(
         (
-            "torch/csrc/distributed/c10d/*.c*",
-            "torch/csrc/distributed/c10d/*.h*",
-            "torch/csrc/distributed/c10d/*/*.c*",
-            "torch/csrc/distributed/c10d/*/*.h*",
-            "torch/include/torch/csrc/distributed/c10d/*.h*",  # an installed package's headers
+            "torch/csrc/distributed/c10d/**/*.c*",
+            "torch/csrc/distributed/c10d/**/*.h*",
+            "torch/include/torch/csrc/distributed/c10d/**/*.h*",  # an installed package's headers
             "c10/cuda/*.c*",
             "c10/cuda/*.h*",
             "torch/include/c10/cuda/*.h*",
-            "torch/distributed/*.py",
-            "torch/distributed/elastic/*.py",
-            "torch/distributed/elastic/*/*.py",
-            "torch/distributed/elastic/*/*/*.py",
-            "torch/distributed/elastic/*/*/*/*.py",
+            "torch/distributed/*.py",  # distributed_c10d, rendezvous, run, launch
+            "torch/distributed/elastic/**/*.py",
             "torch/multiprocessing/*.py",
             "torch/utils/data/dataloader.py",
             "torch/utils/data/_utils/*.py",
+            "torch/cuda/__init__.py",
         ),
         _TORCH_CPP + _PYTHON,
     ),
     "NCCL": Scope(
         (
-            "src/*socket*",
-            "src/*bootstrap*",
-            "src/*net*",
-            "src/*proxy*",
+            "src/**/*socket*",
+            "src/**/*bootstrap*",
+            "src/**/*net*",
+            "src/**/*proxy*",
             "src/init*",
-            "src/transport/*",
-            "src/misc/*socket*",
+            "src/transport/**/*",
             "src/misc/*ibvwrap*",
-            "src/transport/net*",
         ),
         (NCCL_WARN,),
     ),
@@ -149,17 +143,31 @@ class SourceTemplate:
     emitter: str
     kind: str  # CHECK or REPORT
 
-    def pattern(self) -> re.Pattern[str] | None:
-        """The line of the template with the most words, as a regex a log line is searched with."""
-        anchor = max(self.text.split("\n"), key=_literal_length)
-        if _literal_length(anchor) < MIN_WORDS:
+    def anchor(self) -> tuple[str, ...] | None:
+        """The words of the template's line with the most of them, in order, whitespace collapsed:
+        a log line shows the template when they stand in it in that order (`{}` anything between).
+        None for a template with too few words to name anything."""
+        line = max(self.text.split("\n"), key=_literal_length)
+        if _literal_length(line) < MIN_WORDS:
             return None
-        parts = (".*?" if piece == "{}" else r"\s+" if piece.isspace() else re.escape(piece) for piece in _pieces(anchor))
-        return re.compile("".join(parts))
+        return tuple(piece for piece in (_squeeze(p) for p in line.split("{}")) if piece.strip())
 
 
-def _pieces(text: str) -> list[str]:
-    return [piece for piece in re.split(r"(\{\}|\s+)", text) if piece]
+def shows(anchor: tuple[str, ...], line: str) -> bool:
+    """Whether the line holds the anchor's words in order (the leftmost match of each is as good as
+    any, so this is linear: no regex that could backtrack on a long line)."""
+    at = 0
+    line = _squeeze(line)
+    for piece in anchor:
+        found = line.find(piece, at)
+        if found < 0:
+            return False
+        at = found + len(piece)
+    return True
+
+
+def _squeeze(text: str) -> str:
+    return re.sub(r"\s+", " ", text)
 
 
 def _literal_length(text: str) -> int:
@@ -169,9 +177,15 @@ def _literal_length(text: str) -> int:
 # --- reading the files -------------------------------------------------------------------------
 
 
+def _glob(pattern: str) -> re.Pattern[str]:
+    parts = re.split(r"(\*\*/|\*)", pattern)
+    glob = {"**/": "(?:[^/]+/)*", "*": "[^/]*"}
+    return re.compile("".join(glob.get(part, re.escape(part)) for part in parts))
+
+
 def in_scope(path: str, scope: Scope) -> bool:
-    return any(fnmatch.fnmatchcase(path, p) for p in scope.paths) and not any(
-        fnmatch.fnmatchcase(path, p) for p in scope.exclude
+    return any(_glob(p).fullmatch(path) for p in scope.paths) and not any(
+        _glob(p).fullmatch(path) for p in scope.exclude
     )
 
 
@@ -379,15 +393,15 @@ def coverage(reading: Reading, catalog: list[Template], program: str) -> Coverag
     """Which templates a catalog row shows (any program's row: a launcher's table may hold a
     program's words), and which of the program's rows this release prints."""
     unique = list({(t.text, t.kind): t for t in reading.templates}.values())
-    patterns = [(t, t.pattern()) for t in unique]
-    rows = [(row, _row_lines(row)) for row in catalog]
+    anchors = [(t, t.anchor()) for t in unique]
+    rows = [(row, [_squeeze(line) for line in _row_lines(row)]) for row in catalog]
     covered: list[tuple[SourceTemplate, Template]] = []
     uncovered: list[SourceTemplate] = []
     matched_rows: set[str] = set()
-    for template, pattern in patterns:
-        if pattern is None:
+    for template, anchor in anchors:
+        if anchor is None:
             continue
-        hits = [row for row, lines in rows if any(pattern.search(line) for line in lines)]
+        hits = [row for row, lines in rows if any(shows(anchor, line) for line in lines)]
         if hits:
             covered.append((template, hits[0]))
             matched_rows.update(row.where for row in hits)
@@ -399,7 +413,7 @@ def coverage(reading: Reading, catalog: list[Template], program: str) -> Coverag
         if len(words) >= MIN_ROW_WORDS and words in reading.text:
             matched_rows.add(row.where)
     return Coverage(
-        [t for t, p in patterns if p is not None],
+        [t for t, a in anchors if a is not None],
         covered,
         [t for t in uncovered if t.emitter != "strings"],  # a library's strings are no message list
         [row for row in own if row.where in matched_rows],
