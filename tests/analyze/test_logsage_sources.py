@@ -46,6 +46,7 @@ static ncclResult_t socketProgress(int op, struct ncclSocket* sock) {
     return ncclRemoteError;
   }
   WARN("Net : Call to recv from %s failed : %s", addr, strerror(errno));
+  WARN("socketProgressOpt: Call to %s %s failed : %s", op == RECV ? "recv from" : "send to", addr, err);
   INFO(NCCL_NET, "an INFO line is not a warning");
 }
 """
@@ -81,6 +82,7 @@ def test_nccl_warnings_are_printf_formats_and_info_lines_are_not_read() -> None:
     assert texts("src/misc/socket.cc", NCCL, "NCCL") == [
         "Net : Connection closed by remote peer",
         "Net : Call to recv from {} failed :",
+        "socketProgressOpt: Call to {} {} failed :",  # a conditional's literals are one value
     ]
 
 
@@ -116,7 +118,10 @@ def test_coverage_lists_uncovered_templates_and_rows_the_release_does_not_print(
     unread = _row("NCCL WARN Cuda failure 'out of memory'", source="src/include/checks.h (CUDACHECK)")
     found = sources.coverage(reading, [shown, renamed, unread], "NCCL")
     assert [t.text for t, _ in found.covered] == ["Net : Connection closed by remote peer"]
-    assert [t.text for t in found.uncovered] == ["Net : Call to recv from {} failed :"]
+    assert [t.text for t in found.uncovered] == [
+        "Net : Call to recv from {} failed :",
+        "socketProgressOpt: Call to {} {} failed :",
+    ]
     assert (found.rows_seen, found.rows_unseen, found.rows_unread) == ([shown], [renamed], [unread])
 
 
@@ -159,7 +164,7 @@ def test_the_command_lists_gaps_and_refuses_a_missing_path(tmp_path: Path, capsy
     (tmp_path / "src" / "misc" / "socket.cc").write_text(NCCL)
     assert catalog_gaps.main(["NCCL", "--source", str(tmp_path), "--verdicts"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"# NCCL at {tmp_path}: 2 templates, ")
+    assert out.startswith(f"# NCCL at {tmp_path}: 3 templates, 1 covered, 2 uncovered;")
     assert "src/misc/socket.cc:7\tWARN\treport\t'Net : Call to recv from {} failed :'\t" in out
     assert catalog_gaps.main(["NCCL", "--source", str(tmp_path / "absent")]) == 2
     assert "no such path" in capsys.readouterr().err
