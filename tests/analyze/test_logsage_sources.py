@@ -48,6 +48,7 @@ static ncclResult_t socketProgress(int op, struct ncclSocket* sock) {
   WARN("Net : Call to recv from %s failed : %s", addr, strerror(errno));
   WARN("socketProgressOpt: Call to %s %s failed : %s", op == RECV ? "recv from" : "send to", addr, err);
   INFO(NCCL_NET, "an INFO line is not a warning");
+  WARN("Message truncated : received %" PRIu64 " bytes instead of %d", got, size);
 }
 """
 
@@ -83,6 +84,7 @@ def test_nccl_warnings_are_printf_formats_and_info_lines_are_not_read() -> None:
         "Net : Connection closed by remote peer",
         "Net : Call to recv from {} failed :",
         "socketProgressOpt: Call to {} {} failed :",  # a conditional's literals are one value
+        "Message truncated : received {} bytes instead of",
     ]
 
 
@@ -121,6 +123,7 @@ def test_coverage_lists_uncovered_templates_and_rows_the_release_does_not_print(
     assert [t.text for t in found.uncovered] == [
         "Net : Call to recv from {} failed :",
         "socketProgressOpt: Call to {} {} failed :",
+        "Message truncated : received {} bytes instead of",
     ]
     assert (found.rows_seen, found.rows_unseen, found.rows_unread) == ([shown], [renamed], [unread])
 
@@ -164,7 +167,7 @@ def test_the_command_lists_gaps_and_refuses_a_missing_path(tmp_path: Path, capsy
     (tmp_path / "src" / "misc" / "socket.cc").write_text(NCCL)
     assert catalog_gaps.main(["NCCL", "--source", str(tmp_path), "--verdicts"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"# NCCL at {tmp_path}: 3 templates, 1 covered, 2 uncovered;")
+    assert out.startswith(f"# NCCL at {tmp_path}: 4 templates, 1 covered, 3 uncovered;")
     assert "src/misc/socket.cc:7\tWARN\treport\t'Net : Call to recv from {} failed :'\t" in out
     assert catalog_gaps.main(["NCCL", "--source", str(tmp_path / "absent")]) == 2
     assert "no such path" in capsys.readouterr().err

@@ -219,7 +219,7 @@ def files_at_revision(git_dir: Path, rev: str, scope: Scope) -> Iterator[tuple[s
 # --- extracting templates ----------------------------------------------------------------------
 
 _STRING = re.compile(r"""(?P<prefix>(?<!\w)[rRbBuUfF]{1,2})?(?P<quote>'''|\"\"\"|'|")""")
-_PRINTF = re.compile(r"%(?:\([\w]+\))?[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L|q)?[diouxXeEfgGcspn]")
+_PRINTF = re.compile(r"%(?:\([\w]+\))?[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L|q)?(?:ps|[diouxXeEfgGcspn])")  # %ps: SLURM's step id
 _BRACES = re.compile(r"\{[^{}\n]*\}")
 _ESCAPES = {"n": "\n", "t": " ", "r": "", "\\": "\\", "'": "'", '"': '"', "0": ""}
 
@@ -247,6 +247,7 @@ def _words(literal: str) -> str:
     """A literal's words with every format directive as HOLE (printf's, or f-string, str.format
     and fmt braces, where `{{` is a brace)."""
     text = _PRINTF.sub(HOLE, literal.replace("%%", "\x01"))
+    text = re.sub(r"%$", HOLE, text)  # `"%" PRIu64`: the directive's rest is a macro after the literal
     text = text.replace("{{", "\x02").replace("}}", "\x03")
     text = _BRACES.sub(HOLE, text)
     return text.replace("\x01", "%").replace("\x02", "{").replace("\x03", "}")
