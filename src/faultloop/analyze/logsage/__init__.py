@@ -5,6 +5,7 @@ Deterministic and offline by default. The package, by concern:
                 TO PATCH between loop iterations (a missed line -> RULES; a wrong decision for a
                 cause -> POLICY)
   messages.py   the message catalog (catalog/*.tsv): the templates RULES are written against
+  sources.py    the catalog's coverage: a program's templates read from its sources, against the rows
   prefilter.py  finds the lines worth a look (ripgrep, GNU grep or Python)
   scan.py       reads each line's prefixes and rank and classifies it into bounded facts
   records.py    multi-line records: tracebacks (whole, cut off, a launcher's), stack dumps,
