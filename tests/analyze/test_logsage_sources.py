@@ -24,7 +24,7 @@ void Store::check(int n) {
 }
 """
 
-PYTHON = '''
+PYTHON = """
 def _close(self, death_sig, timeout):
     logger.warning("Sending process %s closing signal %s", pid, death_sig.name)
     raise SignalException(f"Process {os.getpid()} got signal: {sigval}", sigval=sigval)
@@ -37,7 +37,7 @@ def _close(self, death_sig, timeout):
     assert ok
     x = a // b  # a floor division is no comment
     raise ValueError(f"{{literal}} braces and a value {x!r} in an f-string")
-'''
+"""
 
 NCCL = """
 static ncclResult_t socketProgress(int op, struct ncclSocket* sock) {

@@ -57,12 +57,11 @@ def main(argv: list[str]) -> int:
     )
     print("# uncovered: path:line\temitter\tkind\ttemplate" + ("\tlogsage alone" if args.verdicts else ""))
     for template in found.uncovered:
-        row = f"{template.path}:{template.line}\t{template.emitter}\t{template.kind}\t{template.text!r}"
+        line = f"{template.path}:{template.line}\t{template.emitter}\t{template.kind}\t{template.text!r}"
         if args.verdicts:
-            lines = template.text.replace("{}", "3").split("\n")
-            verdict = analyze_log(lines, Settings(prefilter="python"))
-            row += f"\t{verdict.fault_category}/{verdict.restart}"
-        print(row)
+            verdict = analyze_log(template.text.replace("{}", "3").split("\n"), Settings(prefilter="python"))
+            line += f"\t{verdict.fault_category}/{verdict.restart}"
+        print(line)
     print("# rows this release does not print: where\ttemplate")
     for row in found.rows_unseen:
         print(f"{row.where}\t{row.template}")

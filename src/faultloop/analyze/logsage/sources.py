@@ -219,7 +219,10 @@ def files_at_revision(git_dir: Path, rev: str, scope: Scope) -> Iterator[tuple[s
 # --- extracting templates ----------------------------------------------------------------------
 
 _STRING = re.compile(r"""(?P<prefix>(?<!\w)[rRbBuUfF]{1,2})?(?P<quote>'''|\"\"\"|'|")""")
-_PRINTF = re.compile(r"%(?:\([\w]+\))?[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L|q)?(?:ps|[diouxXeEfgGcspn])")  # %ps: SLURM's step id
+# a printf directive; `%ps` is SLURM's step id
+_PRINTF = re.compile(
+    r"%(?:\([\w]+\))?[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L|q)?(?:ps|[diouxXeEfgGcspn])"
+)
 _BRACES = re.compile(r"\{[^{}\n]*\}")
 _ESCAPES = {"n": "\n", "t": " ", "r": "", "\\": "\\", "'": "'", '"': '"', "0": ""}
 
@@ -445,12 +448,12 @@ def read_templates(
     templates: list[SourceTemplate] = []
     paths: set[str] = set()
     texts: list[str] = []
-    for path, text in files:
-        paths.add(path)
+    for relative, text in files:
+        paths.add(relative)
         texts.append(text)
-        templates += extract(path, text, scope)
-    for path in strings:
-        text = path.read_text(errors="replace")
+        templates += extract(relative, text, scope)
+    for library in strings:
+        text = library.read_text(errors="replace")
         texts.append(text)
-        templates += templates_from_strings(text.splitlines(), path.name)
+        templates += templates_from_strings(text.splitlines(), library.name)
     return Reading(templates, frozenset(paths), "\n".join(texts), compiled=bool(strings))
