@@ -126,6 +126,7 @@ SCOPES: dict[str, Scope] = {
         (
             "megatron/core/distributed/*.py",
             "megatron/core/optimizer/*.py",
+            "megatron/optimizer/*.py",  # before megatron-core 0.6
             "megatron/training/*.py",
             "megatron/core/rerun_state_machine.py",
         ),
