@@ -180,6 +180,7 @@ def _literal_length(text: str) -> int:
 
 
 def _glob(pattern: str) -> re.Pattern[str]:
+    """A scope's path glob as a regex: `*` stays within a folder, `**/` spans any folders."""
     parts = re.split(r"(\*\*/|\*)", pattern)
     glob = {"**/": "(?:[^/]+/)*", "*": "[^/]*"}
     return re.compile("".join(glob.get(part, re.escape(part)) for part in parts))
