@@ -20,10 +20,6 @@ CPU_CORPUS = TESTS / "data" / "logs"
 
 # (case, transformation) -> why the changed log no longer carries the verdict
 NOT_CARRIED: dict[tuple[str, str], str] = {
-    (
-        "gh_18",
-        "wrapped at 200",
-    ): "the timed-out collectives' sizes, which state the world size, wrap onto the next line",
     ("gh_27", "wrapped at 200"): "the gather's NumelOut, which states the world size, wraps onto the next line",
     ("tr_05", "interleaved"): "rank 3's cut-off traceback now starts before rank 2's first symptom: the order that "
     "decided is reversed",

@@ -16,6 +16,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "logsage": ("faultloop.cli.logsage", "attribute a failed job from its log"),
     "eval-logs": ("faultloop.cli.eval_logs", "score logsage on a folder of labelled real failure logs"),
     "analyzers": ("faultloop.cli.analyzers", "the configured log analyzers: list, try one on a log, run a cell's"),
+    "catalog-gaps": (
+        "faultloop.cli.catalog_gaps",
+        "the message templates of a program's sources that logsage's catalog does not hold",
+    ),
     "fr": ("faultloop.cli.fr", "attribute a failed job from its flight-recorder dumps"),
     "fr-analyzers": ("faultloop.cli.fr_analyzers", "every configured FR analyzer on a cell's dumps (rule fr_analysis)"),
     "score": ("faultloop.cli.score", "score one cell's attribution against the injected truth"),

@@ -7,6 +7,7 @@ Deterministic and offline by default. The package, by concern:
   launchers/    the launcher layer: one adapter per launcher or orchestrator (torchrun, spawn, DeepSpeed,
                 accelerate, Lightning, srun, mpirun, Ray, Dask, Horovod...), its rows spliced into RULES
   messages.py   the message catalog (catalog/*.tsv): the templates RULES are written against
+  sources.py    the catalog's coverage: a program's templates read from its sources, against the rows
   prefilter.py  finds the lines worth a look (ripgrep, GNU grep or Python)
   scan.py       reads each line's prefixes and rank and classifies it into bounded facts
   records.py    multi-line records: tracebacks (whole, cut off, a launcher's), stack dumps,

@@ -249,6 +249,11 @@ RULES: tuple[Rule, ...] = (
     # -- hang symptoms: the rank waited for a peer that never came ---------------------------
     Rule("gloo_timeout", TIMEOUT, ("imed out",), r"Timed out waiting \d+ ?ms for (?:recv|send) operation", origin=GLOO_TCP),
     Rule("nccl_watchdog_timeout", TIMEOUT, ("atchdog",), r"Watchdog caught collective", origin=C10D_NCCL),
+    # the watchdog's later reports of a failed or timed-out collective (2.4-2.5, >= 2.6), the flight
+    # recorder's dump request (>= 2.5) and a timed-out blocking wait (TORCH_NCCL_BLOCKING_WAIT)
+    Rule("nccl_watchdog_report", TIMEOUT, ("atchdog", "ignal", "imed out"),
+         r"failure detected by watchdog at work sequence id|\(either an error or timeout\) detected by watchdog at work"
+         r"|Received a dump signal due to a collective timeout|\) timed out in blocking wait", origin=C10D_NCCL),
     Rule("nccl_watchdog_stuck", TIMEOUT, ("imed out", "atchdog"),
          r"[Hh]eartbeat monitor timed out|watchdog got stuck|ProcessGroupNCCL watchdog hang", Cause.WATCHDOG_HANG, C10D_NCCL),
 
@@ -261,6 +266,13 @@ RULES: tuple[Rule, ...] = (
     # the store's server waited for its clients at startup (TCPStore's waitForWorkers): setup never completed
     Rule("store_clients", TIMEOUT, ("imed out",), r"Timed out after \d+ seconds waiting for clients\. \d+/\d+ clients joined",
          Cause.SETUP_HANG, C10D_STORE),
+    Rule("store_barrier", TIMEOUT, ("arrier",),
+         r"Waiting in store based barrier to initialize process group for rank: (?P<rank>\d+)|Waiting in store based barrier"
+         r"|[Tt]imed out initializing process group in store based barrier(?: on rank:? (?P<rank2>\d+))?", Cause.SETUP_HANG,
+         C10D_PY),
+    # a key the rank waits for on the store never came (the ncclUniqueId exchange, a barrier: torch >= 2.5's wording)
+    Rule("store_wait_timeout", TIMEOUT, ("rror",), r"DistStoreError: wait timeout after \d+ms, keys:", Cause.SETUP_HANG,
+         C10D_STORE),
     Rule("store_timeout", TIMEOUT, ("Timeout", "rror"), r"Socket Timeout|DistStoreError.*[Tt]ime", origin=C10D_STORE),
     Rule("monitored_barrier", TIMEOUT, ("arrier",), r"Ranks? (?P<missing>[\d, ]+) failed to pass monitoredBarrier",
          origin=C10D_GLOO),
@@ -270,10 +282,6 @@ RULES: tuple[Rule, ...] = (
          origin=C10D_GLOO),
     Rule("collective_mismatch", TIMEOUT, ("rror",), r"Error: Detected mismatch between collectives", Cause.DESYNC,
          C10D_WRAPPER),
-    Rule("store_barrier", TIMEOUT, ("arrier",),
-         r"Waiting in store based barrier to initialize process group for rank: (?P<rank>\d+)|Waiting in store based barrier"
-         r"|[Tt]imed out initializing process group in store based barrier(?: on rank:? (?P<rank2>\d+))?", Cause.SETUP_HANG,
-         C10D_PY),
     # -- OOM and GPU errors (before the generic NCCL/CUDA rows) ------------------------------
     Rule("dataloader_killed", OOM_KIND, ("ignal",), r"DataLoader worker \(pid \d+\) is killed by signal: Killed",
          origin=TORCH_DATALOADER),
@@ -293,7 +301,7 @@ RULES: tuple[Rule, ...] = (
          r"NVRM: Xid \(|[Uu]ncorrectable ECC error|ErrorECCUncorrectable|Unable to determine the device handle for GPU"
          r"|\bGPU is lost\b", Cause.GPU_ERROR, NVIDIA_DRIVER),
     Rule("cuda_error", GPU, ("rror", "access"),
-         r"CUDA error: \w|AcceleratorError|[Cc]u[Dd][Nn][Nn] error|illegal memory access|device-side assert triggered",
+         r"CUDA (?:driver )?error: \w|AcceleratorError|[Cc]u[Dd][Nn][Nn] error|illegal memory access|device-side assert triggered",
          Cause.GPU_ERROR, CUDA_RUNTIME),
     Rule("nccl_cuda_error", GPU, ("rror", "ailure"), r"unhandled cuda error|ncclUnhandledCudaError|Cuda failure (?:\d+ )?'",
          Cause.GPU_ERROR, NCCL_CHECKS),
@@ -357,8 +365,14 @@ RULES: tuple[Rule, ...] = (
     Rule("port_in_use", FATAL, ("rror",), r"rror\b.*(?:EADDRINUSE|[Aa]ddress already in use)", Cause.CONFIG_ERROR,
          C10D_SOCKET),
     Rule("config_error", FATAL, ("rrno", "rror"),
-         r"can't open file '[^']*': \[Errno|ModuleNotFoundError: No module named|error: unrecognized arguments",
+         r"can't open file '[^']*': \[Errno|ModuleNotFoundError: No module named|error: unrecognized arguments"
+         r"|Too many open files\. Communication with the workers|environment variable \w+ expected, but not set"
+         r"|Distributed package doesn't have \w+ built in",
          Cause.CONFIG_ERROR, CPYTHON_IMPORT),
+    # the store's client never reached its server (the master): torch >= 1.13's socket and >= 2.5's TCPStore wording
+    Rule("store_unreachable", FATAL, ("rror",),
+         r"rror\b.*(?:The client socket has (?:timed out after|failed to connect to any network address)"
+         r"|TCP client failed to connect/validate to host \S+ - timed out)", Cause.LAUNCH_ENV, C10D_SOCKET),
     # the launchers' own failures (MPI_Init, the rendezvous, srun's step) and srun's task ends
     *open_mpi.FAILURE_ROWS,
     *torchrun.FAILURE_ROWS,

@@ -1,0 +1,173 @@
+"""The catalog's coverage generator: templates read from call sites in C++, C and Python, turned into
+regexes and set against catalog rows. The snippets are written here in the programs' styles."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from faultloop.analyze.logsage import messages, sources
+from faultloop.cli import catalog_gaps
+
+CPP = """
+void Store::check(int n) {
+  TORCH_CHECK(n > 0, "Timed out after ", n, " seconds waiting for clients. ",
+              joined, "/", n, " clients joined.");
+  // TORCH_CHECK(false, "a comment is no message");
+  C10_THROW_ERROR(DistNetworkError, "Failed to recv, got 0 bytes. "
+                  "Connection was likely closed.");
+  LOG(ERROR) << logPrefix() << "Heartbeat monitor timed out! Size=" << size << ".";
+  C10D_WARNING("Socket {} closed with {{braces}} kept", fd);
+  TORCH_CHECK(ok, "short");
+}
+"""
+
+PYTHON = """
+def _close(self, death_sig, timeout):
+    logger.warning("Sending process %s closing signal %s", pid, death_sig.name)
+    raise SignalException(f"Process {os.getpid()} got signal: {sigval}", sigval=sigval)
+    raise RendezvousTimeoutError(
+        "The node did not join the rendezvous " + str(self._name) + " in time."
+    )
+    assert not norm.isnan(), (
+        f"Rank {rank}: found NaN in local grad norm. Device: {dev}, node: {host}"
+    )
+    assert ok
+    x = a // b  # a floor division is no comment
+    raise ValueError(f"{{literal}} braces and a value {x!r} in an f-string")
+"""
+
+NCCL = """
+static ncclResult_t socketProgress(int op, struct ncclSocket* sock) {
+  if (bytes == 0) {
+    WARN("Net : Connection closed by remote peer %s", ncclSocketToString(&sock->addr, line, 0));
+    return ncclRemoteError;
+  }
+  WARN("Net : Call to recv from %s failed : %s", addr, strerror(errno));
+  WARN("socketProgressOpt: Call to %s %s failed : %s", op == RECV ? "recv from" : "send to", addr, err);
+  INFO(NCCL_NET, "an INFO line is not a warning");
+  WARN("Message truncated : received %" PRIu64 " bytes instead of %d", got, size);
+}
+"""
+
+
+def texts(path: str, text: str, program: str) -> list[str]:
+    return [t.text for t in sources.extract(path, text, sources.SCOPES[program])]
+
+
+def test_cpp_call_sites_give_their_literals_with_a_value_between_them() -> None:
+    found = texts("torch/csrc/distributed/c10d/TCPStore.cpp", CPP, "torch")
+    assert found == [
+        "Timed out after {} seconds waiting for clients. {}/{} clients joined.",
+        "Failed to recv, got 0 bytes. Connection was likely closed.",
+        "Socket {} closed with {braces} kept",
+        "Heartbeat monitor timed out! Size={}.",
+    ]
+
+
+def test_python_raises_logger_calls_and_asserts_give_their_messages() -> None:
+    scope = sources.Scope(("*.py",), (*sources.SCOPES["torch"].emitters, sources.PY_ASSERT))
+    found = [t.text for t in sources.extract("api.py", PYTHON, scope)]
+    assert found == [
+        "Process {} got signal:",  # a trailing value adds nothing to search with
+        "The node did not join the rendezvous {} in time.",
+        "{literal} braces and a value {} in an f-string",
+        "Sending process {} closing signal",
+        "Rank {}: found NaN in local grad norm. Device: {}, node:",
+    ]
+
+
+def test_nccl_warnings_are_printf_formats_and_info_lines_are_not_read() -> None:
+    assert texts("src/misc/socket.cc", NCCL, "NCCL") == [
+        "Net : Connection closed by remote peer",
+        "Net : Call to recv from {} failed :",
+        "socketProgressOpt: Call to {} {} failed :",  # a conditional's literals are one value
+        "Message truncated : received {} bytes instead of",
+    ]
+
+
+def test_a_line_shows_a_template_when_it_holds_its_words_in_order() -> None:
+    template = sources.SourceTemplate("Timed out after {} seconds waiting for clients.", "f", 1, "x", sources.REPORT)
+    anchor = template.anchor()
+    assert anchor == ("Timed out after ", " seconds waiting for clients.")
+    assert sources.shows(anchor, "DistStoreError: Timed out after 600 seconds  waiting for clients. 1/2")
+    assert not sources.shows(anchor, "seconds waiting for clients. Timed out after 600")
+    too_short = sources.SourceTemplate("{} failed: {}", "f", 1, "x", sources.REPORT)
+    assert too_short.anchor() is None
+
+
+def test_matching_a_long_line_with_many_values_takes_linear_time() -> None:
+    """A regex of many wildcards backtracks on a line that nearly matches; the in-order find does not."""
+    anchor = sources.SourceTemplate("a {} " * 40 + "end of the message", "f", 1, "x", sources.REPORT).anchor()
+    assert anchor is not None
+    assert not sources.shows(anchor, "a " * 100_000)
+
+
+def _row(template: str, source: str = "src/misc/socket.cc", program: str = "NCCL") -> messages.Template:
+    return messages.Template(program, source, "unchecked", template, "m", "network", "RESTART", f"t.tsv:{template}")
+
+
+def test_coverage_lists_uncovered_templates_and_rows_the_release_does_not_print() -> None:
+    reading = sources.Reading(
+        list(sources.extract("src/misc/socket.cc", NCCL, sources.SCOPES["NCCL"])),
+        frozenset({"src/misc/socket.cc"}),
+        NCCL,
+    )
+    shown = _row("{host}:{pid}:{tid} [{dev}] NCCL WARN Net : Connection closed by remote peer {host}<{port}>")
+    renamed = _row("{host}:{pid}:{tid} [{dev}] NCCL WARN socketProgress: Connection closed by remote peer {host}")
+    unread = _row("NCCL WARN Cuda failure 'out of memory'", source="src/include/checks.h (CUDACHECK)")
+    found = sources.coverage(reading, [shown, renamed, unread], "NCCL")
+    assert [t.text for t, _ in found.covered] == ["Net : Connection closed by remote peer"]
+    assert [t.text for t in found.uncovered] == [
+        "Net : Call to recv from {} failed :",
+        "socketProgressOpt: Call to {} {} failed :",
+        "Message truncated : received {} bytes instead of",
+    ]
+    assert (found.rows_seen, found.rows_unseen, found.rows_unread) == ([shown], [renamed], [unread])
+
+
+def test_a_compiled_release_is_read_from_its_strings(tmp_path: Path) -> None:
+    strings = tmp_path / "libtorch.strings"
+    strings.write_text("_ZN3c104impl\nSocket Timeout\nFailed to recv, got 0 bytes. Connection was likely closed.\n")
+    reading = sources.read_templates("torch", strings=[strings])
+    store = _row("torch.distributed.DistStoreError: Socket Timeout", "torch/csrc/distributed/c10d/socket.cpp", "torch")
+    gone = _row("RuntimeError: Address already in use", "torch/csrc/distributed/c10d/socket.cpp", "torch")
+    python = _row("Received {n} death signal, shutting down workers", "torch/distributed/elastic/api.py", "torch")
+    found = sources.coverage(reading, [store, gone, python], "torch")
+    assert (found.rows_seen, found.rows_unseen, found.rows_unread) == ([store], [gone], [python])
+    assert found.uncovered == []  # a library's strings are no list of messages to cover
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+
+def test_a_revision_of_a_git_repository_is_read_without_a_work_tree(tmp_path: Path) -> None:
+    repo = tmp_path / "nccl"
+    (repo / "src" / "misc").mkdir(parents=True)
+    _git(repo, "init", "-q")
+    (repo / "src" / "misc" / "socket.cc").write_text(NCCL)
+    (repo / "src" / "enqueue.cc").write_text('WARN("Out of scope: enqueue is not a network file %s", x);')
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    _git(repo, "tag", "v1")
+    (repo / "src" / "misc" / "socket.cc").write_text(NCCL.replace("Net : Connection", "socketProgress: Connection"))
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "two")
+    old = sources.read_templates("NCCL", git_dir=repo / ".git", rev="v1")
+    new = sources.read_templates("NCCL", git_dir=repo / ".git", rev="HEAD")
+    assert old.paths == new.paths == {"src/misc/socket.cc"}
+    assert "Net : Connection closed by remote peer" in [t.text for t in old.templates]
+    assert "socketProgress: Connection closed by remote peer" in [t.text for t in new.templates]
+
+
+def test_the_command_lists_gaps_and_refuses_a_missing_path(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    (tmp_path / "src" / "misc").mkdir(parents=True)
+    (tmp_path / "src" / "misc" / "socket.cc").write_text(NCCL)
+    assert catalog_gaps.main(["NCCL", "--source", str(tmp_path), "--verdicts"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"# NCCL at {tmp_path}: 4 templates, 1 covered, 3 uncovered;")
+    assert "src/misc/socket.cc:7\tWARN\treport\t'Net : Call to recv from {} failed :'\t" in out
+    assert catalog_gaps.main(["NCCL", "--source", str(tmp_path / "absent")]) == 2
+    assert "no such path" in capsys.readouterr().err
