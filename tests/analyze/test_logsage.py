@@ -194,11 +194,12 @@ def test_every_rule_regex_needs_one_of_its_anchors() -> None:
 
 
 def test_the_anchors_stay_within_ripgreps_literal_fast_path() -> None:
-    """ripgrep (13) searches a literal set of up to ~38 literals and 250 bytes with SIMD; a bigger
-    set falls back to an automaton two to four times slower on big logs (benchmarks/README.md).
-    A new rule reuses the table's short anchors ("rror", "ignal", "exit", ...)."""
-    assert len(prefilter.ANCHORS) <= 36, prefilter.ANCHORS
-    assert sum(map(len, prefilter.ANCHORS)) <= 240, prefilter.ANCHORS
+    """ripgrep (13) searches a literal set with SIMD on each literal's first three bytes: up to
+    about 46 literals as fast as 36, 1.5x slower at 50 and 5x at 64 on the 1 GB log; one literal of
+    two bytes shortens every fingerprint (`%|` alone made the prefilter 3x slower). A new rule
+    reuses the table's short anchors ("rror", "ignal", "exit", ...)."""
+    assert len(prefilter.ANCHORS) <= 46, prefilter.ANCHORS
+    assert min(map(len, prefilter.ANCHORS)) >= 3, prefilter.ANCHORS
 
 
 # -- streaming, prefilter equivalence, fingerprint ---------------------------------------------

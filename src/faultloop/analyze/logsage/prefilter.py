@@ -27,7 +27,7 @@ MIN_RANGE_BYTES = 64 << 20  # below this one grep does the whole file
 _SENTINEL = b"\x01faultloop-logsage-range-end\x01"
 
 
-@dataclass
+@dataclass(slots=True)
 class Hit:
     """A prefiltered line: where it is and what it says."""
 
@@ -80,9 +80,10 @@ def find_tool(prefilter: str) -> str | None:
 def scan_tool(path: Path, tool: str, jobs: int = 0) -> Iterator[Hit]:
     """An external prefilter (rg or grep) over `jobs` line-aligned byte ranges at once.
 
-    Each range is fed to its own process through a pipe (sendfile: no copy in Python) and ends
-    with a sentinel line whose number says how many lines the range had; outputs are read in
-    range order, so hits come out in file order and nothing is buffered here."""
+    Each range but the last is fed to its own process through a pipe (sendfile: no copy in
+    Python) and ends with a sentinel line whose number says how many lines the range had; the
+    last one's process reads the file itself (a pipe costs its searcher about a third more).
+    Outputs are read in range order, so hits come out in file order and nothing is buffered here."""
     size = path.stat().st_size
     jobs = jobs or min(4, os.cpu_count() or 1)
     bounds = _line_bounds(path, size, max(1, min(jobs, size // MIN_RANGE_BYTES)))
@@ -90,11 +91,18 @@ def scan_tool(path: Path, tool: str, jobs: int = 0) -> Iterator[Hit]:
     ranges = []
     try:
         for start, end in itertools.pairwise(bounds):
-            proc = subprocess.Popen(_tool_command(tool), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-            assert proc.stdin is not None and proc.stdout is not None
+            if end == size:  # the last range: the file itself, from the range's start
+                with open(path, "rb") as rest:
+                    rest.seek(start)
+                    proc = subprocess.Popen(_tool_command(tool), stdin=rest, stdout=subprocess.PIPE, env=env)
+                feeder = None
+            else:
+                proc = subprocess.Popen(_tool_command(tool), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+                assert proc.stdin is not None
+                feeder = threading.Thread(target=_feed, args=(path, start, end, proc.stdin), daemon=True)
+                feeder.start()
+            assert proc.stdout is not None
             _grow_pipe(proc.stdout)
-            feeder = threading.Thread(target=_feed, args=(path, start, end, proc.stdin), daemon=True)
-            feeder.start()
             ranges.append((start, proc, feeder))
         line_base = 0
         for start, proc, feeder in ranges:
@@ -108,7 +116,8 @@ def scan_tool(path: Path, tool: str, jobs: int = 0) -> Iterator[Hit]:
                     continue
                 yield Hit(line_base + int(line_no), start + int(offset), text.decode("utf-8", "replace"))
             rc = proc.wait()
-            feeder.join()
+            if feeder:
+                feeder.join()
             if rc not in (0, 1):
                 raise OSError(f"{tool} failed on {path} (exit {rc})")
             line_base += lines_in_range

@@ -455,13 +455,15 @@ def _collective(facts: Facts, text: str, rank: int | None) -> None:
     """Which collective a rank timed out on: ranks that disagree at one SeqNum desynchronized."""
     work = WORK_RE.search(text)
     if work:
-        seq = int(work.group(1))
+        number, op, numel = work.group(1, 2, 3)
+        seq = int(number)
         if len(facts.collectives) < MAX_EVIDENCE:
-            facts.collectives.setdefault(seq, set()).add((work.group(2), work.group(3)))
+            facts.collectives.setdefault(seq, set()).add((op, numel))
             if rank is not None:
-                facts.collective_ranks.setdefault((seq, work.group(2), work.group(3)), set()).add(rank)
-        facts.first_seq = seq if facts.first_seq is None else min(facts.first_seq, seq)
-        if work.group(2) in GATHERS or work.group(2) in SCATTERS:  # only these state the group's size
+                facts.collective_ranks.setdefault((seq, op, numel), set()).add(rank)
+        if facts.first_seq is None or seq < facts.first_seq:
+            facts.first_seq = seq
+        if op in GATHERS or op in SCATTERS:  # only these state the group's size
             facts.world_size = max(facts.world_size, _group_size(work, text))
 
 
