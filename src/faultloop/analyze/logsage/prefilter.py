@@ -46,6 +46,19 @@ def _ere_escape(literal: str) -> str:
     return re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\1", literal)
 
 
+def _teddy_order(literals: tuple[str, ...]) -> list[str]:
+    """The literals in the order ripgrep's SIMD search (Teddy, ripgrep 13) costs least: it sorts
+    them into 16 buckets by their place in the list (the place modulo 16), and a literal that
+    starts with a digit makes its bucket stop at every digit of a log. Such literals take the
+    places that share buckets (0, 16, 32, 1, 17, ...): the ten `N%|` in 4 buckets instead of 10
+    cost the 1 GB log nothing instead of a quarter more."""
+    digit_first = [literal for literal in literals if literal[:1].isdigit()]
+    rest = iter(literal for literal in literals if not literal[:1].isdigit())
+    places = sorted(range(len(literals)), key=lambda place: (place % 16, place))[: len(digit_first)]
+    by_place = dict(zip(places, digit_first, strict=True))
+    return [by_place[place] if place in by_place else next(rest) for place in range(len(literals))]
+
+
 def _tool_command(tool: str) -> list[str]:
     """A prefilter reading stdin and printing `line:byte offset:text` for lines with an anchor."""
     literals = (*ANCHORS, _SENTINEL.decode())
@@ -59,7 +72,7 @@ def _tool_command(tool: str) -> list[str]:
             "--no-filename",
             "--no-config",
             "-F",
-            *(f"--regexp={a}" for a in literals),
+            *(f"--regexp={a}" for a in _teddy_order(literals)),
             "-",
         ]
     return [tool, "-a", "-n", "-b", "-E", "|".join(_ere_escape(a) for a in literals)]
