@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lines", type=int, default=1_000_000, help="failure lines in the flood")
     parser.add_argument("--big-mb", type=int, default=1024, help="size of the big ordinary log")
     parser.add_argument("--peer-rev", default=PEER_REV, help="the commit whose analyzer the big log is timed against")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/out")
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -69,27 +69,29 @@ def main(argv: list[str] | None = None) -> int:
         f"runs; flood of {args.lines} failure lines; {time.perf_counter() - started:.0f} s in all"
     )
     print(
-        "| log | MB | logsage s | CPU s | MB/s | peak RSS MB | / ordinary | peer s | peer CPU s | peer RSS MB "
-        "| speed vs peer |"
+        "| log | MB | logsage s | CPU s | MB/s | peak RSS MB | / ordinary (s) | / ordinary (CPU) | peer s "
+        "| peer CPU s | peer RSS MB | speed vs peer | CPU vs peer |"
     )
-    print("|---" * 11 + "|")
+    print("|---" * 13 + "|")
     base = runs[ordinary, "mine"]
     for name, path in (("flood", flood), ("ordinary", ordinary), ("big", big)):
         size, mine, peer = sizes[path], runs[path, "mine"], runs.get((path, "peer"))
         peer_cols = (
-            f"{peer.seconds:.2f} | {peer.cpu_seconds:.2f} | {peer.rss_mb:.0f} | {peer.seconds / mine.seconds:.2f}"
+            f"{peer.seconds:.2f} | {peer.cpu_seconds:.2f} | {peer.rss_mb:.0f} | {peer.seconds / mine.seconds:.2f} "
+            f"| {mine.cpu_seconds / peer.cpu_seconds:.2f}"
             if peer
-            else "- | - | - | -"
+            else "- | - | - | - | -"
         )
         print(
             f"| {name} | {size:.0f} | {mine.seconds:.2f} | {mine.cpu_seconds:.2f} | {size / mine.seconds:.0f} "
-            f"| {mine.rss_mb:.0f} | {mine.seconds / base.seconds:.1f}x | {peer_cols} |"
+            f"| {mine.rss_mb:.0f} | {mine.seconds / base.seconds:.1f}x | {mine.cpu_seconds / base.cpu_seconds:.1f}x "
+            f"| {peer_cols} |"
         )
-    flood_ratio = runs[flood, "mine"].seconds / base.seconds
+    flood_ratio = max(runs[flood, "mine"].seconds / base.seconds, runs[flood, "mine"].cpu_seconds / base.cpu_seconds)
     speed = runs[big, "peer"].seconds / runs[big, "mine"].seconds
     rss, peer_rss = runs[big, "mine"].rss_mb, runs[big, "peer"].rss_mb
     print(
-        f"\nflood / ordinary {flood_ratio:.1f}x (target <= {FLOOD_MAX_RATIO:g}x): "
+        f"\nflood / ordinary at most {flood_ratio:.1f}x, in seconds and in CPU (target <= {FLOOD_MAX_RATIO:g}x): "
         f"{'met' if flood_ratio <= FLOOD_MAX_RATIO else 'NOT met'}; big log speed vs peer {speed:.2f} "
         f"(target >= {SPEED_MIN_RATIO:g}): {'met' if speed >= SPEED_MIN_RATIO else 'NOT met'}; "
         f"peak RSS {rss:.0f} MB on the big log, {base.rss_mb:.0f} MB on the ordinary, peer {peer_rss:.0f} MB"
