@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import NVRX_FR, TESTS, cell_manifest, needs_nvrx_dumps, put_analysis
+from conftest import NVRX_FR, TESTS, cell_manifest, needs_nvrx_dumps
 from faultloop.analyze import limits, registry
-from faultloop.analyze.analyzer import DumpsSource, Input, Spec
+from faultloop.analyze.analyzer import DumpsSource, Input, LogSource, Spec
 from faultloop.analyze.running import Outcome, timed
 from faultloop.cli import report
 from faultloop.contracts import (
@@ -32,7 +32,6 @@ from faultloop.contracts import (
 )
 from faultloop.core import atomic, layout
 from faultloop.core.cell import Cell
-from faultloop.faults import FAULTS
 from faultloop.score.cells import score_analyzers
 from faultloop.score.grade import Truth
 from faultloop.score.tables import gather
@@ -121,19 +120,12 @@ def test_a_cell_of_hostile_dumps_completes_and_the_report_says_why(tmp_path: Pat
     shutil.copytree(HOSTILE, d / "checkpoints")
     job = cell_manifest(cell, "job-1", fault_fired_time=100.0, end_time=110.0)
     job.write(d / layout.MANIFEST)
-    fault = FAULTS[cell.fault_type]
-    log = {
-        "restart": fault.restart,
-        "primary_ranks": [1],
-        "secondary_ranks": [],
-        "fault_category": fault.category,
-        "fault_type": fault.name,
-        "explanation": "e",
-        "evidence": [],
-        "checkpoint_saved": False,
-    }
-    put_analysis(d, {"builtin": log}, {})
-    atomic.write_atomic(d / layout.STRIPPED_LOG, "0: step 1\n1: step 1\n")
+    atomic.write_atomic(d / layout.STRIPPED_LOG, "0: step 1\n1: step 1\nsrun: error: node-001: task 1: Killed\n")
+    # the log analyzers as the logsage rule runs them (each in its child under the memory limit)
+    kinds = {"builtin": "faultloop", "first_error": "first_error"}
+    log_specs = [registry.spec_from_config(Input.LOG, name, {"kind": kind}, {}) for name, kind in kinds.items()]
+    log_source = LogSource(d / layout.STRIPPED_LOG, session / ".staging")
+    assert [r.status for r in registry.run_cell(Input.LOG, log_specs, log_source, d)] == [OK, OK]
 
     source = DumpsSource(str(d / "checkpoints"), 4, 4, 32, d / layout.MANIFEST)
     records = registry.run_cell(Input.DUMPS, SPECS, source, d)
