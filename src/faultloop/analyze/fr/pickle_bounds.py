@@ -10,6 +10,7 @@ The walk is one pass over the bytes with a table lookup per opcode.
 from __future__ import annotations
 
 import pickletools
+import struct
 from typing import NoReturn
 
 # Nesting: MARKs open at once (each starts a container's items). A dump nests about six deep.
@@ -95,6 +96,7 @@ _UNSIGNED_COUNT = [size if kind == _COUNTED and not signed else 0 for kind, size
 # MARK opens one more nesting level, the opcodes that pop to a MARK (none with an argument) close one
 _DEPTH_STEP = [1 if kind == _MARK else -1 if kind == _POP_MARK else 0 for kind, _, _ in _TABLE]
 _NO_STEP = [0] * 256
+_slot_at = struct.Struct("<I").unpack_from  # LONG_BINPUT's memo slot, read in place
 _LONG_BINPUT_CODE = next(ord(op.code) for op in pickletools.opcodes if op.name == "LONG_BINPUT")
 BINPUT_SLOTS = 256  # BINPUT names slots 0-255; a pickler numbers later ones by LONG_BINPUT, PUT, MEMOIZE
 _NAMES = {ord(op.code): op.name for op in pickletools.opcodes}
@@ -147,7 +149,7 @@ def check(data: bytes, *, max_depth: int = MAX_DEPTH, max_objects: int = MAX_OBJ
             pos += step
             continue
         if op == _LONG_BINPUT_CODE:
-            index = int.from_bytes(data[pos + 1 : pos + 5], "little")
+            index = _slot_at(data, pos + 1)[0] if pos + 5 <= end else int.from_bytes(data[pos + 1 : pos + 5], "little")
             if index > memo:
                 raise PickleBoundError(
                     f"LONG_BINPUT at byte {pos}: memo slot {index} out of bounds (at most {memo} here)"
