@@ -9,7 +9,7 @@ outside the repository and run from the same virtual environment; every contende
 interleaved loop, best of --repeats, and every verdict must name the silent rank. The peer does
 not run the flood (the pre-memo analyzer takes about 35 s on it; bench_flood.py --peer-src times it).
 
-    make bench-logs                       # or: python benchmarks/bench_logs.py [--repeats 3]
+    make bench-logs                       # or: python benchmarks/bench_logs.py [--repeats 7]
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lines", type=int, default=1_000_000, help="failure lines in the flood")
     parser.add_argument("--big-mb", type=int, default=1024, help="size of the big ordinary log")
     parser.add_argument("--peer-rev", default=PEER_REV, help="the commit whose analyzer the big log is timed against")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/out")
     args = parser.parse_args(argv)
     started = time.perf_counter()
