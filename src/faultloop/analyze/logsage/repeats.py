@@ -92,7 +92,7 @@ class Repeats:
         # (shape, layout) -> (prefix length, where the digits that name the source stand: lines of
         # one shape hold their digits at the same places, the templates by those digits)
         self.prefixes: dict[tuple[bytes, int], tuple[int, Callable[[str], object], dict[object, Repeat]]] = {}
-        self.templates = 0
+        self.template_count = 0
         self.forgotten_count = 0
 
     @staticmethod
@@ -128,9 +128,9 @@ class Repeats:
             return
         if any(anchor in text for anchor in DIGIT_ANCHORS):
             return
-        if self.templates >= MAX_TEMPLATES:  # a log of ever new lines: memory stays bounded
+        if self.template_count >= MAX_TEMPLATES:  # a log of ever new lines: memory stays bounded
             self.forgotten_count = self.counted()
-            self.templates = 0
+            self.template_count = 0
             self.prefixes.clear()
         length = len(line) - len(text)
         naming = [
@@ -143,7 +143,7 @@ class Repeats:
         self.prefixes[shape, layout] = (length, digits, by_source)
         work = WORK_RE.search(line, length) if rule is not None and rule.kind in COLLECTIVE_KINDS else None
         key = digits(line)
-        self.templates += key not in by_source
+        self.template_count += key not in by_source
         by_source[key] = Repeat(rule, rank, number, work=work and _groups_at(work))
 
     def counted(self) -> int:
