@@ -3,6 +3,7 @@
 #   make test  - the whole test suite (what CI runs)
 #   make test-fast - lint and the tests that start no job, service or cluster (no apt; about a minute)
 #   make fuzz  - the fuzz tests of the dump and log readers at FUZZ_EXAMPLES examples a property
+#   make bench-logs - logsage's flood and 1 GB targets in one run (benchmarks/bench_logs.py)
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -18,11 +19,12 @@ PY_SOURCES := src tests benchmarks workflow/scripts
 RUN_CONFIG ?= pool_file=config/pools/quick.tsv session=quick
 SNAKEMAKE_ARGS ?=
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 # Examples per fuzz property in `make fuzz` (the suite runs 25-40, deterministically); 2000 take
 # about half an hour on two cores. Inputs Hypothesis finds breaking a bound are kept in .hypothesis/.
 FUZZ_EXAMPLES ?= 2000
 
-.PHONY: run test test-fast fuzz setup system-deps lint fmt clean-results docs-screenshot
+.PHONY: run test test-fast fuzz bench-logs setup system-deps lint fmt clean-results docs-screenshot
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -62,6 +64,11 @@ test-fast: setup lint
 fuzz: setup
 	FAULTLOOP_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -ra tests/analyze/test_fuzz_dumps.py \
 		tests/analyze/test_fuzz_logs.py $(PYTEST_ARGS)
+
+# One table: a log flood against an ordinary log of its size, and the 1 GB log against the analyzer
+# before issue 27 (BENCH_ARGS: e.g. --repeats 5). Nice'd: the ratios are same-run.
+bench-logs: setup
+	nice -n 10 $(BIN)/python benchmarks/bench_logs.py $(BENCH_ARGS)
 
 # The checks a change must pass: the workflow's (Snakemake's linter, snakefmt) and the Python's
 # (ruff's lint and format, mypy on the package). `make fmt` fixes what can be fixed by itself.

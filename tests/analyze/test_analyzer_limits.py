@@ -1,5 +1,5 @@
-"""FR analyzers run under a memory limit per process: going over is the analyzer's recorded
-failure for the cell, and a cell whose dumps are all hostile still completes, scores and
+"""Log and FR analyzers run under a memory limit per process: going over is the analyzer's
+recorded failure for the cell, and a cell whose dumps are all hostile still completes, scores and
 reports why FR had nothing."""
 
 from __future__ import annotations
@@ -16,15 +16,22 @@ from pathlib import Path
 
 import pytest
 
-from conftest import NVRX_FR, TESTS, cell_manifest, needs_nvrx_dumps, put_analysis
+from conftest import NVRX_FR, TESTS, cell_manifest, needs_nvrx_dumps
 from faultloop.analyze import limits, registry
-from faultloop.analyze.analyzer import DumpsSource, Input, Spec
+from faultloop.analyze.analyzer import DumpsSource, Input, LogSource, Spec
 from faultloop.analyze.running import Outcome, timed
 from faultloop.cli import report
-from faultloop.contracts import FAILED, OK, FrVerdict, RunRecord, write_cell_scores, write_score_tables
+from faultloop.contracts import (
+    FAILED,
+    OK,
+    FrVerdict,
+    RunRecord,
+    read_index,
+    write_cell_scores,
+    write_score_tables,
+)
 from faultloop.core import atomic, layout
 from faultloop.core.cell import Cell
-from faultloop.faults import FAULTS
 from faultloop.score.cells import score_analyzers
 from faultloop.score.grade import Truth
 from faultloop.score.tables import gather
@@ -113,19 +120,12 @@ def test_a_cell_of_hostile_dumps_completes_and_the_report_says_why(tmp_path: Pat
     shutil.copytree(HOSTILE, d / "checkpoints")
     job = cell_manifest(cell, "job-1", fault_fired_time=100.0, end_time=110.0)
     job.write(d / layout.MANIFEST)
-    fault = FAULTS[cell.fault_type]
-    log = {
-        "restart": fault.restart,
-        "primary_ranks": [1],
-        "secondary_ranks": [],
-        "fault_category": fault.category,
-        "fault_type": fault.name,
-        "explanation": "e",
-        "evidence": [],
-        "checkpoint_saved": False,
-    }
-    put_analysis(d, {"builtin": log}, {})
-    atomic.write_atomic(d / layout.STRIPPED_LOG, "0: step 1\n1: step 1\n")
+    atomic.write_atomic(d / layout.STRIPPED_LOG, "0: step 1\n1: step 1\nsrun: error: node-001: task 1: Killed\n")
+    # the log analyzers as the logsage rule runs them (each in its child under the memory limit)
+    kinds = {"builtin": "faultloop", "first_error": "first_error"}
+    log_specs = [registry.spec_from_config(Input.LOG, name, {"kind": kind}, {}) for name, kind in kinds.items()]
+    log_source = LogSource(d / layout.STRIPPED_LOG, session / ".staging")
+    assert [r.status for r in registry.run_cell(Input.LOG, log_specs, log_source, d)] == [OK, OK]
 
     source = DumpsSource(str(d / "checkpoints"), 4, 4, 32, d / layout.MANIFEST)
     records = registry.run_cell(Input.DUMPS, SPECS, source, d)
@@ -151,6 +151,52 @@ def test_a_cell_of_hostile_dumps_completes_and_the_report_says_why(tmp_path: Pat
     assert "Dumps present but none readable" in md
     assert "refused before unpickling: LONG_BINPUT" in md  # the first refused dump's bound
     assert "no dump torchfrtrace may read (13 unsafe or unreadable)" in md  # under analyzer failures
+
+
+def test_a_log_analyzer_over_the_limit_fails_for_the_cell_only(tmp_path: Path) -> None:
+    """The logsage rule's command under a 0.5 GiB limit: a command analyzer that takes 2 GiB is a
+    recorded failure naming the limit, faultloop's logsage beside it still reads the log."""
+    cell_dir = tmp_path / "cell"
+    log = cell_dir / layout.STRIPPED_LOG
+    atomic.write_atomic(log, "0: step 1\n1: step 1\n0: RuntimeError: CUDA error: an illegal memory access\n")
+    greedy = {"kind": "command", "command": f"{sys.executable} -c 'bytearray(2 << 30)' {{log}}"}
+    specs = [registry.spec_from_config(Input.LOG, "faultloop", None, {})]
+    specs.append(registry.spec_from_config(Input.LOG, "greedy", greedy, {}))
+    index = cell_dir / layout.LOGSAGE_INDEX
+    argv = ["run-cell", "--log", str(log), "--index", str(index), "--specs", registry.specs_json(specs)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "faultloop.cli", "analyzers", *argv],
+        env={**os.environ, limits.ENV: "0.5"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    records = {record.analyzer: record for record in read_index(index)}
+    assert records["faultloop"].status == OK, records["faultloop"].error
+    assert records["greedy"].status == FAILED
+    assert records["greedy"].error == (
+        "exited with status 1: went over its memory limit of 0.5 GiB (FAULTLOOP_ANALYZER_MEMORY_GB)"
+    )
+    assert "MemoryError" in records["greedy"].stderr_tail
+
+
+def test_faultloop_logsage_holds_itself_to_the_limit(tmp_path: Path) -> None:
+    """The command line reads a log in its own process, under the limit like fr: 0.1 GiB is room
+    enough (logsage streams), 0.02 GiB is not, and it says so in one line."""
+    log = tmp_path / "job.log"
+    log.write_text("0: step 1\n" * 100_000 + "0: RuntimeError: CUDA error: an illegal memory access\n")
+    argv = [sys.executable, "-m", "faultloop.cli", "logsage", "--log-path", str(log), "--format", "json"]
+
+    def run(gib: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(argv, env={**os.environ, limits.ENV: gib}, capture_output=True, text=True, timeout=120)
+
+    within = run("0.1")
+    assert within.returncode == 0, within.stderr
+    assert json.loads(within.stdout)["primary_ranks"] == [0]
+    over = run("0.02")
+    assert over.returncode == 1
+    assert over.stderr == "faultloop logsage: went over its memory limit of 0.02 GiB (FAULTLOOP_ANALYZER_MEMORY_GB)\n"
 
 
 def test_faultloop_fr_holds_itself_to_the_limit(tmp_path: Path) -> None:

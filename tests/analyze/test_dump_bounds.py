@@ -44,7 +44,7 @@ def test_hostile_dumps_are_refused_fast_with_memory_flat() -> None:
         message = result.outcome.split(": ", 1)[1]
         assert "\n" not in message and message.startswith(result.path), message
         assert result.grew_kib < FLAT_KIB, result
-        assert result.seconds < 1.0, result  # well under a second: a bound, not a speed target
+        assert result.seconds < 0.25, result  # well under a second (22 ms the slowest, idle): a bound
     by_name = {Path(r.path).name: r.outcome for r in results}
     assert "LONG_BINPUT at byte 3: memo slot 805306368 out of bounds (at most 256 here)" in by_name["_dump_0"]
     assert "BINBYTES8 at byte 2: declared length 100000000000" in by_name["_dump_3"]

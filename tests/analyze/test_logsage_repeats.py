@@ -26,15 +26,18 @@ def _both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[dict, dict]:
     return with_memo, without
 
 
-def flood(path: Path, lines: int, *, culprit: int = 3, ranks: int = 8) -> Path:
+def flood(
+    path: Path, lines: int, *, culprit: int = 3, ranks: int = 8, first_seq: int = 100, op: str = "ALLREDUCE"
+) -> Path:
     """Every rank but the culprit timing out again and again, with new numbers each time."""
     out = []
+    numel_out = 4096 * ranks if op == "ALLGATHER" else 4096
     for i in range(lines):
         r = [x for x in range(ranks) if x != culprit][i % (ranks - 1)]
         out.append(
             f"{r}: [rank{r}]:[E1130 13:10:{i % 60:02d}.{i:06d} {4100 + r} ProcessGroupNCCL.cpp:632] [Rank {r}] "
-            f"Watchdog caught collective operation timeout: WorkNCCL(SeqNum={100 + i // (ranks - 1)}, "
-            f"OpType=ALLREDUCE, NumelIn=4096, NumelOut=4096, Timeout(ms)=600000) ran for {600000 + i} milliseconds "
+            f"Watchdog caught collective operation timeout: WorkNCCL(SeqNum={first_seq + i // (ranks - 1)}, "
+            f"OpType={op}, NumelIn=4096, NumelOut={numel_out}, Timeout(ms)=600000) ran for {600000 + i} milliseconds "
             "before timing out."
         )
     out.append(f"srun: error: node-001: task {culprit}: Killed")
@@ -61,6 +64,29 @@ def test_a_flood_is_counted_and_keeps_the_full_scans_verdict(tmp_path: Path, mon
     assert full.repeated_lines == 0
     # every repeat's SeqNum counted in order: the (capped) collectives are the full scan's
     assert (facts.first_seq, facts.collectives) == (full.first_seq, full.collectives) and facts.first_seq == 100
+
+
+def test_a_repeated_collective_reads_its_numbers_where_its_first_line_had_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The memo takes a repeat's SeqNum, op and sizes from the places its template's first line
+    held them: SeqNums growing a digit (a new template) and a gather stating the group's size
+    give the full scan's collectives, ranks per collective and world size."""
+    log = flood(tmp_path / "flood.log", 700, first_seq=90, op="ALLGATHER")
+    facts, full = Facts(), Facts()
+    for into in (facts, full):
+        with monkeypatch.context() as patch:
+            if into is full:
+                _full_scan(patch)
+            scan.census(log, into)
+            scan.scan(log, into, "auto", 1)
+    assert facts.repeated_lines > 600 and full.repeated_lines == 0
+    assert facts.world_size == full.world_size == 8
+    assert (facts.first_seq, facts.collectives, facts.collective_ranks) == (
+        full.first_seq,
+        full.collectives,
+        full.collective_ranks,
+    )
 
 
 def test_templates_forgotten_when_full_change_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,9 +1,10 @@
-"""A memory limit per process for analyzers that read untrusted files (flight-recorder dumps).
+"""A memory limit per process for analyzers that read untrusted files (logs, flight-recorder dumps).
 
-A hostile or broken dump must not take the machine: each FR analyzer's attempt on a cell runs in
-a forked child under an address-space limit (RLIMIT_AS, inherited by every program it starts, so
-torchfrtrace and NVRx's tool are held too). Going over is that analyzer's recorded failure for
-the cell, with the limit named; the workflow and the other analyzers carry on.
+A hostile or broken input must not take the machine: each log or FR analyzer's attempt on a cell
+runs in a forked child under an address-space limit (RLIMIT_AS, inherited by every program it
+starts, so ripgrep, torchfrtrace, NVRx's tools and a user's command are held too). Going over is
+that analyzer's recorded failure for the cell, with the limit named; the workflow and the other
+analyzers carry on.
 
 The limit is `FAULTLOOP_ANALYZER_MEMORY_GB` (GiB; 0 turns it off), by default 16 GiB or three
 quarters of the machine's memory where that is less.

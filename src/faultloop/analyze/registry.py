@@ -77,7 +77,7 @@ class Place:
     folder: Callable[[str], str]
     files: tuple[str, str]  # the verdict and its text form
     index: str
-    memory_limited: bool = False  # untrusted binary input: each attempt in a child under `limits`
+    memory_limited: bool = False  # untrusted input (logs, dumps): each attempt in a child under `limits`
 
 
 PLACES = {
@@ -87,6 +87,7 @@ PLACES = {
         layout.analyzer_dir,
         (layout.VERDICT_JSON, layout.VERDICT_TEXT),
         layout.LOGSAGE_INDEX,
+        memory_limited=True,
     ),
     Input.DUMPS: Place(
         "fr_analyzers",

@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from faultloop.analyze.logsage import Settings, analyze_log, analyze_with_llm, run_upstream
+from faultloop.analyze import limits
+from faultloop.analyze.logsage import Settings, Verdict, analyze_log, analyze_with_llm, run_upstream
 from faultloop.cli.llm_options import add_endpoint_arguments, endpoint_from_args
 from faultloop.core import atomic
 
@@ -30,19 +31,16 @@ def main(argv: list[str]) -> int:
     if not path.is_file():  # a typo, not a job without a log (the workflow hands over an empty log)
         print(f"faultloop logsage: no such log file: {path}", file=sys.stderr)
         return 2
-    if args.mode == "llm":
-        if not args.llm_base_url or not args.llm_model:
-            parser.error("--mode llm needs --llm-base-url and --llm-model")
-        llm_settings = endpoint_from_args(args)
-        verdict = analyze_with_llm(path, Settings(mode="llm", prefilter=args.prefilter, llm=llm_settings))
-    elif args.mode == "upstream":
-        try:
-            verdict = run_upstream(path, Settings("upstream"))
-        except RuntimeError as exc:
-            print(f"faultloop logsage: {exc}", file=sys.stderr)
-            return 2
-    else:
-        verdict = analyze_log(path, Settings(prefilter=args.prefilter))
+    limit = limits.memory_limit()
+    if limit is not None:  # logs are untrusted: this process and the prefilter it starts under the limit
+        limits.limit_this_process(limit)
+    try:
+        verdict = _analyze(parser, args, path)
+    except MemoryError:
+        print(f"faultloop logsage: {limits.over_limit(limit or 0)}", file=sys.stderr)
+        return 1
+    if verdict is None:
+        return 2
     atomic.emit_result(
         verdict.to_text(),
         verdict.to_json(),
@@ -51,3 +49,19 @@ def main(argv: list[str]) -> int:
         stdout_format=args.format,
     )
     return 0
+
+
+def _analyze(parser: argparse.ArgumentParser, args: argparse.Namespace, path: Path) -> Verdict | None:
+    """The verdict in the chosen mode; None when upstream's analyzer could not run (said on stderr)."""
+    if args.mode == "llm":
+        if not args.llm_base_url or not args.llm_model:
+            parser.error("--mode llm needs --llm-base-url and --llm-model")
+        llm_settings = endpoint_from_args(args)
+        return analyze_with_llm(path, Settings(mode="llm", prefilter=args.prefilter, llm=llm_settings))
+    if args.mode == "upstream":
+        try:
+            return run_upstream(path, Settings("upstream"))
+        except RuntimeError as exc:
+            print(f"faultloop logsage: {exc}", file=sys.stderr)
+            return None
+    return analyze_log(path, Settings(prefilter=args.prefilter))

@@ -10,6 +10,7 @@ The walk is one pass over the bytes with a table lookup per opcode.
 from __future__ import annotations
 
 import pickletools
+import struct
 from typing import NoReturn
 
 # Nesting: MARKs open at once (each starts a container's items). A dump nests about six deep.
@@ -92,7 +93,10 @@ _TABLE = _table()
 # the count width of each length-prefixed opcode whose count is unsigned; 0 for the rest.
 _PLAIN_STEP = [1 + size if kind in (_PLAIN, _BINPUT) else 0 for kind, size, _ in _TABLE]
 _UNSIGNED_COUNT = [size if kind == _COUNTED and not signed else 0 for kind, size, signed in _TABLE]
+# MARK opens one more nesting level, the opcodes that pop to a MARK (none with an argument) close one
+_DEPTH_STEP = [1 if kind == _MARK else -1 if kind == _POP_MARK else 0 for kind, _, _ in _TABLE]
 _NO_STEP = [0] * 256
+_slot_at = struct.Struct("<I").unpack_from  # LONG_BINPUT's memo slot, read in place
 _LONG_BINPUT_CODE = next(ord(op.code) for op in pickletools.opcodes if op.name == "LONG_BINPUT")
 BINPUT_SLOTS = 256  # BINPUT names slots 0-255; a pickler numbers later ones by LONG_BINPUT, PUT, MEMOIZE
 _NAMES = {ord(op.code): op.name for op in pickletools.opcodes}
@@ -136,12 +140,27 @@ def check(data: bytes, *, max_depth: int = MAX_DEPTH, max_objects: int = MAX_OBJ
     table = _TABLE
     # Every opcode is at least a byte: a stream shorter than max_objects cannot break that bound,
     # so only a longer one takes every opcode through the counting path.
-    plain_step, counted = (_PLAIN_STEP, _UNSIGNED_COUNT) if end <= max_objects else (_NO_STEP, _NO_STEP)
+    fast = end <= max_objects
+    plain_step, counted, depth_step = (_PLAIN_STEP, _UNSIGNED_COUNT, _DEPTH_STEP) if fast else (_NO_STEP,) * 3
     while pos < end:
         op = data[pos]
         step = plain_step[op]
-        if step:  # the fast paths: most opcodes, then strings, then numbered memo slots
+        if step:  # the fast paths: most opcodes, numbered memo slots, MARKs and what pops them, strings
             pos += step
+            continue
+        if op == _LONG_BINPUT_CODE:
+            index = _slot_at(data, pos + 1)[0] if pos + 5 <= end else int.from_bytes(data[pos + 1 : pos + 5], "little")
+            if index > memo:
+                raise PickleBoundError(
+                    f"LONG_BINPUT at byte {pos}: memo slot {index} out of bounds (at most {memo} here)"
+                )
+            memo += 1
+            pos += 5
+            continue
+        step = depth_step[op]
+        if step and 0 <= depth + step <= max_depth:  # (one that breaks the bound is named below)
+            depth += step
+            pos += 1
             continue
         width = counted[op]
         if width:
@@ -152,15 +171,6 @@ def check(data: bytes, *, max_depth: int = MAX_DEPTH, max_objects: int = MAX_OBJ
                     break
                 _too_long(data, pos - 1 - width, length, end - pos)
             pos += length
-            continue
-        if op == _LONG_BINPUT_CODE:
-            index = int.from_bytes(data[pos + 1 : pos + 5], "little")
-            if index > memo:
-                raise PickleBoundError(
-                    f"LONG_BINPUT at byte {pos}: memo slot {index} out of bounds (at most {memo} here)"
-                )
-            memo += 1
-            pos += 5
             continue
         at = pos
         kind, size, signed = table[op]

@@ -27,7 +27,7 @@ MIN_RANGE_BYTES = 64 << 20  # below this one grep does the whole file
 _SENTINEL = b"\x01faultloop-logsage-range-end\x01"
 
 
-@dataclass
+@dataclass(slots=True)
 class Hit:
     """A prefiltered line: where it is and what it says."""
 
@@ -46,6 +46,19 @@ def _ere_escape(literal: str) -> str:
     return re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\1", literal)
 
 
+def _teddy_order(literals: tuple[str, ...]) -> list[str]:
+    """The literals in the order ripgrep's SIMD search (Teddy, ripgrep 13) costs least: it sorts
+    them into 16 buckets by their place in the list (the place modulo 16), and a literal that
+    starts with a digit makes its bucket stop at every digit of a log. Such literals take the
+    places that share buckets (0, 16, 32, 1, 17, ...): the ten `N%|` in 4 buckets instead of 10
+    cost the 1 GB log nothing instead of a quarter more."""
+    digit_first = [literal for literal in literals if literal[:1].isdigit()]
+    rest = iter(literal for literal in literals if not literal[:1].isdigit())
+    places = sorted(range(len(literals)), key=lambda place: (place % 16, place))[: len(digit_first)]
+    by_place = dict(zip(places, digit_first, strict=True))
+    return [by_place[place] if place in by_place else next(rest) for place in range(len(literals))]
+
+
 def _tool_command(tool: str) -> list[str]:
     """A prefilter reading stdin and printing `line:byte offset:text` for lines with an anchor."""
     literals = (*ANCHORS, _SENTINEL.decode())
@@ -59,7 +72,7 @@ def _tool_command(tool: str) -> list[str]:
             "--no-filename",
             "--no-config",
             "-F",
-            *(f"--regexp={a}" for a in literals),
+            *(f"--regexp={a}" for a in _teddy_order(literals)),
             "-",
         ]
     return [tool, "-a", "-n", "-b", "-E", "|".join(_ere_escape(a) for a in literals)]
@@ -80,9 +93,10 @@ def find_tool(prefilter: str) -> str | None:
 def scan_tool(path: Path, tool: str, jobs: int = 0) -> Iterator[Hit]:
     """An external prefilter (rg or grep) over `jobs` line-aligned byte ranges at once.
 
-    Each range is fed to its own process through a pipe (sendfile: no copy in Python) and ends
-    with a sentinel line whose number says how many lines the range had; outputs are read in
-    range order, so hits come out in file order and nothing is buffered here."""
+    Each range but the last is fed to its own process through a pipe (sendfile: no copy in
+    Python) and ends with a sentinel line whose number says how many lines the range had; the
+    last one's process reads the file itself (a pipe costs its searcher about a third more).
+    Outputs are read in range order, so hits come out in file order and nothing is buffered here."""
     size = path.stat().st_size
     jobs = jobs or min(4, os.cpu_count() or 1)
     bounds = _line_bounds(path, size, max(1, min(jobs, size // MIN_RANGE_BYTES)))
@@ -90,25 +104,33 @@ def scan_tool(path: Path, tool: str, jobs: int = 0) -> Iterator[Hit]:
     ranges = []
     try:
         for start, end in itertools.pairwise(bounds):
-            proc = subprocess.Popen(_tool_command(tool), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-            assert proc.stdin is not None and proc.stdout is not None
+            if end == size:  # the last range: the file itself, from the range's start
+                with open(path, "rb") as rest:
+                    rest.seek(start)
+                    proc = subprocess.Popen(_tool_command(tool), stdin=rest, stdout=subprocess.PIPE, env=env)
+                feeder = None
+            else:
+                proc = subprocess.Popen(_tool_command(tool), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+                assert proc.stdin is not None
+                feeder = threading.Thread(target=_feed, args=(path, start, end, proc.stdin), daemon=True)
+                feeder.start()
+            assert proc.stdout is not None
             _grow_pipe(proc.stdout)
-            feeder = threading.Thread(target=_feed, args=(path, start, end, proc.stdin), daemon=True)
-            feeder.start()
             ranges.append((start, proc, feeder))
         line_base = 0
         for start, proc, feeder in ranges:
             assert proc.stdout is not None
             lines_in_range = 0
-            for raw in proc.stdout:
+            for raw in _output_lines(proc.stdout):
                 line_no, offset, text = raw.split(b":", 2)
-                text = text.rstrip(b"\r\n")
+                text = text.rstrip(b"\r")
                 if text == _SENTINEL:
                     lines_in_range = int(line_no) - 1
                     continue
                 yield Hit(line_base + int(line_no), start + int(offset), text.decode("utf-8", "replace"))
             rc = proc.wait()
-            feeder.join()
+            if feeder:
+                feeder.join()
             if rc not in (0, 1):
                 raise OSError(f"{tool} failed on {path} (exit {rc})")
             line_base += lines_in_range
@@ -119,6 +141,18 @@ def scan_tool(path: Path, tool: str, jobs: int = 0) -> Iterator[Hit]:
             proc.wait()
             if proc.stdout:
                 proc.stdout.close()
+
+
+def _output_lines(stream: IO[bytes]) -> Iterator[bytes]:
+    """A prefilter's output lines without their newlines, split a megabyte at a time (a flood
+    prints a million: reading them one by one costs more than the split)."""
+    carry = b""
+    while block := os.read(stream.fileno(), 1 << 20):
+        lines = (carry + block).split(b"\n")
+        carry = lines.pop()
+        yield from lines
+    if carry:
+        yield carry
 
 
 def _line_bounds(path: Path, size: int, parts: int) -> list[int]:

@@ -32,6 +32,7 @@ from faultloop.analyze.logsage.rules import (
     TERMINATE,
     TIMEOUT,
     TRACEBACK,
+    WORK_RE,
     Rule,
 )
 
@@ -72,6 +73,9 @@ class Repeat:
     first: int
     last: int = 0
     count: int = 0
+    # a collective timeout's WORK_RE groups in a line of the template: where its first line had
+    # them (lines of one shape hold their digits, and so every group, at the same places)
+    work: Callable[[str], tuple[str, ...]] | None = None
 
 
 class Repeats:
@@ -86,9 +90,9 @@ class Repeats:
 
     def __init__(self) -> None:
         # (shape, layout) -> (prefix length, where the digits that name the source stand: lines of
-        # one shape hold their digits at the same places)
-        self.prefixes: dict[tuple[bytes, int], tuple[int, Callable[[str], object]]] = {}
-        self.templates: dict[tuple[bytes, int, object], Repeat] = {}  # (shape, layout, source digits)
+        # one shape hold their digits at the same places, the templates by those digits)
+        self.prefixes: dict[tuple[bytes, int], tuple[int, Callable[[str], object], dict[object, Repeat]]] = {}
+        self.template_count = 0
         self.forgotten_count = 0
 
     @staticmethod
@@ -98,14 +102,14 @@ class Repeats:
     def seen(self, line: str, layout: int, number: int) -> tuple[Repeat, str] | None:
         """The reading of the line's template and the words behind its prefixes, when the line
         repeats one (then it is counted); its prefixes are not parsed."""
-        if len(line) > MAX_LINE or "/s" in line or "/it" in line or "Timeout (" in line:  # _ALWAYS_READ, inlined
+        if len(line) > MAX_LINE:  # (a line always read has no learnt shape: its marks hold no digit)
             return None
-        shape = self._shape(line)
+        shape = line.encode("utf-8", "surrogatepass").translate(_DIGITS)  # _shape, inlined: a hot loop
         known = self.prefixes.get((shape, layout))
         if known is None:
             return None
-        length, digits = known
-        repeat = self.templates.get((shape, layout, digits(line)))
+        length, digits, by_source = known
+        repeat = by_source.get(digits(line))
         if repeat is None:
             return None
         repeat.count += 1
@@ -124,9 +128,9 @@ class Repeats:
             return
         if any(anchor in text for anchor in DIGIT_ANCHORS):
             return
-        if len(self.templates) >= MAX_TEMPLATES:  # a log of ever new lines: memory stays bounded
-            self.forgotten_count += sum(r.count for r in self.templates.values())
-            self.templates.clear()
+        if self.template_count >= MAX_TEMPLATES:  # a log of ever new lines: memory stays bounded
+            self.forgotten_count = self.counted()
+            self.template_count = 0
             self.prefixes.clear()
         length = len(line) - len(text)
         naming = [
@@ -134,12 +138,18 @@ class Repeats:
         ]
         digits = itemgetter(*naming) if naming else _no_digits  # a line's digits at those places, at C speed
         shape = self._shape(line)
-        self.prefixes[shape, layout] = (length, digits)
-        self.templates[shape, layout, digits(line)] = Repeat(rule, rank, number)
+        known = self.prefixes.get((shape, layout))
+        by_source = known[2] if known else {}
+        self.prefixes[shape, layout] = (length, digits, by_source)
+        work = WORK_RE.search(line, length) if rule is not None and rule.kind in COLLECTIVE_KINDS else None
+        key = digits(line)
+        self.template_count += key not in by_source
+        by_source[key] = Repeat(rule, rank, number, work=work and _groups_at(work))
 
     def counted(self) -> int:
         """Lines counted instead of analysed."""
-        return self.forgotten_count + sum(r.count for r in self.templates.values())
+        repeats = (repeat for _, _, by_source in self.prefixes.values() for repeat in by_source.values())
+        return self.forgotten_count + sum(repeat.count for repeat in repeats)
 
 
 def _names_source(line: str, run: re.Match[str], source: Source) -> bool:
@@ -147,6 +157,12 @@ def _names_source(line: str, run: re.Match[str], source: Source) -> bool:
     where the run holds another number of the same length."""
     other = "".join(str((int(digit) + 1) % 10) for digit in run.group())
     return framing.peel(line[: run.start()] + other + line[run.end() :])[0] != source
+
+
+def _groups_at(work: re.Match[str]) -> Callable[[str], tuple[str, ...]]:
+    """WORK_RE's four groups taken from another line of the matched line's shape, by place (an
+    absent group as '')."""
+    return itemgetter(*(slice(*work.span(g)) if work.start(g) >= 0 else slice(0, 0) for g in range(1, 5)))
 
 
 def _no_digits(line: str) -> object:

@@ -28,7 +28,7 @@ from faultloop.analyze.logsage.facts import (
 )
 from faultloop.analyze.logsage.framing import DEVICE
 from faultloop.analyze.logsage.launchers import WHY_ABOVE, torchrun
-from faultloop.analyze.logsage.repeats import COLLECTIVE_KINDS, Repeats
+from faultloop.analyze.logsage.repeats import Repeats
 from faultloop.analyze.logsage.rules import (
     BUSY,
     CHILD_ERROR,
@@ -361,8 +361,8 @@ def _scan_hits(path: Path, facts: Facts, prefilter_name: str, jobs: int, log: IO
         if (counted := repeats.seen(hit.text, len(facts.label_pairs), hit.line)) is not None:
             repeat, text = counted
             if repeat.rule is not None:  # a flood: counted, not classified again
-                if repeat.rule.kind in COLLECTIVE_KINDS:  # its SeqNum is compared across ranks, in order
-                    _collective(facts, text, repeat.rank)
+                if repeat.work is not None:  # a collective's SeqNum is compared across ranks, in order
+                    count_collective(facts, repeat.work(hit.text), text, repeat.rank)
                 if terminate and hit.line - terminate.line <= 2:
                     drop(facts, terminate)
                 previous, terminate = (hit.line, repeat.rank), None
@@ -471,23 +471,27 @@ def _collective(facts: Facts, text: str, rank: int | None) -> None:
     """Which collective a rank timed out on: ranks that disagree at one SeqNum desynchronized."""
     work = WORK_RE.search(text)
     if work:
-        seq = int(work.group(1))
-        if len(facts.collectives) < MAX_EVIDENCE:
-            facts.collectives.setdefault(seq, set()).add((work.group(2), work.group(3)))
-            if rank is not None:
-                facts.collective_ranks.setdefault((seq, work.group(2), work.group(3)), set()).add(rank)
-        facts.first_seq = seq if facts.first_seq is None else min(facts.first_seq, seq)
-        if work.group(2) in GATHERS or work.group(2) in SCATTERS:  # only these state the group's size
-            facts.world_size = max(facts.world_size, _group_size(work, text))
+        count_collective(facts, work.group(1, 2, 3, 4), text, rank)
 
 
-def _group_size(work: re.Match[str], text: str) -> int:
+def count_collective(facts: Facts, work: tuple[str, ...], text: str, rank: int | None) -> None:
+    """One timed-out collective: WORK_RE's groups (SeqNum, op, NumelIn, NumelOut; an absent one
+    None or '') read from `text`."""
+    number, op, numel_in, numel_out = work
+    seq, size = int(number), numel_in or None
+    if len(facts.collectives) < MAX_EVIDENCE:
+        facts.collectives.setdefault(seq, set()).add((op, size))
+        if rank is not None:
+            facts.collective_ranks.setdefault((seq, op, size), set()).add(rank)
+    if facts.first_seq is None or seq < facts.first_seq:
+        facts.first_seq = seq
+    if op in GATHERS or op in SCATTERS:  # only these state the group's size
+        facts.world_size = max(facts.world_size, _group_size(op, int(numel_in or 0), int(numel_out or 0), text))
+
+
+def _group_size(op: str, numel_in: int, numel_out: int, text: str) -> int:
     """The default group's size, where a timed-out gather or reduce-scatter of it states its
     input and output sizes (0 where it does not)."""
-    op = work.group(2)
-    if op not in GATHERS and op not in SCATTERS:
-        return 0
-    numel_in, numel_out = int(work.group(3) or 0), int(work.group(4) or 0)
     if not (numel_in and numel_out and DEFAULT_GROUP_RE.search(text)):
         return 0
     big, small = (numel_out, numel_in) if op in GATHERS else (numel_in, numel_out)
