@@ -286,18 +286,19 @@ def test_every_rule_regex_needs_one_of_its_anchors() -> None:
 
 def test_the_anchors_stay_within_ripgreps_literal_fast_path() -> None:
     """ripgrep (13) searches a literal set with SIMD on each literal's first three bytes: up to
-    about 46 literals as fast as 36, 1.5x slower at 50 and 5x at 64 on the 1 GB log; one literal of
+    about 47 literals as fast as 36 (`make bench-logs` with 47: the 1 GB log at 0.92x the pre-issue-27
+    speed), 1.5x slower at 50 and 5x at 64 on the 1 GB log; one literal of
     two bytes shortens every fingerprint (`%|` alone made the prefilter 3x slower), one that starts
     with a digit slows its bucket. A new rule reuses the table's short anchors ("rror", "ignal",
     "exit", ...)."""
-    assert len(prefilter.ANCHORS) <= 46, prefilter.ANCHORS
+    assert len(prefilter.ANCHORS) <= 47, prefilter.ANCHORS
     assert min(map(len, prefilter.ANCHORS)) >= 3, prefilter.ANCHORS
     # literals that start with a digit share as few of its 16 buckets as their number allows
     literals = (*prefilter.ANCHORS, "sentinel")
     order = prefilter._teddy_order(literals)
     assert sorted(order) == sorted(literals)
     digit_first = [place for place, literal in enumerate(order) if literal[:1].isdigit()]
-    assert len({place % 16 for place in digit_first}) == -(-len(digit_first) // (len(order) // 16 + 1))
+    assert len({place % 16 for place in digit_first}) == -(-len(digit_first) // -(-len(order) // 16))
 
 
 # -- streaming, prefilter equivalence, fingerprint ---------------------------------------------

@@ -55,7 +55,7 @@ CASES: dict[str, list[tuple[str, str | None, tuple[str, str, list[int], str | No
         ),
         (
             "Exception: process {rank} terminated with signal SIGKILL",
-            messages.UNCHECKED,
+            "<1.8",
             ("crash", STOP, [5], "SIGKILL"),
         ),
         ("-- Process {rank} terminated with the following error:", None, ("exception", STOP, [5], "WORKLOAD_EXC")),
