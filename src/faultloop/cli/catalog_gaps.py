@@ -31,31 +31,35 @@ def main(argv: list[str]) -> int:
         help="`strings -n 8` of the release's compiled libraries, read as format strings (repeatable)",
     )
     parser.add_argument("--catalog", type=Path, default=messages.CATALOG, help="the catalog folder")
+    parser.add_argument(
+        "--reviewed", type=Path, default=sources.REVIEWED, help="templates judged to need no row (TSV)"
+    )
     parser.add_argument("--kind", choices=(sources.REPORT, sources.CHECK, "all"), default="all")
     parser.add_argument(
         "--verdicts", action="store_true", help="add what logsage makes of each uncovered template alone"
     )
     args = parser.parse_args(argv)
-    missing = [p for p in (args.source, args.git, *args.strings) if p is not None and not p.exists()]
+    missing = [p for p in (args.source, args.git, args.reviewed, *args.strings) if p is not None and not p.exists()]
     if missing:
         print(f"faultloop catalog-gaps: no such path: {missing[0]}", file=sys.stderr)
         return 2
     try:
         reading = sources.read_templates(args.program, args.source, args.git, args.rev, args.strings)
         catalog = messages.load_catalog(args.catalog)
+        reviewed = sources.load_reviewed(args.reviewed)
     except (subprocess.CalledProcessError, ValueError) as exc:
         print(f"faultloop catalog-gaps: {exc}", file=sys.stderr)
         return 2
     if args.kind != "all":
         reading = dataclasses.replace(reading, templates=[t for t in reading.templates if t.kind == args.kind])
-    found = sources.coverage(reading, catalog, args.program)
+    found = sources.coverage(reading, catalog, args.program, reviewed)
     print(
         f"# {args.program} at {args.source or f'{args.git}@{args.rev}'}: {len(found.templates)} templates,"
-        f" {len(found.covered)} covered, {len(found.uncovered)} uncovered;"
+        f" {len(found.covered)} covered, {len(found.reviewed)} reviewed, {len(found.uncovered)} left;"
         f" catalog rows of {args.program}: {len(found.rows_seen)} printed, {len(found.rows_unseen)} not,"
         f" {len(found.rows_unread)} from files not read"
     )
-    print("# uncovered: path:line\temitter\tkind\ttemplate" + ("\tlogsage alone" if args.verdicts else ""))
+    print("# left: path:line\temitter\tkind\ttemplate" + ("\tlogsage alone" if args.verdicts else ""))
     for template in found.uncovered:
         line = f"{template.path}:{template.line}\t{template.emitter}\t{template.kind}\t{template.text!r}"
         if args.verdicts:

@@ -18,6 +18,7 @@ MAX_CALL_CHARS are skipped.
 
 from __future__ import annotations
 
+import csv
 import re
 import subprocess
 from collections.abc import Iterable, Iterator
@@ -30,6 +31,12 @@ MAX_FILE_BYTES = 4_000_000  # the largest source file read (torch's ProcessGroup
 MAX_CALL_CHARS = 4_000  # an emitter's arguments longer than this are not a message
 MIN_WORDS = 12  # a template with fewer literal characters than this names nothing a row could match
 HOLE = "\x00"  # a value the program fills in, while a template is built
+
+REVIEWED = Path(__file__).parent / "reviewed.tsv"  # templates read and judged to need no catalog row
+REVIEWED_COLUMNS = ("program", "template", "reason")
+# why a template needs no row: a setting or bad value the generic rule or a row reads; a line that
+# reports no failure; the caller's misuse; a developer's trace; the same failure as a row's (named)
+_REASON = re.compile(r"configuration|info|api_misuse|debug|duplicate_of \S+")
 
 CHECK = "check"  # a precondition on the caller's arguments: misuse, which the generic exception rule reads
 REPORT = "report"  # the program reports a failure or a warning it met at run time
@@ -379,7 +386,8 @@ class Coverage:
 
     templates: list[SourceTemplate]
     covered: list[tuple[SourceTemplate, Template]]  # each with the first row that shows it
-    uncovered: list[SourceTemplate]
+    uncovered: list[SourceTemplate]  # neither covered nor reviewed: what is left to judge
+    reviewed: list[SourceTemplate]  # uncovered, but judged in reviewed.tsv to need no row
     rows_seen: list[Template]  # the program's rows whose wording a template of this release matches
     rows_unseen: list[Template]  # rows from a file read that no template matches: another release's wording
     rows_unread: list[Template]  # rows whose source file was not read: nothing said of them
@@ -399,9 +407,30 @@ def _row_words(row: Template) -> str:
     return max((_EXCEPTION_PREFIX.sub("", piece).strip() for piece in pieces), key=len)
 
 
-def coverage(reading: Reading, catalog: list[Template], program: str) -> Coverage:
+def load_reviewed(path: Path = REVIEWED) -> frozenset[tuple[str, str]]:
+    """(program, template) of every reviewed template: its text as catalog-gaps prints it, `\\n`
+    between lines."""
+    reviewed: set[tuple[str, str]] = set()
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        if tuple(reader.fieldnames or ()) != REVIEWED_COLUMNS:
+            raise ValueError(f"{path}: columns must be {', '.join(REVIEWED_COLUMNS)}")
+        for row_no, row in enumerate(reader, start=2):
+            if not all(row.values()) or not _REASON.fullmatch(row["reason"]):
+                raise ValueError(
+                    f"{path.name}:{row_no}: every field is needed; reason is configuration, info,"
+                    " api_misuse, debug or duplicate_of <row>"
+                )
+            reviewed.add((row["program"], row["template"].replace("\\n", "\n")))
+    return frozenset(reviewed)
+
+
+def coverage(
+    reading: Reading, catalog: list[Template], program: str, reviewed: frozenset[tuple[str, str]] = frozenset()
+) -> Coverage:
     """Which templates a catalog row shows (any program's row: a launcher's table may hold a
-    program's words), and which of the program's rows this release prints."""
+    program's words), which are reviewed as needing none, and which of the program's rows this
+    release prints."""
     unique = list({(t.text, t.kind): t for t in reading.templates}.values())
     anchors = [(t, t.anchor()) for t in unique]
     rows = [(row, [_squeeze(line) for line in _row_lines(row)]) for row in catalog]
@@ -417,6 +446,7 @@ def coverage(reading: Reading, catalog: list[Template], program: str) -> Coverag
             matched_rows.update(row.where for row in hits)
         else:
             uncovered.append(template)
+    left = [t for t in uncovered if t.emitter != "strings"]  # a library's strings are no message list
     own = [row for row in catalog if row.program == program]
     for row in own:  # words a table or a return statement prints, read verbatim
         words = _row_words(row)
@@ -425,7 +455,8 @@ def coverage(reading: Reading, catalog: list[Template], program: str) -> Coverag
     return Coverage(
         [t for t, a in anchors if a is not None],
         covered,
-        [t for t in uncovered if t.emitter != "strings"],  # a library's strings are no message list
+        [t for t in left if (program, t.text) not in reviewed],
+        [t for t in left if (program, t.text) in reviewed],
         [row for row in own if row.where in matched_rows],
         [row for row in own if row.where not in matched_rows and reading.has_read(row)],
         [row for row in own if row.where not in matched_rows and not reading.has_read(row)],
