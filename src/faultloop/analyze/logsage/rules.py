@@ -161,8 +161,8 @@ NCCL_IBVWRAP = ("NCCL", "src/misc/ibvwrap.cc")
 NCCL_SHM = ("NCCL", "src/misc/shmutils.cc")
 NCCL_SOCKET = ("NCCL", "src/misc/socket.cc (src/include/socket.h before 2.12, src/os/linux.cc from 2.29)")
 NCCL_BOOTSTRAP = ("NCCL", "src/bootstrap.cc")
-NCCL_CONNECTIONS = ("NCCL", "src/misc/socket.cc, src/transport/net_socket.cc, src/proxy.cc")
-NCCL_NET_SOCKET = ("NCCL", "src/transport/net_socket.cc")
+NCCL_CONNECTIONS = ("NCCL", "src/misc/socket.cc, src/transport/net_socket.cc, src/proxy.cc, src/misc/ipcsocket.cc")
+NCCL_SIZE_CHECKS = ("NCCL", "src/transport/net_socket.cc, src/transport/net_ib.cc")
 NCCL_INIT = ("NCCL", "src/init.cc")
 NCCL_INTERFACES = ("NCCL", "src/bootstrap.cc, src/misc/socket.cc, src/transport/net_socket.cc")
 CUDA_RUNTIME = ("CUDA runtime", "cuda_runtime_api.h (cudaGetErrorString), via c10/cuda/CUDAException.h")
@@ -339,12 +339,16 @@ RULES: tuple[Rule, ...] = (
     # the other end of a connection went away (recv or send failed, the proxy's socket died): a victim
     Rule("nccl_socket_failed", PEER_LOST, ("NCCL WARN",),
          r"NCCL WARN (?:.*Call to (?:recv from|send to) \S+ failed|NET/Socket : socket progress error|"
-         r"Socket recv failed while polling|\[Service thread\] Could not receive type from localRank)",
+         r"Socket recv failed while polling|\[Service thread\] Could not receive type from localRank|"
+         r"UDS: (?:Receiving|Sending) data over socket.* failed|ncclProxy\w+ call to (?:top parent rank|tpRank) \d+.* failed)",
          origin=NCCL_CONNECTIONS),
     # the socket transport got a bigger message than this rank posted: NCCL returns ncclInvalidUsage and
     # names "a mismatch in collective sizes or environment settings (NCCL_PROTO, NCCL_ALGO) between ranks"
-    Rule("nccl_size_mismatch", FATAL, ("NCCL WARN",), r"NCCL WARN NET/Socket : peer \S+ message truncated : receiving",
-         Cause.WORKLOAD_EXC, NCCL_NET_SOCKET),
+    # (NET/IB's sender finds the receiver's posted buffer smaller, and returns ncclInternalError)
+    Rule("nccl_size_mismatch", FATAL, ("NCCL WARN",),
+         r"NCCL WARN NET/(?:Socket : peer \S+ message truncated : receiving|"
+         r"IB : (?:req \S+ tag \S+ )?peer \S+ (?:collective mismatch error|posted incorrect receive info))",
+         Cause.WORKLOAD_EXC, NCCL_SIZE_CHECKS),
     # two ranks on one GPU: the launch maps ranks to devices wrongly
     Rule("nccl_duplicate_gpu", FATAL, ("NCCL WARN",), r"NCCL WARN Duplicate GPU detected : rank \d+ and rank \d+",
          Cause.CONFIG_ERROR, NCCL_INIT),
