@@ -324,7 +324,7 @@ RULES: tuple[Rule, ...] = (
     # a connection that could not be made (refused, timed out, unreachable, out of retries): during
     # setup the addresses and interfaces the job chose, after progress the network's state
     Rule("nccl_connect_failed", NETWORK_KIND, ("NCCL WARN",),
-         r"NCCL WARN (?:.*\b[Cc]onnect to \S+ (?:failed|returned .*exceeded error retry count)|"
+         r"NCCL WARN (?:.*\b[Cc]onnect to \S+ (?:failed|returned .*(?:exceeded error retry count|errno \d))|"
          r"(?:socketStartConnect|socketPollConnect): exceeded (?:retries|timeouts)|.*: connect returned .*exceeded error "
          r"retry count|(?:ncclOs)?[Ss]ocketPollConnect(?: to \S+ failed with error| poll\(\) failed))",
          Cause.NCCL_SETUP, NCCL_SOCKET),

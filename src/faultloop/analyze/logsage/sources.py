@@ -34,9 +34,13 @@ HOLE = "\x00"  # a value the program fills in, while a template is built
 
 REVIEWED = Path(__file__).parent / "reviewed.tsv"  # templates read and judged to need no catalog row
 REVIEWED_COLUMNS = ("program", "template", "reason")
-# why a template needs no row: a setting or bad value the generic rule or a row reads; a line that
-# reports no failure; the caller's misuse; a developer's trace; the same failure as a row's (named)
-_REASON = re.compile(r"configuration|info|api_misuse|debug|duplicate_of \S+")
+# why a template needs no row: a setting or bad value (a row or the result code's line reads it); a
+# line that reports no failure (a skipped device, a fallback); the caller's misuse of NCCL's API; a
+# check of the program's own invariants (a bug, no platform fault); a line printed after another
+# failure, whose own line a row reads (teardown after an abort); code of another OS; the same
+# failure as a named row's
+REASONS = ("configuration", "info", "api_misuse", "internal", "consequence", "platform", "duplicate_of <row>")
+_REASON = re.compile(r"configuration|info|api_misuse|internal|consequence|platform|duplicate_of \S+")
 
 CHECK = "check"  # a precondition on the caller's arguments: misuse, which the generic exception rule reads
 REPORT = "report"  # the program reports a failure or a warning it met at run time
@@ -418,8 +422,7 @@ def load_reviewed(path: Path = REVIEWED) -> frozenset[tuple[str, str]]:
         for row_no, row in enumerate(reader, start=2):
             if not all(row.values()) or not _REASON.fullmatch(row["reason"]):
                 raise ValueError(
-                    f"{path.name}:{row_no}: every field is needed; reason is configuration, info,"
-                    " api_misuse, debug or duplicate_of <row>"
+                    f"{path.name}:{row_no}: every field is needed; reason is one of {', '.join(REASONS)}"
                 )
             reviewed.add((row["program"], row["template"].replace("\\n", "\n")))
     return frozenset(reviewed)
