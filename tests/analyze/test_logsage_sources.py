@@ -171,10 +171,63 @@ def test_the_command_lists_gaps_and_refuses_a_missing_path(tmp_path: Path, capsy
     )
     assert catalog_gaps.main(["NCCL", "--source", str(tmp_path), "--verdicts"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"# NCCL at {tmp_path}: 2 templates, 1 covered, 1 uncovered;")
+    assert out.startswith(f"# NCCL at {tmp_path}: 2 templates, 1 covered, 0 reviewed, 1 left;")
     assert (
         "src/misc/socket.cc:2\tWARN\treport\t'Invented : no release prints this warning about'\tnone/ERRORS NOT FOUND"
         in out
     )
     assert catalog_gaps.main(["NCCL", "--source", str(tmp_path / "absent")]) == 2
     assert "no such path" in capsys.readouterr().err
+
+
+def test_reviewed_templates_are_counted_apart_from_those_left(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A reviewed template is neither covered nor left; one the list does not name stays left."""
+    (tmp_path / "src" / "misc").mkdir(parents=True)
+    (tmp_path / "src" / "misc" / "socket.cc").write_text(
+        'WARN("Net : Connection closed by remote peer %s", addr);\n'
+        'WARN("ncclSocketSend: pass NULL socket");\n'
+        'WARN("Bad value of NCCL_INVENTED_SETTING: %s\\nusing the default", value);\n'
+        'WARN("Invented : no release prints this warning about %s", what);\n'
+    )
+    reviewed = tmp_path / "reviewed.tsv"
+    reviewed.write_text(
+        "program\ttemplate\treason\n"
+        "NCCL\tncclSocketSend: pass NULL socket\tapi_misuse\n"
+        "NCCL\tBad value of NCCL_INVENTED_SETTING: {}\\nusing the default\tconfiguration\n"
+        "torch\tInvented : no release prints this warning about\tinfo\n"  # another program's list
+    )
+    assert sources.load_reviewed(reviewed) == {
+        ("NCCL", "ncclSocketSend: pass NULL socket"),
+        ("NCCL", "Bad value of NCCL_INVENTED_SETTING: {}\nusing the default"),
+        ("torch", "Invented : no release prints this warning about"),
+    }
+    assert catalog_gaps.main(["NCCL", "--source", str(tmp_path), "--reviewed", str(reviewed)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"# NCCL at {tmp_path}: 4 templates, 1 covered, 2 reviewed, 1 left;")
+    assert "src/misc/socket.cc:4\tWARN\treport\t'Invented : no release prints this warning about'" in out
+    assert "pass NULL socket" not in out
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("program\ttemplate\n", "reviewed.tsv: columns must be program, template, reason"),
+        ("program\ttemplate\treason\nNCCL\tsome template\tlooks harmless\n", "reviewed.tsv:2: every field"),
+        ("program\ttemplate\treason\nNCCL\t\tinfo\n", "reviewed.tsv:2: every field"),
+    ],
+)
+def test_the_reviewed_list_names_the_row_it_refuses(tmp_path: Path, text: str, error: str) -> None:
+    reviewed = tmp_path / "reviewed.tsv"
+    reviewed.write_text(text)
+    with pytest.raises(ValueError, match=error):
+        sources.load_reviewed(reviewed)
+
+
+def test_the_shipped_reviewed_list_loads_and_names_no_covered_template() -> None:
+    """Every reviewed template is one no catalog row shows (else the row, not the list, answers it)."""
+    catalog = messages.load_catalog()
+    for program, text in sources.load_reviewed():
+        reading = sources.Reading(
+            [sources.SourceTemplate(text, "reviewed.tsv", 1, "WARN", sources.REPORT)], frozenset(), ""
+        )
+        assert sources.coverage(reading, catalog, program).covered == [], text

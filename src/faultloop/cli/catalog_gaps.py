@@ -31,9 +31,7 @@ def main(argv: list[str]) -> int:
         help="`strings -n 8` of the release's compiled libraries, read as format strings (repeatable)",
     )
     parser.add_argument("--catalog", type=Path, default=messages.CATALOG, help="the catalog folder")
-    parser.add_argument(
-        "--reviewed", type=Path, default=sources.REVIEWED, help="templates judged to need no row (TSV)"
-    )
+    parser.add_argument("--reviewed", type=Path, default=sources.REVIEWED, help="templates judged to need no row (TSV)")
     parser.add_argument("--kind", choices=(sources.REPORT, sources.CHECK, "all"), default="all")
     parser.add_argument(
         "--verdicts", action="store_true", help="add what logsage makes of each uncovered template alone"

@@ -421,9 +421,7 @@ def load_reviewed(path: Path = REVIEWED) -> frozenset[tuple[str, str]]:
             raise ValueError(f"{path}: columns must be {', '.join(REVIEWED_COLUMNS)}")
         for row_no, row in enumerate(reader, start=2):
             if not all(row.values()) or not _REASON.fullmatch(row["reason"]):
-                raise ValueError(
-                    f"{path.name}:{row_no}: every field is needed; reason is one of {', '.join(REASONS)}"
-                )
+                raise ValueError(f"{path.name}:{row_no}: every field is needed; reason is one of {', '.join(REASONS)}")
             reviewed.add((row["program"], row["template"].replace("\\n", "\n")))
     return frozenset(reviewed)
 
