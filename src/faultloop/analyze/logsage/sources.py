@@ -4,9 +4,10 @@ the program's relevant files print, turned into a regex, set against the catalog
 The catalog (catalog/*.tsv) is written by hand from the programs' sources; this module lists what
 it does not yet hold (templates no row shows, less those reviewed.tsv judges to need none) and what
 a release no longer prints (rows whose wording no template of that release matches), so that
-keeping it complete is a procedure rather than a sample (docs/analyzers.md, "Keeping the catalog complete"). It reads a source checkout, a
-bare git directory at a revision (what a mirror gives), or an installed package; for a release
-whose compiled parts have no source at hand, the `strings` of its libraries stand in.
+keeping it complete is a procedure rather than a sample (docs/analyzers.md, "Keeping the catalog
+complete"). It reads a source checkout, a bare git directory at a revision (what a mirror gives),
+or an installed package; for a release whose compiled parts have no source at hand, the `strings`
+of its libraries stand in.
 
 The extraction reads call sites, not a parse: an emitter's arguments are taken up to its closing
 parenthesis (or `;` for a C++ stream, the line's end for a Python assert), their string literals
