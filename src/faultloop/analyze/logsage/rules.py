@@ -163,7 +163,7 @@ NCCL_SOCKET = ("NCCL", "src/misc/socket.cc (src/include/socket.h before 2.12, sr
 NCCL_BOOTSTRAP = ("NCCL", "src/bootstrap.cc")
 NCCL_CONNECTIONS = ("NCCL", "src/misc/socket.cc, src/transport/net_socket.cc, src/proxy.cc, src/misc/ipcsocket.cc")
 NCCL_SIZE_CHECKS = ("NCCL", "src/transport/net_socket.cc, src/transport/net_ib.cc")
-NCCL_INIT = ("NCCL", "src/init.cc")
+NCCL_INIT = ("NCCL", "src/init.cc (src/graph/topo.cc in 2.30.3 and 2.30.4)")
 NCCL_INTERFACES = ("NCCL", "src/bootstrap.cc, src/misc/socket.cc, src/transport/net_socket.cc")
 CUDA_RUNTIME = ("CUDA runtime", "cuda_runtime_api.h (cudaGetErrorString), via c10/cuda/CUDAException.h")
 NVIDIA_DRIVER = ("NVIDIA driver", "nvidia.ko (NVRM: Xid), nvidia-smi / NVML (nvmlErrorString)")
@@ -350,7 +350,9 @@ RULES: tuple[Rule, ...] = (
          r"IB : (?:req \S+ tag \S+ )?peer \S+ (?:collective mismatch error|posted incorrect receive info))",
          Cause.WORKLOAD_EXC, NCCL_SIZE_CHECKS),
     # two ranks on one GPU: the launch maps ranks to devices wrongly
-    Rule("nccl_duplicate_gpu", FATAL, ("NCCL WARN",), r"NCCL WARN Duplicate GPU detected : rank \d+ and rank \d+",
+    # (2.30's wording: `Multiple ranks detected using` in 2.30.3 and 2.30.4, `Multiple Ranks are using` since)
+    Rule("nccl_duplicate_gpu", FATAL, ("NCCL WARN",),
+         r"NCCL WARN (?:Duplicate GPU detected : rank \d+ and rank \d+|Multiple [Rr]anks (?:are|detected) using the same GPU)",
          Cause.CONFIG_ERROR, NCCL_INIT),
     # -- peer lost: the rank's partner died or the link broke --------------------------------
     Rule("nccl_peer_closed", PEER_LOST, ("peer",), r"Connection closed by remote peer", origin=NCCL_SOCKET),
