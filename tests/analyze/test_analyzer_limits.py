@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import resource
 import shutil
 import signal
 import subprocess
@@ -68,6 +69,28 @@ def test_a_child_that_dies_is_a_recorded_failure() -> None:
     outcome = limits.run_limited(dies, 4 << 30)
     assert outcome.verdict is None
     assert outcome.error == "its process killed by SIGKILL before it answered (memory limit 4 GiB)"
+
+
+def test_a_command_run_in_this_process_gives_the_address_space_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`faultloop logsage` and `fr` hold their process to the limit while they read; called in
+    another program's process (this test's), they leave it as it was, so what it starts later (a
+    browser reserving tens of GiB of address space) is not held to an analyzer's limit."""
+    from faultloop.cli import fr as fr_cli
+    from faultloop.cli import logsage as logsage_cli
+
+    monkeypatch.setenv(limits.ENV, "0.5")
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    log = tmp_path / "job.log"
+    log.write_text("[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    assert logsage_cli.main(["--log-path", str(log), "--format", "json"]) == 0
+    assert resource.getrlimit(resource.RLIMIT_AS) == before
+    (tmp_path / "dumps").mkdir()
+    for rank in range(2):
+        (tmp_path / "dumps" / f"_dump_{rank}").write_bytes(pickle.dumps(make_dump(2, 4, 10 + rank), protocol=2))
+    assert fr_cli.main(["--fr-path", str(tmp_path / "dumps"), "--world-size", "2", "--format", "json"]) == 0
+    assert resource.getrlimit(resource.RLIMIT_AS) == before
 
 
 def test_the_limit_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,7 +18,8 @@ import resource
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from faultloop.analyze.running import TAIL_CHARS, Outcome, exit_reason
 
@@ -57,6 +58,20 @@ def limit_this_process(limit: int) -> None:
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
     soft = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
     resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+@contextmanager
+def held_to(limit: int | None) -> Iterator[None]:
+    """This process, and what it starts meanwhile, under `limit` (None: as it is) for the block
+    only: a caller that runs a command's main in its own process (a test, a notebook) gets its
+    address space back, so a browser or a JIT it starts later is not held to an analyzer's limit."""
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    if limit is not None:
+        limit_this_process(limit)
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, before)
 
 
 def _child(attempt: Callable[[], Outcome], limit: int, write_fd: int) -> None:

@@ -43,17 +43,16 @@ def main(argv: list[str]) -> int:
         print(f"faultloop fr: {problem}", file=sys.stderr)
         return 2
     limit = limits.memory_limit()
-    if limit is not None:  # dumps are untrusted: this process and its readers under the limit
-        limits.limit_this_process(limit)
-    try:
-        result = analyze_dir(
-            args.fr_path,
-            args.pattern,
-            world_size=args.world_size,
-            gpus_per_node=args.gpus_per_node,
-            segment_size=args.segment_size,
-            workers=args.workers,
-        )
+    try:  # dumps are untrusted: this process and its readers under the limit
+        with limits.held_to(limit):
+            result = analyze_dir(
+                args.fr_path,
+                args.pattern,
+                world_size=args.world_size,
+                gpus_per_node=args.gpus_per_node,
+                segment_size=args.segment_size,
+                workers=args.workers,
+            )
     except MemoryError:
         print(f"faultloop fr: {limits.over_limit(limit or 0)}", file=sys.stderr)
         return 1

@@ -32,10 +32,9 @@ def main(argv: list[str]) -> int:
         print(f"faultloop logsage: no such log file: {path}", file=sys.stderr)
         return 2
     limit = limits.memory_limit()
-    if limit is not None:  # logs are untrusted: this process and the prefilter it starts under the limit
-        limits.limit_this_process(limit)
-    try:
-        verdict = _analyze(parser, args, path)
+    try:  # logs are untrusted: this process and the prefilter it starts under the limit
+        with limits.held_to(limit):
+            verdict = _analyze(parser, args, path)
     except MemoryError:
         print(f"faultloop logsage: {limits.over_limit(limit or 0)}", file=sys.stderr)
         return 1
