@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,30 +62,36 @@ class Template:
         return self.template.format(**SAMPLE_VALUES).split("\\n")
 
 
+def read_table(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[str, dict[str, str]]]:
+    """The rows of a tab-separated table with these columns, each with its `file:row` for
+    messages; a header other than `columns` is one error naming the file."""
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        if tuple(reader.fieldnames or ()) != columns:
+            raise ValueError(f"{path}: columns must be {', '.join(columns)}")
+        for row_no, row in enumerate(reader, start=2):
+            yield f"{path.name}:{row_no}", row
+
+
 def load_catalog(folder: Path = CATALOG) -> list[Template]:
     """Every template of every catalog file, checked for its columns and labels."""
     templates = []
     for path in sorted(folder.glob("*.tsv")):
-        with open(path, newline="") as f:
-            reader = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-            if tuple(reader.fieldnames or ()) != COLUMNS:
-                raise ValueError(f"{path}: columns must be {', '.join(COLUMNS)}")
-            for row_no, row in enumerate(reader, start=2):
-                where = f"{path.name}:{row_no}"
-                if row["restart"] not in RESTART_LABELS or not all(row.values()):
-                    raise ValueError(f"{where}: every field is needed; restart is RESTART, STOP or NOT_FOUND")
-                if row["versions"] != UNCHECKED and not _VERSIONS_RE.fullmatch(row["versions"]):
-                    raise ValueError(f"{where}: versions {row['versions']!r} is not a version range like >=1.10,<2.2")
-                templates.append(
-                    Template(
-                        row["program"],
-                        row["source"],
-                        row["versions"],
-                        row["template"],
-                        row["meaning"],
-                        row["category"],
-                        RESTART_LABELS[row["restart"]],
-                        where,
-                    )
+        for where, row in read_table(path, COLUMNS):
+            if row["restart"] not in RESTART_LABELS or not all(row.values()):
+                raise ValueError(f"{where}: every field is needed; restart is RESTART, STOP or NOT_FOUND")
+            if row["versions"] != UNCHECKED and not _VERSIONS_RE.fullmatch(row["versions"]):
+                raise ValueError(f"{where}: versions {row['versions']!r} is not a version range like >=1.10,<2.2")
+            templates.append(
+                Template(
+                    row["program"],
+                    row["source"],
+                    row["versions"],
+                    row["template"],
+                    row["meaning"],
+                    row["category"],
+                    RESTART_LABELS[row["restart"]],
+                    where,
                 )
+            )
     return templates

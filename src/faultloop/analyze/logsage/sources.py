@@ -19,14 +19,13 @@ MAX_CALL_CHARS are skipped.
 
 from __future__ import annotations
 
-import csv
 import re
 import subprocess
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from faultloop.analyze.logsage.messages import Template
+from faultloop.analyze.logsage.messages import Template, read_table
 
 MAX_FILE_BYTES = 4_000_000  # the largest source file read (torch's ProcessGroupNCCL.cpp is ~250 KB)
 MAX_CALL_CHARS = 4_000  # an emitter's arguments longer than this are not a message
@@ -416,14 +415,10 @@ def load_reviewed(path: Path = REVIEWED) -> frozenset[tuple[str, str]]:
     """(program, template) of every reviewed template: its text as catalog-gaps prints it, `\\n`
     between lines."""
     reviewed: set[tuple[str, str]] = set()
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        if tuple(reader.fieldnames or ()) != REVIEWED_COLUMNS:
-            raise ValueError(f"{path}: columns must be {', '.join(REVIEWED_COLUMNS)}")
-        for row_no, row in enumerate(reader, start=2):
-            if not all(row.values()) or not _REASON.fullmatch(row["reason"]):
-                raise ValueError(f"{path.name}:{row_no}: every field is needed; reason is one of {', '.join(REASONS)}")
-            reviewed.add((row["program"], row["template"].replace("\\n", "\n")))
+    for where, row in read_table(path, REVIEWED_COLUMNS):
+        if not all(row.values()) or not _REASON.fullmatch(row["reason"]):
+            raise ValueError(f"{where}: every field is needed; reason is one of {', '.join(REASONS)}")
+        reviewed.add((row["program"], row["template"].replace("\\n", "\n")))
     return frozenset(reviewed)
 
 
