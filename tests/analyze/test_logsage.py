@@ -15,7 +15,8 @@ import pytest
 from conftest import TESTS
 from faultloop.analyze import logsage
 from faultloop.analyze.llm import LLMSettings
-from faultloop.analyze.logsage import modes, prefilter, rules
+from faultloop.analyze.logsage import modes, prefilter, rules, vocab
+from faultloop.analyze.logsage.policy import UPSTREAM_DIFFERENCES, Policy
 from faultloop.cli import logsage as logsage_cli
 from faultloop.faults import ERRORS_NOT_FOUND, FAULTS, NO_LOGS, RESTART, STOP, Fault
 from openai_server import OpenAIServer, Reply, openai_server
@@ -202,7 +203,7 @@ def test_text_form_is_upstreams_five_parts() -> None:
     assert text[4] == "checkpoint_saved: false" and len(text) == 5
 
 
-def policy_differences(policy: dict[str, rules.Policy], faults: dict[str, Fault]) -> dict[str, str]:
+def policy_differences(policy: dict[str, Policy], faults: dict[str, Fault]) -> dict[str, str]:
     """Where logsage's own cause table and the scorer's fault table disagree on an injected fault's
     category or restart (or logsage has no row for it): fault -> what differs."""
     out = {}
@@ -217,10 +218,10 @@ def policy_differences(policy: dict[str, rules.Policy], faults: dict[str, Fault]
 
 def test_policy_agrees_with_the_scorers_expectations_except_where_documented() -> None:
     """Two tables written apart (logsage's POLICY, the scorer's FAULTS from NVRx's judge) agree on
-    every injected fault, or the difference is one rules.UPSTREAM_DIFFERENCES explains."""
+    every injected fault, or the difference is one UPSTREAM_DIFFERENCES explains."""
     differences = policy_differences(logsage.POLICY, FAULTS)
-    assert set(differences) == set(rules.UPSTREAM_DIFFERENCES), differences
-    assert all(rules.UPSTREAM_DIFFERENCES.values()), "every deliberate difference says why"
+    assert set(differences) == set(UPSTREAM_DIFFERENCES), differences
+    assert all(UPSTREAM_DIFFERENCES.values()), "every deliberate difference says why"
     assert all(logsage.POLICY[name].fault_type == name for name in FAULTS if name in logsage.POLICY)
 
 
@@ -233,14 +234,14 @@ def test_the_policy_comparison_fails_when_either_side_changes(side: str) -> None
         policy["SIGTERM"] = dataclasses.replace(policy["SIGTERM"], restart=flip[policy["SIGTERM"].restart])
     else:
         faults["SEGFAULT"] = dataclasses.replace(faults["SEGFAULT"], restart=flip[faults["SEGFAULT"].restart])
-    changed = policy_differences(policy, faults).keys() - rules.UPSTREAM_DIFFERENCES.keys()
+    changed = policy_differences(policy, faults).keys() - UPSTREAM_DIFFERENCES.keys()
     assert changed == {"SIGTERM" if side == "policy" else "SEGFAULT"}
 
 
 def test_policy_has_one_row_per_cause() -> None:
-    assert set(logsage.POLICY) == set(rules.Cause), "the cause table has one row per cause"
+    assert set(logsage.POLICY) == set(vocab.Cause), "the cause table has one row per cause"
     assert all(policy.happened for policy in logsage.POLICY.values()), "every cause needs its explanation wording"
-    assert all(logsage.POLICY[c].fault_type is None for c in set(rules.Cause) - set(FAULTS)), (
+    assert all(logsage.POLICY[c].fault_type is None for c in set(vocab.Cause) - set(FAULTS)), (
         "only injected faults have a fault type"
     )
 
@@ -267,14 +268,14 @@ def test_every_rule_names_the_program_and_source_of_its_template() -> None:
     for rule in logsage.RULES:
         program, source = rule.origin
         assert program and source, rule.name
-    hints = {rule.hint for rule in logsage.RULES if rule.kind != rules.SUMMARY} - {None}
-    assert hints <= set(rules.Cause), hints - set(rules.Cause)
+    hints = {rule.hint for rule in logsage.RULES if rule.kind != vocab.SUMMARY} - {None}
+    assert hints <= set(vocab.Cause), hints - set(vocab.Cause)
 
 
 def test_attribute_holds_no_cause_literals() -> None:
-    """Causes are rules.Cause members, their meaning rules.POLICY: attribute.py only decides."""
+    """Causes are vocab.Cause members, their meaning policy.POLICY: attribute.py only decides."""
     text = (Path(rules.__file__).parent / "attribute.py").read_text()
-    quoted = {name for name in rules.Cause if f'"{name}"' in text or f"'{name}'" in text}
+    quoted = {name for name in vocab.Cause if f'"{name}"' in text or f"'{name}'" in text}
     assert not quoted, quoted
 
 
@@ -857,9 +858,9 @@ def test_restart_follows_from_the_cause_table() -> None:
     """A GPU hardware fault stays until the device is reset or the node drained; a hang whose
     culprit was busy in one-rank work recurs at the same step; a hang with no culprit is transient."""
     policy = logsage.POLICY
-    assert policy[rules.Cause.GPU_ERROR].restart == STOP
-    assert policy[rules.Cause.SLOW_RANK].restart == STOP
-    assert policy[rules.Cause.HANG].restart == RESTART
+    assert policy[vocab.Cause.GPU_ERROR].restart == STOP
+    assert policy[vocab.Cause.SLOW_RANK].restart == STOP
+    assert policy[vocab.Cause.HANG].restart == RESTART
     lost = logsage.analyze_log(["Unable to determine the device handle for GPU 0000:02:00.0: GPU is lost."])
     assert (lost.restart, lost.fault_category, lost.fault_type) == (STOP, "gpu_error", "GPU_ERROR")
 

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 POOL = "FAULT_TYPE\tRANK\tITER\tNODES\nSIGKILL\t1\t5\t1\nWORKLOAD_EXC\t1\t5\t1\n"
 CONFIG = ("pool_file=tiny.tsv", "gpus_per_node=2", "session=loop")
 SESSION = Path("results/fault_injection/loop")
-ANALYZER = Path("src/faultloop/analyze/logsage/rules.py")  # the file a loop iteration patches
+ANALYZER = Path("src/faultloop/analyze/logsage/policy.py")  # the file a loop iteration patches for a decision
 # Patches a user might make between iterations: each mis-states one fault's restart decision.
 BREAK_SIGKILL = '\nPOLICY["SIGKILL"] = Policy("crash", RESTART, "test patch")\n'
 BREAK_WORKLOAD_EXC = '\nPOLICY["WORKLOAD_EXC"] = Policy("exception", RESTART, "test patch")\n'

@@ -1,9 +1,11 @@
 """logsage: attribute a failed distributed job from its log (which rank, what fault, restart?).
 
 Deterministic and offline by default. The package, by concern:
-  rules.py      evidence kinds, Cause, RULES, POLICY (the cause table) and the small tables: THE FILE
-                TO PATCH between loop iterations (a missed line -> RULES; a wrong decision for a
-                cause -> POLICY)
+  rules.py      RULES (what log lines mean) and the small tables: THE FILE TO PATCH for a missed or
+                misread line
+  policy.py     POLICY, the cause table: the file to patch for a wrong decision on a whole cause
+  vocab.py      the vocabulary both are written in: evidence kinds, Cause, the Rule row (below
+                rules.py and launchers/, which use it)
   launchers/    the launcher layer: one adapter per launcher or orchestrator (torchrun, spawn, DeepSpeed,
                 accelerate, Lightning, srun, mpirun, Ray, Dask, Horovod...), its rows spliced into RULES
   messages.py   the message catalog (catalog/*.tsv): the templates RULES are written against
@@ -20,7 +22,9 @@ Deterministic and offline by default. The package, by concern:
 from faultloop.analyze.logsage.engine import Settings, Verdict, analyze_log, analyzer_fingerprint
 from faultloop.analyze.logsage.facts import Evidence
 from faultloop.analyze.logsage.modes import analyze_with_llm, run_upstream
-from faultloop.analyze.logsage.rules import POLICY, RULES, Cause, Rule
+from faultloop.analyze.logsage.policy import POLICY
+from faultloop.analyze.logsage.rules import RULES
+from faultloop.analyze.logsage.vocab import Cause, Rule
 
 __all__ = [
     "POLICY",

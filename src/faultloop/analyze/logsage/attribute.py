@@ -15,19 +15,28 @@ from dataclasses import dataclass
 from signal import Signals
 
 from faultloop.analyze.logsage.facts import NEVER, Evidence, Facts
+from faultloop.analyze.logsage.policy import POLICY, SCHEDULER_CAUSES
 from faultloop.analyze.logsage.records import in_collective
 from faultloop.analyze.logsage.rules import (
     BUSY_WINDOW_LINES,
+    DEVICE_WAIT_FRAMES,
+    ERRNO_RE,
+    EXCEPTION_MEANING,
+    FIRST_SEQ,
+    RECURS,
+    SETUP_SEQ,
+    SIGNAL_FAULT,
+    STOP_SIGNALS,
+    TRANSIENT,
+)
+from faultloop.analyze.logsage.scan import add, drop, every_rank_dumped, seen_ranks
+from faultloop.analyze.logsage.vocab import (
     CUDA_HINT,
     DEATH,
-    DEVICE_WAIT_FRAMES,
     DONE,
-    ERRNO_RE,
     EXCEPTION_KIND,
-    EXCEPTION_MEANING,
     EXITED,
     FATAL,
-    FIRST_SEQ,
     GPU,
     GPU_HARDWARE,
     JOB_SIGNAL,
@@ -35,23 +44,15 @@ from faultloop.analyze.logsage.rules import (
     OOM_KIND,
     ORIGINS,
     PEER_LOST,
-    POLICY,
-    RECURS,
-    SCHEDULER_CAUSES,
-    SETUP_SEQ,
     SIGNAL,
-    SIGNAL_FAULT,
     SLURM,
     STACK_DUMP,
     STALL,
-    STOP_SIGNALS,
     SYMPTOMS,
     TIMEOUT,
-    TRANSIENT,
     WEAK_ORIGINS,
     Cause,
 )
-from faultloop.analyze.logsage.scan import add, drop, every_rank_dumped, seen_ranks
 from faultloop.signals import signal_name
 
 HIGH, MEDIUM, LOW = "high", "medium", "low"
@@ -796,7 +797,7 @@ def _join(ranks: Iterable[int]) -> str:
 
 
 # The order in which decisions are taken: the first that finds something decides. Each names the
-# causes it can give; what a cause means (category, restart, wording) is rules.POLICY.
+# causes it can give; what a cause means (category, restart, wording) is policy.POLICY.
 DECISIONS: tuple[Callable[[Facts, _Timeline], Attribution | None], ...] = (
     _scheduler,  # 1. the scheduler ended the job (preemption, node failure, time limit: after training
     #              progress TIME_LIMIT_AFTER_PROGRESS, after the launch with no progress SETUP_HANG;

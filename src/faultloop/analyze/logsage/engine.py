@@ -18,7 +18,8 @@ from typing import Any
 from faultloop.analyze.logsage import records, scan
 from faultloop.analyze.logsage.attribute import attribute
 from faultloop.analyze.logsage.facts import MAX_EVIDENCE, Evidence, Facts
-from faultloop.analyze.logsage.rules import CHECKPOINT, POLICY
+from faultloop.analyze.logsage.policy import POLICY
+from faultloop.analyze.logsage.vocab import CHECKPOINT
 from faultloop.contracts import LogVerdict as Verdict  # the logsage.json contract
 from faultloop.faults import ERRORS_NOT_FOUND, NO_LOGS, NONE, RESTART
 from faultloop.fingerprint import source_fingerprint

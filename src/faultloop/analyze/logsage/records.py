@@ -28,8 +28,12 @@ from faultloop.analyze.logsage.launchers import (
 from faultloop.analyze.logsage.rules import (
     COLLECTIVE_FRAMES,
     DATA_FRAMES,
-    DEATH,
     EXCEPTION_CAUSES,
+    SETUP_FRAMES,
+)
+from faultloop.analyze.logsage.scan import add, classify, drop, record_exit, resolve_rank, split_prefix
+from faultloop.analyze.logsage.vocab import (
+    DEATH,
     EXCEPTION_KIND,
     FATAL,
     FIRST_EXIT,
@@ -39,7 +43,6 @@ from faultloop.analyze.logsage.rules import (
     NETWORK_KIND,
     OOM_KIND,
     PEER_LOST,
-    SETUP_FRAMES,
     STACK_DUMP,
     STOPPING,
     SUMMARY,
@@ -47,7 +50,6 @@ from faultloop.analyze.logsage.rules import (
     TRACEBACK_CUT,
     Cause,
 )
-from faultloop.analyze.logsage.scan import add, classify, drop, record_exit, resolve_rank, split_prefix
 from faultloop.signals import signal_name
 
 BLOCK_LINES = 400

@@ -23,16 +23,15 @@ from operator import itemgetter
 
 from faultloop.analyze.logsage import framing
 from faultloop.analyze.logsage.framing import Source
-from faultloop.analyze.logsage.rules import (
+from faultloop.analyze.logsage.rules import RULES, WORK_RE
+from faultloop.analyze.logsage.vocab import (
     BUSY,
     COLLECTIVE,
-    RULES,
     STACK_DUMP,
     SUMMARY,
     TERMINATE,
     TIMEOUT,
     TRACEBACK,
-    WORK_RE,
     Rule,
 )
 

@@ -1,4 +1,4 @@
-"""logsage's tables: what log lines mean and what each diagnosed cause means. The file to patch.
+"""logsage's line tables: what log lines mean (RULES) and the small tables. The file to patch.
 
 HOW TO PATCH BETWEEN LOOP ITERATIONS
   * A log line is missed or misread -> edit RULES: one row per (anchor literals, regex, kind,
@@ -11,9 +11,10 @@ HOW TO PATCH BETWEEN LOOP ITERATIONS
     rank group names the line's rank where its prefix cannot (a dump file named by rank). Add
     the template to the message catalog too (catalog/*.tsv: template, program, source, meaning,
     the verdict it should lead to); tests/analyze/test_logsage_catalog.py checks every row.
-  * A decision is wrong for a whole cause -> edit POLICY, the cause table (cause -> category,
-    restart, why, what happened, fault type, whether it blames a rank): logsage's own reasoning,
-    never read from the scorer's faults.FAULTS; a new injected fault needs its row here.
+  * A decision is wrong for a whole cause -> edit policy.POLICY, the cause table (cause ->
+    category, restart, why, what happened, fault type, whether it blames a rank): logsage's own
+    reasoning, never read from the scorer's faults.FAULTS; a new injected fault needs its row
+    there. A new kind of evidence or a new cause is a name in vocab.py.
   * A launcher's or orchestrator's report of its workers (torchrun, spawn, DeepSpeed, mpirun, srun,
     Ray, Dask, Horovod...) is missed or misread, or its own failure is read as the workload's ->
     edit that launcher's adapter in launchers/ (its rows, the files of its tracebacks, the
@@ -30,119 +31,49 @@ HOW TO PATCH BETWEEN LOOP ITERATIONS
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from enum import StrEnum
 
-from faultloop.faults import (
-    CRASH,
-    EXCEPTION,
-    EXTERNAL_SIGNAL,
-    GPU_ERROR_CATEGORY,
-    HANG,
-    NETWORK,
-    NONE,
-    OOM,
-    OTHER,
-    RESTART,
-    STOP,
+from faultloop.analyze.logsage.launchers import (
+    dask,
+    deepspeed,
+    horovod,
+    launch,
+    lightning,
+    open_mpi,
+    ray,
+    spawn,
+    srun,
+    torchrun,
+)
+from faultloop.analyze.logsage.vocab import (
+    BUSY,
+    CHECKPOINT,
+    COLLECTIVE,
+    CUDA_HINT,
+    DIVERGED,
+    DONE,
+    EXCEPTION_KIND,
+    FATAL,
+    GPU,
+    GPU_HARDWARE,
+    NETWORK_KIND,
+    OOM_KIND,
+    PEER_LOST,
+    PROGRESS,
+    REPORTED,
+    SIGNAL,
+    SLURM,
+    STACK_DUMP,
+    STALL,
+    STOPPING,
+    TERMINATE,
+    TIMEOUT,
+    TRACEBACK,
+    Cause,
+    Rule,
 )
 
-# -- evidence kinds ------------------------------------------------------------------------------
-# symptoms: the rank only suffered (a victim)
-TIMEOUT = "collective_timeout"
-PEER_LOST = "peer_lost"
-# origins: the rank failed on its own
-EXCEPTION_KIND = "exception"
-FATAL = "fatal_error"
-GPU = "gpu_error"
-GPU_HARDWARE = "gpu_hardware"  # reported asynchronously (kernel log, driver): its place in the log says nothing
-OOM_KIND = "oom"
-SIGNAL = "signal_received"
-DEATH = "death"  # killed by a signal, as the launcher or scheduler saw it
-NETWORK_KIND = "network_error"
-# weak origins: a failure whose nature the log does not show; they count only when nothing stronger does
-EXITED = "exited"  # a non-zero exit status without a signal
-TRACEBACK_CUT = "traceback_cut"  # a traceback whose exception line is not in the log
-TERMINATE = "cpp_terminate"  # a C++ exception ended the process; its what() line says why
-REPORTED = "reported_error"  # a program's plain `error:` line
-DIVERGED = "diverged"  # the run goes on but learns nothing (nearly every step skipped on overflow)
-CUDA_HINT = "cuda_hint"  # the lines torch prints after a CUDA error; a GPU error if the error line is cut
-# block openers (read after the scan)
-TRACEBACK = "traceback"
-STACK_DUMP = "stack_dump"
-# launcher and scheduler
-FIRST_EXIT = "launcher_first_exit"  # a launcher's block naming the first process to end badly (read after the scan)
-MISSING = "launcher_missing_ranks"  # a launcher's list of ranks that never joined a collective (read after the scan)
-CHILD_ERROR = "child_error"  # a launcher's header over the traceback a child raised: it names the child
-SUMMARY = "launcher_summary"  # a torchrun failure summary section: hint says which ("first" or "others")
-RECORD = "launcher_record"  # one rank's entry in that summary
-CLOSED = "launcher_closed"
-KILLED = "launcher_killed"
-STOPPING = "job_stopping"  # the launcher or scheduler began tearing the job down
-JOB_SIGNAL = "job_signal"
-SLURM = "slurm"
-# context: helps tell faults apart, never an origin by itself
-STALL = "stall_watchdog"
-PROGRESS = "collective_progress"
-COLLECTIVE = "collective"  # a collective's description (WorkNCCL(...)) on a line of its own
-BUSY = "one_rank_work"  # evaluation, checkpoint writing, preprocessing: work one rank does while others wait
-CHECKPOINT = "checkpoint_saved"
-DONE = "job_done"
-
-SYMPTOMS = (TIMEOUT, PEER_LOST)
-ORIGINS = (EXCEPTION_KIND, FATAL, GPU, GPU_HARDWARE, OOM_KIND, SIGNAL, DEATH, NETWORK_KIND)
-WEAK_ORIGINS = (EXITED, TRACEBACK_CUT, TERMINATE, REPORTED, DIVERGED)
-
-
-class Cause(StrEnum):
-    """Every cause logsage can diagnose: the injected faults (faults.FAULTS, same names) and the
-    causes real jobs show. POLICY below says what each means."""
-
-    GPU_ERROR = "GPU_ERROR"
-    GPU_SLEEP = "GPU_SLEEP"
-    WORKLOAD_EXC = "WORKLOAD_EXC"
-    ASYNC_EXC = "ASYNC_EXC"
-    SIGNAL_EXC = "SIGNAL_EXC"
-    OS_ABORT = "OS_ABORT"
-    LOCK_GIL = "LOCK_GIL"
-    SEGFAULT = "SEGFAULT"
-    SIGINT = "SIGINT"
-    SIGKILL = "SIGKILL"
-    SIGTERM = "SIGTERM"
-    SIGSTOP = "SIGSTOP"
-    HANG = "HANG"
-    CRASH = "CRASH"
-    OOM = "OOM"
-    NETWORK = "NETWORK"
-    EXTERNAL_SIGNAL = "EXTERNAL_SIGNAL"
-    PREEMPTION = "PREEMPTION"
-    CANCELLED = "CANCELLED"
-    NODE_FAIL = "NODE_FAIL"
-    TIME_LIMIT = "TIME_LIMIT"
-    TIME_LIMIT_AFTER_PROGRESS = "TIME_LIMIT_AFTER_PROGRESS"
-    DONE = "DONE"
-    DESYNC = "DESYNC"
-    SETUP_HANG = "SETUP_HANG"
-    SHUTDOWN_HANG = "SHUTDOWN_HANG"
-    SLOW_RANK = "SLOW_RANK"
-    WATCHDOG_HANG = "WATCHDOG_HANG"
-    CONFIG_ERROR = "CONFIG_ERROR"
-    LAUNCH_ENV = "LAUNCH_ENV"
-    DATA_ERROR = "DATA_ERROR"
-    NCCL_SETUP = "NCCL_SETUP"
-    DIVERGED = "DIVERGED"
-    PROGRAM_ERROR = "PROGRAM_ERROR"
-    TRANSIENT_EXC = "TRANSIENT_EXC"
-    SETUP_EXC = "SETUP_EXC"
-    # causes whose evidence a rank leaves on its own (the faults of issue 26)
-    NET_DROP = "NET_DROP"
-    HOST_OOM = "HOST_OOM"
-    NAN_LOSS = "NAN_LOSS"
-    STORAGE_FULL = "STORAGE_FULL"
-
-
 # Where the lines a rule matches come from: (program, source file that prints the template).
-Origin = tuple[str, str]
+
 GLOO_TCP = ("gloo", "gloo/transport/tcp/pair.cc")
 C10D_NCCL = ("torch", "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp")
 C10D_NCCL_UTILS = ("torch", "torch/csrc/distributed/c10d/NCCLUtils.hpp")
@@ -193,34 +124,6 @@ LIBC_ENOMEM = ("CPython, glibc", "Objects/exceptions.c (MemoryError; OSError's [
 RUST_ALLOC = ("Rust std", "library/std/src/alloc.rs (default_alloc_error_hook)")
 MEGATRON_DDP = ("Megatron-LM", "megatron/core/distributed/param_and_grad_buffer.py (check_for_nan_in_grad)")
 
-
-@dataclass(frozen=True)
-class Rule:
-    """One log pattern: if any anchor is in the line and the regex matches, it is evidence of kind.
-    origin names the program that prints the template and the file it is printed from."""
-
-    name: str
-    kind: str
-    anchors: tuple[str, ...]
-    pattern: str
-    hint: str | None = None  # the cause this line points to (a Cause; "first"/"others" for a summary section)
-    origin: Origin = ("", "")
-
-
-# The launcher layer (launchers/): each launcher's rows in its own adapter module, written with the
-# vocabulary above (hence imported here, once it is defined) and spliced into RULES at their places.
-from faultloop.analyze.logsage.launchers import (  # noqa: E402
-    dask,
-    deepspeed,
-    horovod,
-    launch,
-    lightning,
-    open_mpi,
-    ray,
-    spawn,
-    srun,
-    torchrun,
-)
 
 # fmt: off
 # RULES: the table to patch (see "HOW TO PATCH" above). kind decides the role of a line: symptom,
@@ -451,281 +354,6 @@ RULES: tuple[Rule, ...] = (
 DIVERGED_SKIP_SHARE = 0.5
 WARMUP_SKIPS = 32
 
-
-@dataclass(frozen=True)
-class Policy:
-    """What a diagnosed cause means: its category, whether an immediate restart can help and why,
-    what the log shows happened (the explanation's wording), the injected fault it is (None for
-    a cause no fault injects), and whether it is one rank's fault (job-wide causes name no primary
-    rank)."""
-
-    category: str
-    restart: str
-    why: str
-    happened: str = ""
-    fault_type: str | None = None
-    blames_rank: bool = True
-
-
-# POLICY, the cause table: cause -> policy, logsage's own reasoning for every cause it diagnoses.
-# A hard crash, a code bug, a GPU error, OOM, a setup or configuration problem -> STOP (the next
-# attempt meets the same code, device or settings); a transient hang, an external signal,
-# preemption, a network flap -> RESTART (nothing in the job itself failed). The causes named after
-# injected faults carry that name as their fault type; NVRx's judge has a restart table for those
-# twelve (a fact logsage may cite, not a source it reads): tests/analyze/test_logsage.py compares
-# the two and documents where they differ on purpose (UPSTREAM_DIFFERENCES below: none today).
-POLICY: dict[str, Policy] = {
-    Cause.GPU_ERROR: Policy(
-        GPU_ERROR_CATEGORY,
-        STOP,
-        "a GPU error leaves the device or the kernel that hit it as it was: the next attempt meets it again",
-        "hit a GPU error (CUDA error / Xid)",
-        "GPU_ERROR",
-    ),
-    Cause.GPU_SLEEP: Policy(
-        HANG,
-        RESTART,
-        "a GPU that stalled and recovered on its own: nothing in the job is broken",
-        "stalled outside any collective with its threads alive, as on a stuck GPU kernel, and the others timed "
-        "out waiting for it",
-        "GPU_SLEEP",
-    ),
-    Cause.WORKLOAD_EXC: Policy(
-        EXCEPTION,
-        STOP,
-        "the program raised on its own code path: the same code raises again",
-        "raised an exception of its own",
-        "WORKLOAD_EXC",
-    ),
-    Cause.ASYNC_EXC: Policy(
-        EXCEPTION,
-        STOP,
-        "an exception injected into a running thread is a bug of the code that injects it: it recurs",
-        "was interrupted by an exception it did not raise (no message, no raise statement: raised "
-        "asynchronously from outside the code)",
-        "ASYNC_EXC",
-    ),
-    Cause.SIGNAL_EXC: Policy(
-        EXCEPTION,
-        RESTART,
-        "the exception came from a signal handler, so from a signal sent from outside: the next attempt is not sent it",
-        "raised an exception from a signal handler",
-        "SIGNAL_EXC",
-    ),
-    Cause.OS_ABORT: Policy(
-        CRASH,
-        STOP,
-        "the process aborted itself on a failed check: the same check fails again",
-        "aborted (SIGABRT)",
-        "OS_ABORT",
-    ),
-    Cause.LOCK_GIL: Policy(
-        HANG,
-        RESTART,
-        "a thread held the GIL and froze the process without failing: a stall the next attempt need not meet",
-        "froze: its Python threads went silent while faulthandler still dumped its stacks (the GIL was held), "
-        "and the others timed out waiting for it",
-        "LOCK_GIL",
-    ),
-    Cause.SEGFAULT: Policy(
-        CRASH,
-        STOP,
-        "a segmentation fault is corrupted memory or a bad pointer in the code: it recurs",
-        "crashed with a segmentation fault",
-        "SEGFAULT",
-    ),
-    Cause.SIGINT: Policy(
-        EXTERNAL_SIGNAL,
-        RESTART,
-        "interrupted from outside: the job itself did not fail",
-        "was interrupted by SIGINT",
-        "SIGINT",
-    ),
-    Cause.SIGKILL: Policy(
-        CRASH,
-        STOP,
-        "killed without a word: most often the host's OOM killer or memory pressure, which the same job meets again",
-        "was killed by SIGKILL without a word",
-        "SIGKILL",
-    ),
-    Cause.SIGTERM: Policy(
-        EXTERNAL_SIGNAL,
-        RESTART,
-        "terminated from outside: the job itself did not fail",
-        "was terminated by SIGTERM from outside",
-        "SIGTERM",
-    ),
-    Cause.SIGSTOP: Policy(
-        HANG,
-        RESTART,
-        "a process stopped from outside: the job itself did not fail",
-        "went completely silent (a stopped process) and had to be killed, while the others timed out waiting for it",
-        "SIGSTOP",
-    ),
-    Cause.HANG: Policy(
-        HANG, RESTART, "transient hang", "stopped making progress and the others timed out waiting for it"
-    ),
-    Cause.CRASH: Policy(CRASH, STOP, "hard crash", "died without a word"),
-    Cause.OOM: Policy(OOM, STOP, "out of memory: the same job will run out again", "ran out of memory"),
-    Cause.NETWORK: Policy(
-        NETWORK,
-        RESTART,
-        "a connection that had been made broke, was cut or failed under it (infrastructure, transient): the next "
-        "attempt gets new connections, possibly on other nodes",
-        "lost connections, or had messages cut, without any rank failing on its own (network)",
-        blames_rank=False,
-    ),
-    Cause.EXTERNAL_SIGNAL: Policy(EXTERNAL_SIGNAL, RESTART, "external signal", "received a signal from outside"),
-    Cause.PREEMPTION: Policy(
-        EXTERNAL_SIGNAL, RESTART, "preempted by the scheduler", "was preempted by the scheduler", blames_rank=False
-    ),
-    Cause.CANCELLED: Policy(
-        EXTERNAL_SIGNAL,
-        RESTART,
-        "cancelled by the scheduler or an operator",
-        "was cancelled from outside",
-        blames_rank=False,
-    ),
-    Cause.NODE_FAIL: Policy(OTHER, RESTART, "node failure: restart on healthy nodes", "lost a node", blames_rank=False),
-    Cause.TIME_LIMIT: Policy(
-        OTHER,
-        STOP,
-        "time limit, and the log shows no training progress: nothing says a new allocation gets further",
-        "hit its time limit",
-        blames_rank=False,
-    ),
-    Cause.TIME_LIMIT_AFTER_PROGRESS: Policy(
-        EXTERNAL_SIGNAL,
-        RESTART,
-        "the scheduler ended a job that was making progress at its wall-clock limit (SIGTERM, then SIGKILL): "
-        "resubmitted, it gets a new allocation and goes on from its last checkpoint",
-        "was ended by the scheduler at its time limit while training made progress",
-        blames_rank=False,
-    ),
-    Cause.DONE: Policy(NONE, STOP, "the application finished", "finished", blames_rank=False),
-    Cause.DESYNC: Policy(
-        HANG,
-        STOP,
-        "ranks issued different collectives (desync): a code-path bug that recurs",
-        "desynchronized: ranks waited in different collectives at the same sequence number",
-        "DESYNC",
-    ),
-    Cause.SETUP_HANG: Policy(
-        HANG,
-        STOP,
-        "the ranks never got through setup (rendezvous or first collective): a launch or environment problem "
-        "that a restart repeats",
-        "hung before training started (rendezvous or the first collective never completed)",
-    ),
-    Cause.SHUTDOWN_HANG: Policy(
-        HANG,
-        STOP,
-        "the job hung after training finished: it hangs again at the same place",
-        "hung after training had finished",
-    ),
-    Cause.SLOW_RANK: Policy(
-        HANG,
-        STOP,
-        "one rank's work (evaluation, checkpointing, preprocessing) outlasted the collective timeout: it "
-        "recurs at the same step until the timeout is raised or the work shrinks",
-        "was busy with one-rank work (evaluation, checkpointing, preprocessing) while the others timed out",
-    ),
-    Cause.WATCHDOG_HANG: Policy(
-        HANG,
-        STOP,
-        "a CUDA/NCCL call blocked the NCCL watchdog itself (a deadlock or a stuck teardown): it recurs with the "
-        "same code and environment",
-        "hung inside a CUDA/NCCL call that blocked the NCCL watchdog",
-    ),
-    Cause.CONFIG_ERROR: Policy(
-        OTHER,
-        STOP,
-        "the job is misconfigured (missing file, module or argument): a restart fails the same way",
-        "could not start: its configuration names a file, module or argument that is not there",
-        blames_rank=False,
-    ),
-    Cause.LAUNCH_ENV: Policy(
-        OTHER,
-        STOP,
-        "the launcher failed before its workers ran (MPI could not initialize, the elastic agent could not "
-        "rendezvous with its peers): a restart with the same settings fails the same way",
-        "could not set up its launch (MPI initialization or the elastic agent's rendezvous)",
-        blames_rank=False,
-    ),
-    Cause.DATA_ERROR: Policy(
-        EXCEPTION, STOP, "reading the data failed: the same sample fails again", "failed while reading its data"
-    ),
-    Cause.NCCL_SETUP: Policy(
-        NETWORK,
-        STOP,
-        "NCCL could not set up its transport (interfaces, addresses, devices, shared memory, InfiniBand) before "
-        "training made progress: a system or configuration problem that a restart on the same nodes repeats",
-        "could not set up NCCL's transport (interfaces, peer connections, devices, shared memory, InfiniBand)",
-        blames_rank=False,
-    ),
-    Cause.DIVERGED: Policy(
-        OTHER,
-        STOP,
-        "nearly every step overflowed and was skipped: the same settings diverge again",
-        "ran on without learning: nearly every step was skipped on overflow",
-        blames_rank=False,
-    ),
-    Cause.TRANSIENT_EXC: Policy(
-        EXCEPTION,
-        RESTART,
-        "an I/O, network, storage or timeout error of the job's infrastructure that nothing ties to the job's "
-        "settings (after training progress, or a made connection that broke): the next attempt need not meet it",
-        "failed on a transient I/O, network or timeout error of its infrastructure",
-    ),
-    Cause.SETUP_EXC: Policy(
-        EXCEPTION,
-        STOP,
-        "it failed while the job was still setting up (process group, rendezvous, store) before training made "
-        "progress: the next attempt meets the same addresses, ports and settings",
-        "failed while setting up, before training made any progress",
-    ),
-    Cause.PROGRAM_ERROR: Policy(
-        OTHER,
-        STOP,
-        "a program reported an error the log does not explain further: a plain restart is not known to help",
-        "reported an error",
-    ),
-    Cause.NET_DROP: Policy(
-        NETWORK,
-        RESTART,
-        "the rank's connections failed before any peer had failed: a network fault a restart clears",
-        "lost its connections to its peers first, before any peer had failed or lost anything",
-        "NET_DROP",
-    ),
-    Cause.HOST_OOM: Policy(
-        OOM,
-        STOP,
-        "the kernel's OOM killer ended the rank: the same job runs out of host memory again",
-        "was killed by the kernel's OOM killer",
-        "HOST_OOM",
-    ),
-    Cause.NAN_LOSS: Policy(
-        EXCEPTION,
-        STOP,
-        "the rank's gradients became NaN: the same data and settings diverge again",
-        "found NaN in its own gradients before the data-parallel all-reduce",
-        "NAN_LOSS",
-    ),
-    Cause.STORAGE_FULL: Policy(
-        OTHER,
-        STOP,
-        "a write failed with no space left on the device: the volume stays full until someone frees space",
-        "could not write: no space left on the device",
-        "STORAGE_FULL",
-    ),
-}
-# Where logsage's restart for an injected fault's cause differs from NVRx's restart table on
-# purpose: cause -> why (tests/analyze/test_logsage.py holds the two tables to this list).
-UPSTREAM_DIFFERENCES: dict[str, str] = {}
-
-
-# The scheduler's causes, by precedence: the first one in the log's scheduler lines decides.
-SCHEDULER_CAUSES = (Cause.PREEMPTION, Cause.NODE_FAIL, Cause.TIME_LIMIT)
 
 # -- what a traceback says ------------------------------------------------------------------------
 # exception class (last dotted part) -> cause, where the class says more than "the program raised"

@@ -35,9 +35,6 @@ import importlib
 import pkgutil
 import re
 
-# rules first, whoever imports this package: the adapters are written in its vocabulary, and its
-# RULES imports them (once the vocabulary is defined) to splice in their rows
-from faultloop.analyze.logsage import rules  # noqa: F401
 from faultloop.analyze.logsage.launchers import dask, horovod, open_mpi, ray
 
 # every module of the package is an adapter: a new one takes part once its rows are spliced into RULES

@@ -9,7 +9,7 @@ of a backend), not the workload.
 
 from __future__ import annotations
 
-from faultloop.analyze.logsage.rules import Rule
+from faultloop.analyze.logsage.vocab import Rule
 
 REPORT_ROWS: tuple[Rule, ...] = ()
 FRAMES = r"accelerate/commands/|/bin/accelerate\b"

@@ -14,7 +14,7 @@ before): the tasks crash their workers.
 
 from __future__ import annotations
 
-from faultloop.analyze.logsage.rules import DEATH, OOM_KIND, Cause, Rule
+from faultloop.analyze.logsage.vocab import DEATH, OOM_KIND, Cause, Rule
 
 NANNY = ("Dask", "distributed/nanny.py (_death_message)")
 MEMORY = ("Dask", "distributed/worker_memory.py (the nanny's memory monitor; nanny.py before 2022.05.1)")

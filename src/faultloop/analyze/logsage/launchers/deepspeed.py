@@ -11,7 +11,7 @@ is the failed child's. runner.py exits with the status quietly.
 
 from __future__ import annotations
 
-from faultloop.analyze.logsage.rules import DEATH, JOB_SIGNAL, Rule
+from faultloop.analyze.logsage.vocab import DEATH, JOB_SIGNAL, Rule
 
 LAUNCH = ("DeepSpeed", "deepspeed/launcher/launch.py (sigkill_handler)")
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from faultloop.analyze.logsage.rules import DEATH, MISSING, PEER_LOST, TIMEOUT, Rule
+from faultloop.analyze.logsage.vocab import DEATH, MISSING, PEER_LOST, TIMEOUT, Rule
 
 GLOO_RUN = ("Horovod", "horovod/runner/gloo_run.py (horovod/run/ before 0.20)")
 MPI_RUN = ("Horovod", "horovod/runner/mpi_run.py")

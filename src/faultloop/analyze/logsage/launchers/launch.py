@@ -10,7 +10,7 @@ line names the child's local rank where the launcher passed it.
 
 from __future__ import annotations
 
-from faultloop.analyze.logsage.rules import DEATH, Rule
+from faultloop.analyze.logsage.vocab import DEATH, Rule
 
 SUBPROCESS = ("CPython", "Lib/subprocess.py (CalledProcessError.__str__)")
 

@@ -11,7 +11,7 @@ auto-requeue signal: N` (2.0 on).
 
 from __future__ import annotations
 
-from faultloop.analyze.logsage.rules import DEATH, JOB_SIGNAL, SIGNAL, Rule
+from faultloop.analyze.logsage.vocab import DEATH, JOB_SIGNAL, SIGNAL, Rule
 
 SIGNALS = ("Lightning", "lightning/pytorch/trainer/connectors/signal_connector.py")
 OBSERVER = ("Lightning", "lightning/fabric/strategies/launchers/subprocess_script.py (_ChildProcessObserver)")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from faultloop.analyze.logsage.rules import DEATH, FATAL, FIRST_EXIT, Cause, Rule
+from faultloop.analyze.logsage.vocab import DEATH, FATAL, FIRST_EXIT, Cause, Rule
 
 ERRHANDLER = ("Open MPI", "ompi/errhandler/errhandler_predefined.c")
 RUN = ("Open MPI", "orte/tools/orterun/help-orterun.txt (<= 4.1); prrte src/docs/show-help-files/help-prun.txt (5.0)")

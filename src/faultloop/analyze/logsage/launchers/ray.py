@@ -16,7 +16,7 @@ worker's traceback (ray/train/v2/_internal/execution/worker_group/poll.py): the 
 
 from __future__ import annotations
 
-from faultloop.analyze.logsage.rules import CHILD_ERROR, FATAL, SLURM, STOPPING, Cause, Rule
+from faultloop.analyze.logsage.vocab import CHILD_ERROR, FATAL, SLURM, STOPPING, Cause, Rule
 
 EXCEPTIONS = ("Ray", "python/ray/exceptions.py (ActorDiedError, WorkerCrashedError, RayTaskError)")
 GCS = ("Ray", "src/ray/gcs/gcs_server/gcs_actor_manager.cc (the reason an actor died with its node)")

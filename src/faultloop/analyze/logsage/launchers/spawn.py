@@ -11,7 +11,7 @@ torch 1.10.2 ... 2.13.0 (%-formatting before 2.7, f-strings after); the exceptio
 
 from __future__ import annotations
 
-from faultloop.analyze.logsage.rules import CHILD_ERROR, DEATH, Rule
+from faultloop.analyze.logsage.vocab import CHILD_ERROR, DEATH, Rule
 
 SPAWN = ("torch", "torch/multiprocessing/spawn.py")
 

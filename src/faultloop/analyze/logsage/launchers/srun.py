@@ -12,7 +12,7 @@ own lines (slurmstepd's CANCELLED, node failures, srun's teardown) stay in RULES
 
 from __future__ import annotations
 
-from faultloop.analyze.logsage.rules import DEATH, FATAL, Cause, Rule
+from faultloop.analyze.logsage.vocab import DEATH, FATAL, Cause, Rule
 
 TASKS = ("SLURM", "src/srun/launch.c (launch_slurm.c before 23.02)")
 STEP = ("SLURM", "src/srun/launch.c, src/srun/allocate.c, src/api/step_launch.c")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from faultloop.analyze.logsage.rules import (
+from faultloop.analyze.logsage.vocab import (
     CLOSED,
     DEATH,
     FATAL,
