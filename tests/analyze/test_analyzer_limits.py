@@ -42,8 +42,8 @@ HOSTILE = TESTS / "data" / "hostile_dumps"
 SPECS = [Spec("builtin", "faultloop_fr", Input.DUMPS), Spec("torchfrtrace", "torchfrtrace", Input.DUMPS, timeout_s=120)]
 
 
-def _verdict() -> tuple[FrVerdict, str, None]:
-    return FrVerdict(False, [3]), "text", None
+def _verdict() -> tuple[FrVerdict, str, None, dict[str, str]]:
+    return FrVerdict(False, [3]), "text", None, {}
 
 
 def test_an_attempt_within_the_limit_returns_its_verdict() -> None:
@@ -52,9 +52,9 @@ def test_an_attempt_within_the_limit_returns_its_verdict() -> None:
 
 
 def test_going_over_the_limit_is_a_recorded_failure() -> None:
-    def greedy() -> tuple[FrVerdict, str, None]:
+    def greedy() -> tuple[FrVerdict, str, None, dict[str, str]]:
         hoard = bytearray(2 << 30)  # 2 GiB against a 1 GiB limit
-        return FrVerdict(False, [len(hoard)]), "", None
+        return FrVerdict(False, [len(hoard)]), "", None, {}
 
     outcome = limits.run_limited(lambda: timed(greedy), 1 << 30)
     assert outcome.verdict is None

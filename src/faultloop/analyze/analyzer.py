@@ -44,13 +44,30 @@ class Input(StrEnum):
 
 @dataclass(frozen=True)
 class LogSource:
-    """A cell's stripped log; staging: where neutral copies go (no path an analyzer sees names the fault)."""
+    """A run's stripped log; staging: where neutral copies go (no path an analyzer sees names the
+    fault). A job's life: `earlier`, the stripped logs of the job's earlier attempts (oldest first;
+    a kind with `history` reads them); `job` and `attempt`, the job's neutral identity (its first
+    run's job id) and this attempt's number; `nodes`, this run's allocation (node index -> name),
+    which a verdict's drain_nodes is checked against."""
 
     path: Path
     staging: Path | None = None
+    earlier: tuple[Path, ...] = ()
+    job: str = ""
+    attempt: int = 1
+    nodes: tuple[str, ...] = ()
 
-    def digest(self) -> str:
-        return file_digest(self.path)
+    def digest(self, *, history: bool = False) -> str:
+        """This log's digest; with history, also the earlier attempts' (where there are any)."""
+        if not (history and self.earlier):
+            return file_digest(self.path)
+        parts = [file_digest(self.path), *(file_digest(log) for log in self.earlier)]
+        return hashlib.sha256(" ".join(parts).encode()).hexdigest()[:16]
+
+
+def run_of(stripped_log: Path) -> Path:
+    """The run folder whose stripped log this is (layout.STRIPPED_LOG)."""
+    return stripped_log.parents[len(Path(layout.STRIPPED_LOG).parts) - 1]
 
 
 @dataclass(frozen=True)
@@ -78,6 +95,7 @@ class VerdictsSource:
     cell_dir: Path
     log_run: RunRecord | None
     fr_run: RunRecord | None
+    nodes: tuple[str, ...] = ()  # the run's allocation, which a merged drain_nodes is checked against
 
     @property
     def log_path(self) -> Path:
@@ -119,11 +137,13 @@ Source = LogSource | DumpsSource | VerdictsSource
 
 @dataclass(frozen=True)
 class Answer:
-    """An analyzer's result on one input: the typed verdict, its text form, what a tool printed."""
+    """An analyzer's result on one input: the typed verdict, its text form, what a tool printed,
+    and the files it keeps beside them for the job's next attempt (name -> text: `Kind.kept`)."""
 
     verdict: LogVerdict | FrVerdict
     text: str
     raw: str | None = None
+    kept: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -152,6 +172,8 @@ class Kind(ABC):
     input: ClassVar[Input]
     summary: ClassVar[str]
     options: ClassVar[Mapping[str, Any]] = {}
+    history: ClassVar[bool] = False  # reads the job's earlier attempts (LogSource.earlier)
+    kept: ClassVar[tuple[str, ...]] = ()  # the files its answer keeps beside its verdict (Answer.kept)
 
     def configure(self, entry: Mapping[str, Any], config: Mapping[str, Any], where: str) -> dict[str, Any]:
         """The settings of a config entry (its keys other than kind and timeout_s, already known to
@@ -172,6 +194,14 @@ class Kind(ABC):
     def fingerprint_settings(self, spec: Spec, config: Mapping[str, Any]) -> Any:
         """The settings a verdict depends on (default: the kind's name and resolved settings)."""
         return (self.name, spec.settings)
+
+    def input_digest(self, spec: Spec, source: Source) -> str:
+        """What its verdict on this input depends on besides its code (a stored result is reused
+        while this and the fingerprint are unchanged): the input, and with `history` the earlier
+        attempts' logs."""
+        if isinstance(source, LogSource):
+            return source.digest(history=self.history)
+        return source.digest()
 
     @abstractmethod
     def run(self, spec: Spec, source: Any) -> Answer:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from faultloop.analyze import limits
-from faultloop.analyze.analyzer import Input, Kind, LogSource, Source, Spec
+from faultloop.analyze.analyzer import Input, Kind, LogSource, Source, Spec, VerdictsSource
 from faultloop.analyze.kinds import (
     combined,
     command,
@@ -46,7 +46,7 @@ from faultloop.analyze.running import (
     run_with_reuse,
     timed,
 )
-from faultloop.contracts import LogVerdict, RunRecord, write_index
+from faultloop.contracts import LogVerdict, RecordError, RunRecord, write_index
 from faultloop.core import layout
 from faultloop.core.errors import ConfigError
 
@@ -235,12 +235,20 @@ def specs_from_json(text: str) -> list[Spec]:
 
 
 def attempt(spec: Spec, source: Source) -> Outcome:
-    """Run one analyzer once on its input, timed; every failure becomes part of the outcome."""
+    """Run one analyzer once on its input, timed; every failure becomes part of the outcome. A log
+    verdict that names a node the run does not have (drain_nodes) is refused: that is its failure."""
     kind = kinds(spec.input)[spec.kind]
 
-    def work() -> tuple[Any, str, str | None]:
+    def work() -> tuple[Any, str, str | None, dict[str, str]]:
         answer = kind.run(spec, source)
-        return answer.verdict, answer.text, answer.raw
+        nodes = source.nodes if isinstance(source, LogSource | VerdictsSource) else ()
+        if isinstance(answer.verdict, LogVerdict) and nodes:
+            try:
+                answer.verdict.drained(nodes)
+            except RecordError as exc:
+                place = PLACES[spec.input]
+                raise AnalyzerFailure(f"{place.folder(spec.name)}/{place.files[0]}: {exc}") from None
+        return answer.verdict, answer.text, answer.raw, answer.kept
 
     return timed(work)
 
@@ -256,11 +264,14 @@ class Analyzer:
     def name(self) -> str:
         return self.spec.name
 
-    def attempt(self, log_path: str | Path, *, staging: Path | None = None) -> Outcome:
-        return attempt(self.spec, LogSource(Path(log_path), staging))
+    def attempt(self, log_path: str | Path, *, staging: Path | None = None, earlier: tuple[Path, ...] = ()) -> Outcome:
+        return attempt(self.spec, LogSource(Path(log_path), staging, earlier))
 
-    def analyze(self, log_path: str | Path, *, staging: Path | None = None) -> LogVerdict:
-        outcome = self.attempt(log_path, staging=staging)
+    def analyze(
+        self, log_path: str | Path, *, staging: Path | None = None, earlier: tuple[Path, ...] = ()
+    ) -> LogVerdict:
+        """Its verdict on a log; earlier: the logs of the job's earlier attempts, oldest first."""
+        outcome = self.attempt(log_path, staging=staging, earlier=earlier)
         if not isinstance(outcome.verdict, LogVerdict):
             raise AnalyzerFailure(outcome.error or "no verdict", outcome.stderr_tail)
         return outcome.verdict
@@ -276,7 +287,6 @@ def run_cell(
 ) -> list[RunRecord]:
     """A cell's analyzers of one input, each into its folder (or its stored result reused), and
     the input's index that lists what each one's result is (written even when it lists none)."""
-    digest = source.digest()
     records = []
     for spec in specs:
         place = PLACES[spec.input]
@@ -285,11 +295,12 @@ def run_cell(
             spec.name,
             spec.kind,
             spec.fingerprint,
-            digest,
+            kinds(spec.input)[spec.kind].input_digest(spec, source),
             cell_dir / place.folder(spec.name),
             fresh=fresh,
             files=place.files,
             attempt=partial(limits.run_limited, work) if place.memory_limited else work,
+            kept=kinds(spec.input)[spec.kind].kept,
         )
         state = "reused" if record.reused else record.status
         error = f": {record.error}" if record.error else ""

@@ -14,7 +14,7 @@ import subprocess
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,13 +46,14 @@ class Outcome:
     error: str | None
     stderr_tail: str
     wall_s: float
+    kept: dict[str, str] = field(default_factory=dict)  # files it keeps beside its verdict (name -> text)
 
 
-def timed(work: Callable[[], tuple[LogVerdict | FrVerdict, str, str | None]]) -> Outcome:
-    """Run one analysis (verdict, text, raw output), timed; every failure becomes the outcome."""
+def timed(work: Callable[[], tuple[LogVerdict | FrVerdict, str, str | None, dict[str, str]]]) -> Outcome:
+    """Run one analysis (verdict, text, raw output, kept files), timed; every failure becomes the outcome."""
     start = time.perf_counter()
     try:
-        verdict, text, raw = work()
+        verdict, text, raw, kept = work()
     except AnalyzerFailure as exc:
         return Outcome(None, "", None, str(exc), exc.stderr_tail, time.perf_counter() - start)
     except Exception as exc:
@@ -64,7 +65,7 @@ def timed(work: Callable[[], tuple[LogVerdict | FrVerdict, str, str | None]]) ->
             traceback.format_exc()[-TAIL_CHARS:],
             time.perf_counter() - start,
         )
-    return Outcome(verdict, text, raw, None, "", time.perf_counter() - start)
+    return Outcome(verdict, text, raw, None, "", time.perf_counter() - start, kept)
 
 
 def tail(path: Path, limit: int = TAIL_CHARS) -> str:
@@ -114,9 +115,11 @@ def run_with_reuse(
     fresh: bool,
     files: tuple[str, str],
     attempt: Callable[[], Outcome],
+    kept: tuple[str, ...] = (),
 ) -> RunRecord:
     """Run one analyzer into its folder, or reuse its stored result (files untouched) when neither
-    its fingerprint nor its input changed. files: the names of its JSON and text results."""
+    its fingerprint nor its input changed. files: the names of its JSON and text results; kept:
+    the files it may keep beside them (a stale one is removed when it runs again)."""
     json_name, text_name = files
     if not fresh:
         try:
@@ -130,11 +133,14 @@ def run_with_reuse(
                 return record
     outcome = attempt()
     directory.mkdir(parents=True, exist_ok=True)
-    for stale in (json_name, text_name, layout.RAW_OUTPUT, *(layout.LEGACY_NAMES.get(n, n) for n in files)):
+    stale_names = (json_name, text_name, layout.RAW_OUTPUT, *kept, *(layout.LEGACY_NAMES.get(n, n) for n in files))
+    for stale in stale_names:
         (directory / stale).unlink(missing_ok=True)
     if outcome.verdict is not None:
         outcome.verdict.write(directory / json_name)
         atomic.write_atomic(directory / text_name, outcome.text)
+        for name, text in outcome.kept.items():
+            atomic.write_atomic(directory / name, text)
     if outcome.raw is not None:
         atomic.write_atomic(directory / layout.RAW_OUTPUT, outcome.raw)
     record = RunRecord(

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from faultloop.core import atomic
-from faultloop.faults import CATEGORIES, FAULTS
+from faultloop.faults import CATEGORIES, FAULTS, RESTART, STOP
 
 T = TypeVar("T")
 
@@ -30,6 +30,43 @@ def _rank_list(value: Any, name: str) -> list[int]:
         return [int(item) for item in value]
     except (TypeError, ValueError):
         raise RecordError(f"{name} holds a non-rank: {value!r:.80}") from None
+
+
+NodeRef = int | str  # a node of a run's allocation: its index (0-based) or its host name
+
+
+def _node_list(value: Any, name: str) -> list[NodeRef]:
+    """Nodes as indices (ints, or strings of digits) or host names; anything else is an error."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise RecordError(f"{name} is not a list: {value!r:.80}")
+    nodes: list[NodeRef] = []
+    for item in value:
+        if isinstance(item, str) and item.strip().isdigit():
+            item = int(item.strip())
+        index = isinstance(item, int) and not isinstance(item, bool) and item >= 0
+        if not index and not (isinstance(item, str) and item.strip()):
+            raise RecordError(
+                f"{name} holds {item!r:.40}: a node is its index in the allocation (0, 1, ...) or its host name"
+            )
+        nodes.append(item.strip() if isinstance(item, str) else item)
+    return nodes
+
+
+def short_host(name: str) -> str:
+    """A host name without its domain (`nid001.cluster` -> `nid001`): what SLURM calls the node."""
+    return name.split(".", 1)[0] if not name.replace(".", "").isdigit() else name
+
+
+def node_name(node: NodeRef, nodes: Sequence[str]) -> str | None:
+    """The allocation's name of a node a verdict names (an index, a name, or a name with its
+    domain where the allocation has the short one); None when the allocation has no such node."""
+    if isinstance(node, int):
+        return nodes[node] if node < len(nodes) else None
+    if node in nodes:
+        return node
+    return next((n for n in nodes if short_host(n) == short_host(node)), None)
 
 
 def _read_object(path: Path) -> dict[str, Any]:
@@ -112,7 +149,24 @@ class LogVerdict:
     confidence_reason: str = ""
     mode: str = "deterministic"
     analyzer_version: str = ""
+    # The job's life (docs/architecture.md, verdict.json): the nodes to leave out of the next
+    # attempt, and the decision for that attempt over the job's earlier attempts where the
+    # analyzer states one apart from `restart` (its decision on this log alone, upstream's).
+    drain_nodes: list[NodeRef] = field(default_factory=list)
+    next_attempt: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def drained(self, nodes: Sequence[str]) -> list[str]:
+        """The allocation's names of the nodes to drain; RecordError naming the field when the
+        verdict names a node the allocation (`nodes`, node index -> name) does not have."""
+        names = []
+        for node in self.drain_nodes:
+            name = node_name(node, nodes)
+            if name is None:
+                have = ", ".join(f"{i}: {n}" for i, n in enumerate(nodes)) or "none"
+                raise RecordError(f"drain_nodes: node {node!r} is not one of this run's nodes ({have})")
+            names.append(name)
+        return list(dict.fromkeys(names))
 
     def to_json(self) -> dict[str, Any]:
         out = {
@@ -129,7 +183,10 @@ class LogVerdict:
             "checkpoint_saved": self.checkpoint_saved,
             "mode": self.mode,
             "analyzer_version": self.analyzer_version,
+            "drain_nodes": self.drain_nodes,
         }
+        if self.next_attempt:
+            out["next_attempt"] = self.next_attempt
         return out | self.extra
 
     def to_text(self) -> str:
@@ -140,11 +197,16 @@ class LogVerdict:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], *, mode: str = "") -> LogVerdict:
-        """Check any analyzer's answer: `restart` is required, ranks must be ranks; an unknown
-        category or fault type reads as none named. mode: the kind's default mode."""
+        """Check any analyzer's answer: `restart` is required, ranks must be ranks, nodes nodes
+        (indices or host names; whether the run has them is `drained`'s check), `next_attempt`
+        RESTART or STOP where given; an unknown category or fault type reads as none named.
+        mode: the kind's default mode."""
         restart = data.get("restart")
         if not isinstance(restart, str) or not restart.strip():
             raise RecordError("the verdict has no 'restart' decision")
+        next_attempt = data.get("next_attempt") or ""
+        if next_attempt not in ("", RESTART, STOP):
+            raise RecordError(f"next_attempt must be {RESTART!r} or {STOP!r}, not {next_attempt!r:.60}")
         category, fault_type = data.get("fault_category"), data.get("fault_type")
         known = {f.name for f in fields(cls)}
         return cls(
@@ -161,8 +223,21 @@ class LogVerdict:
             str(data.get("confidence_reason") or ""),
             str(data.get("mode") or mode),
             str(data.get("analyzer_version") or ""),
-            {k: v for k, v in data.items() if k not in known},
+            drain_nodes=_node_list(data.get("drain_nodes"), "drain_nodes"),
+            next_attempt=next_attempt,
+            extra={k: v for k, v in data.items() if k not in known},
         )
+
+    @classmethod
+    def read_for(cls, path: Path, nodes: Sequence[str]) -> LogVerdict:
+        """A verdict.json of a run whose allocation is `nodes`: a node it names that the run does
+        not have is refused, the error naming the file and the field."""
+        verdict = cls.read(path)
+        try:
+            verdict.drained(nodes)
+        except RecordError as exc:
+            raise RecordError(f"{path}: {exc}") from None
+        return verdict
 
     def write(self, path: Path) -> None:
         atomic.write_json_atomic(path, self.to_json())

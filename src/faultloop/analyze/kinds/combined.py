@@ -22,6 +22,10 @@ order (docs/analyzers.md, "The combined verdict"):
    and NVRx's do) has only the first error line, often a victim's.
 7. Otherwise (a crash, exception or signal the log pins on a rank with high confidence, or FR
    names several ranks): the log stands, FR's other suspects become secondary (`log_stands`).
+
+Over a job's life the log's decision for the next attempt stands (`next_attempt`); its drain
+follows the merged primaries where the merge changed them and the log drains its culprits' nodes
+(`drain`).
    A rank that died leaves no dump or a stale one: FR sees it missing but cannot tell a death
    from a hang, and the log's own death line for that rank can.
 """
@@ -33,8 +37,9 @@ from dataclasses import replace
 from typing import Any
 
 from faultloop.analyze.analyzer import Answer, Input, Kind, Spec, VerdictsSource, log_answer
+from faultloop.analyze.logsage.life import HOSTS, LIFE
 from faultloop.analyze.running import AnalyzerFailure
-from faultloop.contracts import FrVerdict, LogVerdict
+from faultloop.contracts import FrVerdict, LogVerdict, NodeRef
 from faultloop.faults import ERRORS_NOT_FOUND, HANG
 
 NAME = "combined"
@@ -79,8 +84,23 @@ def merge(log: LogVerdict | None, fr: FrVerdict | None) -> LogVerdict:
     return _verdict(log, primary, rest, LOG_STANDS, "the log pins the fault on its rank; FR's suspects secondary")
 
 
+def drain(log: LogVerdict, primary: list[int]) -> list[NodeRef]:
+    """The nodes to drain: the log's, or where the merge named other primaries and the log drains
+    the nodes of its culprits (a node-bound failure), those primaries' nodes as the log's life
+    record maps ranks to hosts (FR finds the rank, the log knows where it ran)."""
+    life = log.extra.get(LIFE)
+    hosts = life.get(HOSTS) if isinstance(life, dict) else None
+    if not log.drain_nodes or sorted(primary) == sorted(log.primary_ranks) or not isinstance(hosts, dict):
+        return list(log.drain_nodes)
+    named = [hosts.get(str(rank)) for rank in primary]
+    if not named or not all(isinstance(host, str) for host in named):
+        return list(log.drain_nodes)  # a primary the log does not place: keep the log's drain
+    return sorted({str(host) for host in named})
+
+
 def _verdict(log: LogVerdict, primary: list[int], secondary: list[int], rule: str, why: str) -> LogVerdict:
-    """The log's restart, fault, cited lines and checkpoint_saved with the merged ranks."""
+    """The log's restart, next attempt, fault, cited lines and checkpoint_saved with the merged
+    ranks, and the nodes to drain for them."""
     return LogVerdict(
         log.restart,
         primary,
@@ -92,6 +112,8 @@ def _verdict(log: LogVerdict, primary: list[int], secondary: list[int], rule: st
         list(log.evidence),
         log.checkpoint_saved,
         mode=NAME,
+        drain_nodes=drain(log, primary),
+        next_attempt=log.next_attempt,
         extra={"merge_rule": rule},
     )
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from faultloop.analyze.analyzer import LogSource, Spec
 from faultloop.analyze.fr import dumps
 from faultloop.analyze.nvrx import COMBINED, outputs, tools
 from faultloop.analyze.nvrx.run import NvrxLog
@@ -20,10 +21,10 @@ class NvrxCombined(NvrxLog):
         "needs an endpoint; reads the cell's dumps as sanitized copies"
     )
 
-    def argv(self, python: str, log: Path, llm: Mapping[str, Any], source: Path) -> list[str]:
+    def argv(self, python: str, log: Path, llm: Mapping[str, Any], source: LogSource, spec: Spec) -> list[str]:
         copies = log.parent / "dumps"
         copies.mkdir()
-        folder = tools.dumps_beside(source)
+        folder = tools.dumps_beside(source.path)
         tools.copy_dumps(dumps.find_dumps(str(folder)) if folder else [], copies)
         return tools.combined_argv(python, log, copies, llm)
 

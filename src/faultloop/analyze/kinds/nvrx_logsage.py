@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from faultloop.analyze.analyzer import LogSource, Spec
 from faultloop.analyze.nvrx import LOGSAGE, outputs, tools
 from faultloop.analyze.nvrx.run import NvrxLog
 from faultloop.contracts import LogVerdict
@@ -19,7 +20,7 @@ class NvrxLogsage(NvrxLog):
         "and the `logsage` package in `nvrx.python`'s environment"
     )
 
-    def argv(self, python: str, log: Path, llm: Mapping[str, Any], source: Path) -> list[str]:
+    def argv(self, python: str, log: Path, llm: Mapping[str, Any], source: LogSource, spec: Spec) -> list[str]:
         return tools.logsage_argv(python, log, llm)
 
     def read(self, raw: str, llm: Mapping[str, Any]) -> LogVerdict:

@@ -25,6 +25,7 @@ from faultloop.faults import ERRORS_NOT_FOUND, NO_LOGS, NONE, RESTART
 from faultloop.fingerprint import source_fingerprint
 
 PACKAGE = __name__.rpartition(".")[0]
+CAUSE = "cause"  # the verdict's key (in its extra) for logsage's diagnosed cause, a POLICY key
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,7 @@ def _analyze_path(path: Path, settings: Settings) -> Verdict:
         checkpoint,
         found.confidence,
         found.confidence_reason,
+        extra={CAUSE: str(cause)},  # the cause a job's life compares attempts by (logsage.life)
     )
 
 

@@ -36,10 +36,11 @@ class Hit:
     text: str
 
 
-def hits(path: Path, prefilter: str = "auto", jobs: int = 0) -> Iterator[Hit]:
-    """The lines of `path` holding an anchor, in file order, read by the chosen prefilter."""
+def hits(path: Path, prefilter: str = "auto", jobs: int = 0, anchors: tuple[str, ...] = ANCHORS) -> Iterator[Hit]:
+    """The lines of `path` holding an anchor (default: the rules'), in file order, read by the
+    chosen prefilter."""
     tool = find_tool(prefilter)
-    return scan_tool(path, tool, jobs) if tool else scan_python(path)
+    return scan_tool(path, tool, jobs, anchors) if tool else scan_python(path, anchors)
 
 
 def _ere_escape(literal: str) -> str:
@@ -59,9 +60,9 @@ def _teddy_order(literals: tuple[str, ...]) -> list[str]:
     return [by_place[place] if place in by_place else next(rest) for place in range(len(literals))]
 
 
-def _tool_command(tool: str) -> list[str]:
+def _tool_command(tool: str, anchors: tuple[str, ...] = ANCHORS) -> list[str]:
     """A prefilter reading stdin and printing `line:byte offset:text` for lines with an anchor."""
-    literals = (*ANCHORS, _SENTINEL.decode())
+    literals = (*anchors, _SENTINEL.decode())
     if Path(tool).name == "rg":  # ripgrep: SIMD multi-literal search (Teddy), several times grep's
         return [
             tool,
@@ -90,7 +91,7 @@ def find_tool(prefilter: str) -> str | None:
     return None
 
 
-def scan_tool(path: Path, tool: str, jobs: int = 0) -> Iterator[Hit]:
+def scan_tool(path: Path, tool: str, jobs: int = 0, anchors: tuple[str, ...] = ANCHORS) -> Iterator[Hit]:
     """An external prefilter (rg or grep) over `jobs` line-aligned byte ranges at once.
 
     Each range but the last is fed to its own process through a pipe (sendfile: no copy in
@@ -101,16 +102,17 @@ def scan_tool(path: Path, tool: str, jobs: int = 0) -> Iterator[Hit]:
     jobs = jobs or min(4, os.cpu_count() or 1)
     bounds = _line_bounds(path, size, max(1, min(jobs, size // MIN_RANGE_BYTES)))
     env = {**os.environ, "LC_ALL": "C"}
+    command = _tool_command(tool, anchors)
     ranges = []
     try:
         for start, end in itertools.pairwise(bounds):
             if end == size:  # the last range: the file itself, from the range's start
                 with open(path, "rb") as rest:
                     rest.seek(start)
-                    proc = subprocess.Popen(_tool_command(tool), stdin=rest, stdout=subprocess.PIPE, env=env)
+                    proc = subprocess.Popen(command, stdin=rest, stdout=subprocess.PIPE, env=env)
                 feeder = None
             else:
-                proc = subprocess.Popen(_tool_command(tool), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+                proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
                 assert proc.stdin is not None
                 feeder = threading.Thread(target=_feed, args=(path, start, end, proc.stdin), daemon=True)
                 feeder.start()
@@ -198,10 +200,10 @@ def _grow_pipe(stream: IO[bytes]) -> None:
         pass
 
 
-def scan_python(path: Path) -> Iterator[Hit]:
+def scan_python(path: Path, literals: tuple[str, ...] = ANCHORS) -> Iterator[Hit]:
     """Pure-Python prefilter: per 8 MB block, bytes.find for each anchor (C speed, about twice a
     combined regex), then the hit lines in order, newlines counted only between hits."""
-    anchors = [a.encode() for a in ANCHORS]
+    anchors = [a.encode() for a in literals]
     line_no, base = 1, 0  # line number at offset `base`
     carry = b""
     with open(path, "rb") as f:

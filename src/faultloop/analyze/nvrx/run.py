@@ -13,7 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from faultloop.analyze.analyzer import Answer, Input, Kind, LogSource, Spec, log_answer, staged_log
+from faultloop.analyze.analyzer import Answer, Input, Kind, LogSource, Spec, staged_log
 from faultloop.analyze.fr import analysis, dumps
 from faultloop.analyze.llm import LLM_OPTION, keyless
 from faultloop.analyze.nvrx import FR, outputs, tools
@@ -49,8 +49,13 @@ class NvrxLog(Kind):
         return (self.name, checkout.digest(), checkout.python, keyless(spec.settings["llm"]), spec.timeout_s)
 
     @abstractmethod
-    def argv(self, python: str, log: Path, llm: Mapping[str, Any], source: Path) -> list[str]:
-        """NVRx's command line on the staged log (source: the cell's log, for what lies beside it)."""
+    def argv(self, python: str, log: Path, llm: Mapping[str, Any], source: LogSource, spec: Spec) -> list[str]:
+        """NVRx's command line on the staged log, in its staging folder (source: the run's log, for
+        what lies beside it, and the job's earlier attempts)."""
+
+    def keep(self, workdir: Path) -> dict[str, str]:
+        """The files of the staging folder its answer keeps beside the verdict (Kind.kept)."""
+        return {}
 
     @abstractmethod
     def read(self, raw: str, llm: Mapping[str, Any]) -> LogVerdict:
@@ -60,7 +65,7 @@ class NvrxLog(Kind):
         assert isinstance(source, LogSource)
         checkout, llm = Checkout(**spec.settings["nvrx"]), spec.settings["llm"]
         with staged_log(source) as log:
-            argv = self.argv(checkout.python, log, llm, source.path)
+            argv = self.argv(checkout.python, log, llm, source, spec)
             stdout_path, stderr_path = log.parent / "stdout", log.parent / "stderr"
             env = checkout.env(str(llm.get("api_key_file") or ""))
             status = run_process(argv, stdout_path, stderr_path, spec.timeout_s, env=env)
@@ -68,10 +73,12 @@ class NvrxLog(Kind):
             if status != 0:
                 raise AnalyzerFailure(exit_reason(status), stderr_tail)
             raw = stdout_path.read_text(errors="replace")
+            kept = self.keep(log.parent)
         try:
-            return log_answer(self.read(raw, llm), raw)
+            verdict = self.read(raw, llm)
         except AnalyzerFailure as exc:
             raise AnalyzerFailure(str(exc), stderr_tail) from None
+        return Answer(verdict, verdict.to_text(), raw, kept)
 
 
 def analyze_fr(
