@@ -11,7 +11,8 @@ injector fires with, the signal it sends, the log lines that show it) is a field
 from __future__ import annotations
 
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import StrEnum
 
 RESTART = "RESTART IMMEDIATE"
 STOP = "STOP - DONT RESTART IMMEDIATE"
@@ -30,6 +31,16 @@ EXTERNAL_SIGNAL = "external_signal"
 OTHER = "other"
 NONE = "none"
 CATEGORIES = (HANG, CRASH, EXCEPTION, GPU_ERROR_CATEGORY, OOM, NETWORK, EXTERNAL_SIGNAL, OTHER, NONE)
+
+
+class Recurrence(StrEnum):
+    """What a fault does when its job restarts (resumed from its newest checkpoint): the truth a
+    job's life is scored against and the built-in workload re-injects by. Read by the scorer and
+    the injector only, never by an analyzer."""
+
+    PASSES = "passes"  # gone after a restart: a dropped link, a kill from outside
+    SAME_STEP = "same_step"  # comes back when the resumed job reaches the same step: the program's own
+    SAME_NODE = "same_node"  # comes back on whichever rank runs on the same node, until it is drained
 
 
 @dataclass(frozen=True)
@@ -57,6 +68,9 @@ class Fault:
     # the lines scoring points at as the ones an analyzer should have read.
     evidence: str = r"$^"
     upstream: bool = True  # one of NVRx's twelve (its Fault enum); False: a faultloop addition
+    # What a restart does to it (stated for every row), and why.
+    on_restart: Recurrence = field(kw_only=True)
+    on_restart_why: str = field(kw_only=True)
 
     def fire_wording(self, *, device: str, pid: int) -> str:
         """The fire-time detail of the marker line, in upstream's injector wording."""
@@ -70,7 +84,15 @@ _EXCEPTION_EVIDENCE = r"InjectedException|Traceback|Exception"
 
 
 def _signal_fault(
-    name: str, value: int, category: str, restart: str, rationale: str, sig: signal.Signals, evidence: str
+    name: str,
+    value: int,
+    category: str,
+    restart: str,
+    rationale: str,
+    sig: signal.Signals,
+    evidence: str,
+    on_restart: Recurrence = Recurrence.PASSES,
+    on_restart_why: str = "a signal sent from outside the job: the restarted job is not sent it again",
 ) -> Fault:
     return Fault(
         name,
@@ -84,6 +106,8 @@ def _signal_fault(
         _SIGNAL_DETAIL,
         sig,
         evidence,
+        on_restart=on_restart,
+        on_restart_why=on_restart_why,
     )
 
 
@@ -101,6 +125,10 @@ FAULTS: dict[str, Fault] = {
             fires_with="raising GPU error",
             detail=" on {device}",
             evidence=r"illegal memory access|CUDA error|cudaError|device-side assert|GPU error",
+            on_restart=Recurrence.SAME_NODE,
+            on_restart_why=(
+                "the GPU itself is faulty: it fails again in whichever rank runs on it, until its node is drained"
+            ),
         ),
         Fault(
             "GPU_SLEEP",
@@ -113,6 +141,11 @@ FAULTS: dict[str, Fault] = {
             fires_with="GPU sleep on",
             detail=" device={device}",
             evidence=_HANG_EVIDENCE,
+            on_restart=Recurrence.SAME_NODE,
+            on_restart_why=(
+                "a GPU that stops answering is its node's hardware or driver: it hangs again on that node "
+                "until the node is drained"
+            ),
         ),
         Fault(
             "WORKLOAD_EXC",
@@ -124,6 +157,8 @@ FAULTS: dict[str, Fault] = {
             injector="shard_overrun",
             fires_with="raising workload exception",
             evidence=_EXCEPTION_EVIDENCE,
+            on_restart=Recurrence.SAME_STEP,
+            on_restart_why="a bug in the training code: the resumed job raises again when it reaches the same step",
         ),
         Fault(
             "ASYNC_EXC",
@@ -136,6 +171,8 @@ FAULTS: dict[str, Fault] = {
             fires_with="asynchronously raising",
             detail=" exception",
             evidence=_EXCEPTION_EVIDENCE,
+            on_restart=Recurrence.SAME_STEP,
+            on_restart_why="the job's own code raises it: the resumed job runs that code again at the same step",
         ),
         _signal_fault(
             "SIGNAL_EXC",
@@ -156,6 +193,10 @@ FAULTS: dict[str, Fault] = {
             injector="abort",
             fires_with="aborting",
             evidence=r"SIGABRT|abort|signal 6\b|exit ?code[:= ]*-6\b|core dumped",
+            on_restart=Recurrence.SAME_STEP,
+            on_restart_why=(
+                "the program aborts on its own state: the resumed job reaches the same state at the same step "
+            ),
         ),
         Fault(
             "LOCK_GIL",
@@ -167,6 +208,8 @@ FAULTS: dict[str, Fault] = {
             injector="hold_gil",
             fires_with="locking GIL",
             evidence=_HANG_EVIDENCE + "|GIL",
+            on_restart=Recurrence.PASSES,
+            on_restart_why="a process that stopped making progress: a restarted process does not hold the lock",
         ),
         Fault(
             "SEGFAULT",
@@ -178,6 +221,8 @@ FAULTS: dict[str, Fault] = {
             injector="bad_pointer",
             fires_with="raising segmentation fault",
             evidence=r"SIGSEGV|segmentation fault|segfault|signal 11\b|exit ?code[:= ]*-11\b",
+            on_restart=Recurrence.SAME_STEP,
+            on_restart_why="code or memory corruption in the program: the resumed job crashes again at the same step",
         ),
         _signal_fault(
             "SIGINT",
@@ -196,6 +241,9 @@ FAULTS: dict[str, Fault] = {
             "hard kill, OOM or external pressure",
             signal.SIGKILL,
             r"SIGKILL|signal 9\b|killed|exit ?code[:= ]*-9\b",
+            on_restart_why=(
+                "a kill from outside the job (an operator, a preemption): the restarted job is not killed again"
+            ),
         ),
         _signal_fault(
             "SIGTERM",
@@ -214,6 +262,7 @@ FAULTS: dict[str, Fault] = {
             "external signal",
             signal.SIGSTOP,
             r"SIGSTOP|stopped|watchdog|timed? ?out|timeout|stall",
+            on_restart_why="a process stopped from outside the job: the restarted job is not stopped again",
         ),
         # -- faultloop's additions (upstream's injector has no mechanism for them) -------------
         Fault(
@@ -227,6 +276,10 @@ FAULTS: dict[str, Fault] = {
             fires_with="issuing a collective the other ranks do not",
             evidence=_HANG_EVIDENCE + "|mismatch|barrier",
             upstream=False,
+            on_restart=Recurrence.SAME_STEP,
+            on_restart_why=(
+                "a program-order bug: the resumed job issues the same mismatched collective at the same step "
+            ),
         ),
         Fault(
             "NET_DROP",
@@ -239,6 +292,8 @@ FAULTS: dict[str, Fault] = {
             fires_with="shutting down connections to peers",
             evidence=r"[Cc]onnection (?:closed|reset) by peer|Broken pipe|not connected|network",
             upstream=False,
+            on_restart=Recurrence.PASSES,
+            on_restart_why="a dropped link: the restarted job's connections are new and the link is back",
         ),
         Fault(
             "HOST_OOM",
@@ -251,6 +306,11 @@ FAULTS: dict[str, Fault] = {
             fires_with="allocating past the rank's memory cgroup limit",
             evidence=r"oom[-_]kill|[Oo]ut of memory|Killed process|SIGKILL|signal 9\b|exit ?code[:= ]*-9\b",
             upstream=False,
+            on_restart=Recurrence.SAME_NODE,
+            on_restart_why=(
+                "the node's memory is too small for what its ranks hold: it runs out again on that node until "
+                "the node is drained"
+            ),
         ),
         Fault(
             "NAN_LOSS",
@@ -263,6 +323,8 @@ FAULTS: dict[str, Fault] = {
             fires_with="turning the rank's gradients into NaN",
             evidence=r"\bNaN\b|\bnan\b|Traceback",
             upstream=False,
+            on_restart=Recurrence.SAME_STEP,
+            on_restart_why="the same data and settings diverge again when the resumed job reaches the same step",
         ),
         Fault(
             "STORAGE_FULL",
@@ -275,6 +337,8 @@ FAULTS: dict[str, Fault] = {
             fires_with="writing the rank's checkpoint to a full device",
             evidence=r"No space left on device|ENOSPC|Errno 28",
             upstream=False,
+            on_restart=Recurrence.SAME_STEP,
+            on_restart_why="the volume stays full: the resumed job's checkpoint at the same step fails again",
         ),
     )
 }

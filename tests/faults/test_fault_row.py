@@ -17,7 +17,7 @@ from conftest import REPO
 from faultloop.adopt.session import adopt
 from faultloop.contracts import Manifest
 from faultloop.core.cell import Cell, cell_name_pattern
-from faultloop.faults import EXTERNAL_SIGNAL, FAULTS, RESTART, Fault, expected_restart
+from faultloop.faults import EXTERNAL_SIGNAL, FAULTS, RESTART, Fault, Recurrence, expected_restart
 from faultloop.marker import firing_line, marker_times, read_injector_line, scheduled_line, strip_markers
 from faultloop.plan import config
 from faultloop.plan.pool import load_pool
@@ -36,6 +36,8 @@ SIGHUP = Fault(
     detail="{signal!r} to pid={pid}",
     signal=signal.SIGHUP,
     evidence=r"SIGHUP|hang-?up|signal 1\b",
+    on_restart=Recurrence.PASSES,
+    on_restart_why="a login session lost once: the restarted job's is another",
 )
 CELL = Cell("SIGHUP", 1, 5, 2)
 

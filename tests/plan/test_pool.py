@@ -107,9 +107,9 @@ def test_empty_pool_and_bad_header(tmp_path):
 
 def test_bad_token_names_the_token():
     with pytest.raises(PoolError) as info:
-        load_pool(pool_spec="GPU_SLEEP:1:5 SIGKILL:0:5:2:9", gpus_per_node=4)
+        load_pool(pool_spec="GPU_SLEEP:1:5 SIGKILL:0:5:2:2:9", gpus_per_node=4)
     assert "pool token 1 'GPU_SLEEP:1:5': expected 4 fields" in str(info.value)
-    assert "pool token 2 'SIGKILL:0:5:2:9': expected 4 fields" in str(info.value)
+    assert "pool token 2 'SIGKILL:0:5:2:2:9': expected 4 fields" in str(info.value)
 
 
 def test_symbolic_ranks_resolve():

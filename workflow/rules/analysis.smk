@@ -1,5 +1,5 @@
-# The attribution tools, per cell: every configured log analyzer (rule logsage) and every
-# flight-recorder analyzer (rule fr_analysis), one job per cell each; results land under
+# The attribution tools, per run (one attempt of a cell): every configured log analyzer (rule
+# logsage) and every flight-recorder analyzer (rule fr_analysis), one job per run each; results land under
 # analysis/<analyzer>/ and analysis/fr/<analyzer>/, listed by the cell's index file. Their inputs
 # never carry the injected truth: the log analyzers read the main log with every injection marker
 # stripped (kept as an output for the scorer and the report), the FR analyzers only the dumps.
@@ -7,10 +7,10 @@
 
 rule logsage:
     input:
-        manifest=cell_path(layout.MANIFEST),
+        manifest=run_path(layout.MANIFEST),
     output:
-        log=cell_path(layout.STRIPPED_LOG),
-        index=cell_path(layout.LOGSAGE_INDEX),
+        log=run_path(layout.STRIPPED_LOG),
+        index=run_path(layout.LOGSAGE_INDEX),
     log:
         rule_log("logsage"),
     conda:
@@ -28,9 +28,9 @@ rule logsage:
 
 rule fr_analysis:
     input:
-        manifest=cell_path(layout.MANIFEST),
+        manifest=run_path(layout.MANIFEST),
     output:
-        index=cell_path(layout.FR_INDEX),
+        index=run_path(layout.FR_INDEX),
     log:
         rule_log("fr_analysis"),
     conda:

@@ -18,9 +18,10 @@ import faultloop.plan.config as fl_config
 import faultloop.fingerprint as fl_fingerprint
 import faultloop.report.history as fl_history
 import faultloop.core.layout as layout
+import faultloop.run.life as fl_life
 import faultloop.plan.pool as fl_pool
 import faultloop.contracts as fl_contracts
-from faultloop.core.cell import cell_name_pattern
+from faultloop.core.cell import run_name_pattern
 from faultloop.core.errors import ConfigError
 from faultloop.run.spec import rule_flags
 from faultloop.workflow.invocation import (
@@ -28,6 +29,7 @@ from faultloop.workflow.invocation import (
     forced,
     infra_failures,
     invoked_until,
+    run_targets,
     selected_cells,
     tool_config,
 )
@@ -89,6 +91,9 @@ REJUDGE = ADOPT or bool(UNTIL - {"run_job"}) or bool(config.get("rejudge", False
 RUN_CELLS, _not_run = cell_targets(
     CELLS, SESSION, rejudge=REJUDGE
 )  # not-run cells: listed by `score`
+# The runs those cells carry (a run is one attempt of a cell: the cell folder, then
+# <cell>/attempt_<k>), the per-run rules' `run` wildcard values; re-judging, those stored.
+RUNS = run_targets(RUN_CELLS, SESSION, rejudge=REJUDGE)
 
 # The analyzers with their fingerprints (code, settings, a command analyzer's watched files),
 # as one constant param per analysis rule: Snakemake does not see edits to imported modules or
@@ -114,21 +119,21 @@ REPORT_VERSION = fl_fingerprint.code_fingerprint(
 
 
 def fresh(rule_name, *files):
-    """A resource: 1 when `--forcerun` (naming the rule or one of the cell's files) or `--forceall`
-    forces this cell's job, so it re-runs every analyzer instead of reusing results whose
+    """A resource: 1 when `--forcerun` (naming the rule or one of the run's files) or `--forceall`
+    forces this run's job, so it re-runs every analyzer instead of reusing results whose
     fingerprint is unchanged. A resource, not a param: params are rerun triggers. Evaluated when
     the DAG is built, the first time Snakemake's DAG settings are there to read."""
 
-    def of_cell(wildcards):
+    def of_run(wildcards):
         return int(
             forced(
                 workflow.dag_settings,
                 rule_name,
-                *(f"{SESSION}/{wildcards.cell}/{name}" for name in files),
+                *(f"{SESSION}/{wildcards.run}/{name}" for name in files),
             )
         )
 
-    return of_cell
+    return of_run
 
 
 # Per-cell rules run the faultloop CLI from this checkout: with the workflow's own Python, or under
@@ -158,7 +163,7 @@ def llm_flags(settings):
 
 
 # The built-in workload's launcher options shared by every cell (the cell's own fault, rank,
-# iteration and node count come from its name), derived from faultloop.run.spec.JobSettings. One
+# iteration, node count and attempts come from its run folder's name), derived from faultloop.run.spec.JobSettings. One
 # string, not a function per job: input functions dominate planning time on large pools.
 LAUNCH_FLAGS = shlex.join(
     [
@@ -168,14 +173,38 @@ LAUNCH_FLAGS = shlex.join(
 )  # fmt: skip
 
 
+# The per-run rules are keyed by the run folder relative to the session: a cell's name (its
+# attempt 1, upstream's folder) or <cell>/attempt_<k> (core.layout); `cells=` selects by cell name.
 wildcard_constraints:
-    cell=cell_name_pattern(),
+    run=run_name_pattern(),
 
 
-def cell_path(name):
-    """A path inside the cell directory, with the {cell} wildcard left for Snakemake."""
-    return f"{SESSION}/{{cell}}/{name}"
+def run_path(name):
+    """A path inside a run folder, with the {run} wildcard left for Snakemake."""
+    return f"{SESSION}/{{run}}/{name}"
 
 
 def rule_log(rule):
-    return f"{SESSION}/logs/{rule}/{{cell}}.log"
+    return f"{SESSION}/logs/{rule}/{{run}}.log"
+
+
+# A job's life (faultloop.run.life): attempt k+1's run_job reads attempt k's job.json.
+SLURM_SITE_EXTRA = config.get("slurm", {}).get("extra", "")
+
+
+def previous_run(wildcards):
+    """Attempt k's job.json, the input of attempt k+1 (none for attempt 1)."""
+    cell, attempt = layout.split_run(wildcards.run)
+    if attempt == 1:
+        return []
+    return [f"{SESSION}/{layout.run_name(cell, attempt - 1)}/{layout.MANIFEST}"]
+
+
+def sbatch_extra(wildcards, input):
+    """sbatch flags: the site's (`slurm.extra`), then the attempt's placement on the nodes its truth
+    keeps (`--nodelist`, `--exclude`). Evaluated while planning (attempt k's job.json may not be
+    there yet: then only the site's) and again before submission, once it is."""
+    previous = input.get("previous", [])
+    previous = [previous] if isinstance(previous, str) else list(previous)
+    placement = fl_life.sbatch_placement(previous[0] if previous else None)
+    return " ".join(f for f in (SLURM_SITE_EXTRA, placement) if f) or None

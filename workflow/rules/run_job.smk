@@ -1,4 +1,6 @@
-# run_job: one training job per pool cell, with the cell's fault injected.
+# run_job: one training job per run (an attempt of a pool cell), with the cell's fault injected as
+# the attempt meets it. Attempt k+1 waits for attempt k's job.json: it runs only when attempt k
+# failed, resumes from its checkpoint, and leaves out a node the truth drains (faultloop.run.life).
 # Not defined when re-judging stored runs (`--until score`): no training job is ever planned then.
 
 
@@ -18,7 +20,6 @@ SLURM_SITE_RESOURCES = {
         ("slurm_partition", "partition"),
         ("slurm_account", "account"),
         ("gres", "gres"),
-        ("slurm_extra", "extra"),
     )
     if config.get("slurm", {}).get(key)
 }
@@ -27,8 +28,10 @@ SLURM_SITE_RESOURCES = {
 if not REJUDGE:
 
     rule run_job:
+        input:
+            previous=previous_run,
         output:
-            manifest=cell_path(layout.MANIFEST),
+            manifest=run_path(layout.MANIFEST),
         log:
             rule_log("run_job"),
         retries: RUN_JOB_RETRIES
@@ -37,8 +40,9 @@ if not REJUDGE:
         resources:
             **SLURM_SITE_RESOURCES,
             gpu_jobs=1,
-            attempt=lambda wildcards, attempt: attempt,
-            nodes=lambda wildcards: CELL[wildcards.cell].nodes,
+            infra_try=lambda wildcards, attempt: attempt,
+            nodes=lambda wildcards: CELL[layout.split_run(wildcards.run)[0]].nodes,
+            slurm_extra=sbatch_extra,
             runtime=config["run_job"]["runtime_minutes"],
             # SLURM only (the local executor ignores these). sbatch --mem is per node. mpi makes
             # the job step run this rule's command in the batch shell, which launches the ranks
@@ -49,14 +53,14 @@ if not REJUDGE:
             mpi="srun",
         params:
             cli=FAULTLOOP,
-            max_attempts=config["run_job"]["infra_retries"] + 1,
+            infra_tries=config["run_job"]["infra_retries"] + 1,
             workload_script=WORKLOAD.script,
             cleanup=config["run_job"].get("cleanup_cmd", ""),
             launch=LAUNCH_FLAGS,
             # Changes after an infrastructure failure, so the next invocation retries this cell.
-            infra_failures=lambda wildcards: infra_failures(SESSION / wildcards.cell),
+            infra_failures=lambda wildcards: infra_failures(SESSION / wildcards.run),
         shell:
             "exec env {params.cli} cell run --output {output.manifest:q}"
-            " --attempt {resources.attempt} --max-attempts {params.max_attempts}"
+            " --infra-try {resources.infra_try} --infra-tries {params.infra_tries}"
             " --workload-script {params.workload_script:q} --cleanup-cmd={params.cleanup:q}"
             " {params.launch} > {log:q} 2>&1"

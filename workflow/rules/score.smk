@@ -1,15 +1,15 @@
-# Scoring: every dimension computed in code per cell and analyzer (optionally a second opinion from an LLM
+# Scoring: every dimension computed in code per run and analyzer (optionally a second opinion from an LLM
 # judge), then gathered into the session's scores.tsv.
 
 
 rule judge_score:
     input:
-        manifest=cell_path(layout.MANIFEST),
-        log=cell_path(layout.STRIPPED_LOG),
-        analyzers=cell_path(layout.LOGSAGE_INDEX),
-        fr_analyzers=cell_path(layout.FR_INDEX),
+        manifest=run_path(layout.MANIFEST),
+        log=run_path(layout.STRIPPED_LOG),
+        analyzers=run_path(layout.LOGSAGE_INDEX),
+        fr_analyzers=run_path(layout.FR_INDEX),
     output:
-        score=cell_path(layout.SCORE_JSON),
+        score=run_path(layout.SCORE_JSON),
     log:
         rule_log("judge_score"),
     conda:
@@ -37,7 +37,7 @@ rule judge_score:
 
 rule score:
     input:
-        scores=expand(cell_path(layout.SCORE_JSON), cell=[c.name for c in RUN_CELLS]),
+        scores=expand(run_path(layout.SCORE_JSON), run=RUNS),
     output:
         tsv=f"{SESSION}/{layout.SCORES_TSV}",
         records=f"{SESSION}/{layout.SCORE_RECORDS}",

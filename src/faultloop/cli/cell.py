@@ -15,12 +15,15 @@ from faultloop.run.spec import JobSettings
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="faultloop cell", description=__doc__)
     sub = parser.add_subparsers(dest="step", required=True)
-    run = sub.add_parser("run", help="run_job: launch the cell's job and write its manifest")
+    run = sub.add_parser("run", help="run_job: launch a run's job (one attempt of a cell) and write its manifest")
     run.add_argument(
-        "--output", required=True, type=Path, help="the cell's job.json: <session>/n<N>_<FAULT>_r<R>_i<I>/job.json"
+        "--output",
+        required=True,
+        type=Path,
+        help="the run's job.json: <session>/n<N>_<FAULT>_r<R>_i<I>[_a<A>]/job.json, or .../attempt_<k>/job.json",
     )
-    run.add_argument("--attempt", type=int, default=1)
-    run.add_argument("--max-attempts", type=int, default=1)
+    run.add_argument("--infra-try", type=int, default=1, help="this try after infrastructure failures (Snakemake's)")
+    run.add_argument("--infra-tries", type=int, default=1, help="tries before the run is recorded INFRA_FAILED")
     run.add_argument("--workload-script", default=BUILTIN)
     run.add_argument("--gpus-per-node", type=int, default=4)
     run.add_argument("--fault-delay", type=float, default=0.0)
@@ -36,8 +39,8 @@ def main(argv: list[str]) -> int:
     return run_cell(
         CellRun(
             manifest=args.output,
-            attempt=args.attempt,
-            max_attempts=args.max_attempts,
+            infra_try=args.infra_try,
+            infra_tries=args.infra_tries,
             workload_script=args.workload_script,
             gpus_per_node=args.gpus_per_node,
             fault_delay=args.fault_delay,

@@ -27,8 +27,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--fresh", type=int, default=0, help="1: re-run every analyzer (--forcerun)")
     args = parser.parse_args(argv)
     cell_dir = registry.cell_of(Input.DUMPS, args.index)
-    # From the cell's folder name, not a per-job Snakemake param: those cost planning time.
-    world_size = args.world_size or Cell.from_name(args.manifest.parent.name).nodes * args.gpus_per_node
+    # From the cell's folder name (the run folder's, or its cell's for a later attempt), not a
+    # per-job Snakemake param: those cost planning time.
+    cell_dir, _ = layout.cell_of_run(args.manifest.parent)
+    world_size = args.world_size or Cell.from_name(cell_dir.name).nodes * args.gpus_per_node
     fr_path = str(args.manifest.parent / "checkpoints")
     source = DumpsSource(fr_path, world_size, args.gpus_per_node, args.segment_size, args.manifest)
     registry.run_cell(Input.DUMPS, registry.specs_from_json(args.specs), source, cell_dir, fresh=bool(args.fresh))

@@ -10,12 +10,17 @@ from faultloop.plan.pool import PoolError, load_pool
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="faultloop pool", description=__doc__)
-    parser.add_argument("pool_file", nargs="?", help="pool TSV (FAULT_TYPE RANK ITER NODES)")
-    parser.add_argument("--pool", help="one-line pool: 'GPU_SLEEP:1:5:2 SIGKILL:0:5:2'")
+    parser.add_argument("pool_file", nargs="?", help="pool TSV (FAULT_TYPE RANK ITER NODES, optionally ATTEMPTS)")
+    parser.add_argument(
+        "--pool", help="one-line pool: 'GPU_SLEEP:1:5:2 SIGKILL:0:5:2', FAULT:RANK:ITER:NODES[:ATTEMPTS]"
+    )
     parser.add_argument("--gpus-per-node", type=int, default=4)
     parser.add_argument("--min-nodes", type=int, default=1)
     parser.add_argument(
         "--iterations", type=int, help="the job's iterations (run_job.iterations): a row injecting later is refused"
+    )
+    parser.add_argument(
+        "--max-attempts", type=int, help="the most attempts a row may ask for (the config's max_attempts)"
     )
     args = parser.parse_args(argv)
     try:
@@ -25,6 +30,7 @@ def main(argv: list[str]) -> int:
             gpus_per_node=args.gpus_per_node,
             min_nodes=args.min_nodes,
             iterations=args.iterations,
+            max_attempts=args.max_attempts,
         )
     except PoolError as error:
         print(error, file=sys.stderr)

@@ -12,13 +12,15 @@ from typing import Any
 
 from faultloop.core import atomic, layout
 
-# run_job's states, then the end states an adopted run's artifacts can show (SLURM's names), and
-# UNKNOWN for an adopted run whose end no artifact shows.
+# run_job's states (NOT_NEEDED: an attempt of a job's life that ran no job because the attempt
+# before it completed, or ended the life otherwise), then the end states an adopted run's
+# artifacts can show (SLURM's names), and UNKNOWN for an adopted run whose end no artifact shows.
 STATES = (
     "COMPLETED",
     "FAILED",
     "TIMEOUT",
     "INFRA_FAILED",
+    "NOT_NEEDED",
     "CANCELLED",
     "PREEMPTED",
     "NODE_FAIL",
@@ -71,6 +73,15 @@ class Manifest:
     fault_fired_time: float | None = None
     end_time: float | None = None
     state_evidence: str | None = None  # adopted runs: the log line that shows the end state
+    # A job's life (docs/architecture.md, job.json): which attempt of how many this run is, the
+    # checkpoint step it resumed from (None: it started from scratch), the node names left out of
+    # its allocation, the node the injected rank ran on and the iteration its fault fired at.
+    attempt: int = 1
+    attempts: int = 1
+    resumed_from_iter: int | None = None
+    drained_nodes: list[str] = field(default_factory=list)
+    fault_node: str | None = None
+    fault_fired_iter: int | None = None
 
     @property
     def adopted(self) -> bool:
@@ -126,6 +137,24 @@ class Manifest:
             # JSON's true is a Python int too: a count or a rank must be a number, not a flag
             if not isinstance(values[name], kind) or (kind is int and isinstance(values[name], bool)):
                 raise ManifestError(f"{source}: field {name} must be {kind.__name__}, got {values[name]!r}")
+        for name in ("attempt", "attempts"):
+            value = values.get(name, 1)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ManifestError(f"{source}: field {name} must be a positive int, got {value!r}")
+        if values.get("attempt", 1) > values.get("attempts", 1):
+            raise ManifestError(
+                f"{source}: field attempt {values.get('attempt')} is beyond attempts {values.get('attempts', 1)}"
+            )
+        for name in ("resumed_from_iter", "fault_fired_iter"):
+            value = values.get(name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                raise ManifestError(f"{source}: field {name} must be a non-negative int or null, got {value!r}")
+        for name in ("drained_nodes", "node_names"):
+            value = values.get(name, [])
+            if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
+                raise ManifestError(f"{source}: field {name} must be a list of node names, got {value!r}")
+        if values.get("fault_node") is not None and not isinstance(values["fault_node"], str):
+            raise ManifestError(f"{source}: field fault_node must be a node name or null, got {values['fault_node']!r}")
         if values["state"] not in STATES:
             raise ManifestError(f"{source}: field state must be one of {', '.join(STATES)}, got {values['state']!r}")
         return cls(**values)

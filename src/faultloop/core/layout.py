@@ -54,6 +54,20 @@ ANALYZER_SCORE = "score.json"  # the analyzer's score (log analyzers), kept for 
 CELL_SUBDIRS = ("logs/slurm", "checkpoints", "tensorboard")
 SLURM_LOGS = "logs/slurm"
 FR_DUMP_PREFIX = "checkpoints/_dump_"  # + rank: torch's TORCH_FR_DUMP_TEMP_FILE convention
+# The built-in workload's model checkpoints: one folder per saved iteration (Megatron's iter_<7 digits>),
+# one file per rank; a resumed attempt loads the newest folder every rank completed.
+MODEL_CHECKPOINTS = "checkpoints/model"
+CHECKPOINT_ITERATION_PREFIX = "iter_"
+
+
+def checkpoint_dir(iteration: int) -> str:
+    """An iteration's checkpoint folder inside the run folder."""
+    return f"{MODEL_CHECKPOINTS}/{CHECKPOINT_ITERATION_PREFIX}{iteration:07d}"
+
+
+def checkpoint_file(rank: int) -> str:
+    """A rank's file inside an iteration's checkpoint folder."""
+    return f"rank_{rank:05d}.pt"
 
 
 @dataclass(frozen=True)
@@ -91,6 +105,57 @@ class RunPaths:
 
 
 FR_DIR = "analysis/fr"
+
+# A job's life: a *run* is one attempt of a cell. Attempt 1 is the cell folder itself, exactly
+# upstream's layout (so one-attempt cells and stored, adopted and upstream sessions are unchanged);
+# attempt k >= 2 is <cell>/attempt_<k>/, with the same per-run layout inside (job.json, logs/slurm/,
+# checkpoints/, analysis/, ...). Every per-run path above is relative to the run folder.
+ATTEMPT_PREFIX = "attempt_"
+
+
+def run_name(cell: str, attempt: int) -> str:
+    """A run relative to the session (the workflow's `run` wildcard): the cell's name for attempt 1,
+    `<cell>/attempt_<k>` for attempt k."""
+    if attempt < 1:
+        raise ValueError(f"attempt must be at least 1, got {attempt}")
+    return cell if attempt == 1 else f"{cell}/{ATTEMPT_PREFIX}{attempt}"
+
+
+def run_names(cell: str, attempts: int) -> list[str]:
+    """Every run of a cell of `attempts` attempts, in order."""
+    return [run_name(cell, k) for k in range(1, attempts + 1)]
+
+
+def run_dir(cell_dir: Path, attempt: int) -> Path:
+    """The folder of attempt `attempt` of the cell in `cell_dir`."""
+    return cell_dir if attempt == 1 else cell_dir / f"{ATTEMPT_PREFIX}{attempt}"
+
+
+def run_dirs(cell_dir: Path, attempts: int) -> list[Path]:
+    """Every run folder of a cell of `attempts` attempts, in order."""
+    return [run_dir(cell_dir, k) for k in range(1, attempts + 1)]
+
+
+def split_run(run: str) -> tuple[str, int]:
+    """A run's cell name and attempt: `n2_X_r1_i5_a2/attempt_2` -> (`n2_X_r1_i5_a2`, 2)."""
+    cell, _, rest = run.partition("/")
+    if not rest:
+        return cell, 1
+    if not rest.startswith(ATTEMPT_PREFIX) or not rest[len(ATTEMPT_PREFIX) :].isdigit():
+        raise ValueError(f"not a run: {run!r} (expected <cell> or <cell>/{ATTEMPT_PREFIX}<k>)")
+    attempt = int(rest[len(ATTEMPT_PREFIX) :])
+    if attempt < 2 or str(attempt) != rest[len(ATTEMPT_PREFIX) :]:
+        raise ValueError(f"not a run: {run!r} (attempt 1 is the cell folder itself; k >= 2 without leading zeros)")
+    return cell, attempt
+
+
+def cell_of_run(run_folder: Path) -> tuple[Path, int]:
+    """The cell folder a run folder belongs to, and the run's attempt."""
+    name = run_folder.name
+    if name.startswith(ATTEMPT_PREFIX) and name[len(ATTEMPT_PREFIX) :].isdigit():
+        _, attempt = split_run(f"{run_folder.parent.name}/{name}")
+        return run_folder.parent, attempt
+    return run_folder, 1
 
 
 def analyzer_dir(name: str) -> str:

@@ -227,6 +227,8 @@ def pool_cells(config: Mapping[str, Any]) -> list[Cell]:
         workload=spec.name,
         iterations=int(config["run_job"]["iterations"]) if spec.script == BUILTIN else None,
         injects=spec.injects(),
+        max_attempts=int(config["max_attempts"]),
+        resumes=spec.script == BUILTIN,
     )
 
 

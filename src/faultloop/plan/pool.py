@@ -1,7 +1,10 @@
-"""The experiment pool: ordered cells (FAULT_TYPE, RANK, ITER, NODES), parsed and validated.
+"""The experiment pool: ordered cells (FAULT_TYPE, RANK, ITER, NODES[, ATTEMPTS]), parsed and validated.
 
 Two spellings are accepted, both upstream's: a TSV with the header FAULT_TYPE RANK ITER NODES,
-and the one-line form ``"GPU_SLEEP:1:5:2 SIGKILL:0:5:2"``. Order is priority. Every problem
+and the one-line form ``"GPU_SLEEP:1:5:2 SIGKILL:0:5:2"``. Either may add faultloop's optional
+ATTEMPTS (a fifth column, a fifth field: ``GPU_ERROR:1:5:2:3``): a cell of N attempts is one job's
+life, restarted while it keeps failing; 1 when absent, so upstream's pools mean what they did.
+Order is priority. Every problem
 in a pool is reported at once, each naming its file and line (or token), before any job runs.
 A row's fields and their bounds are stated by `workflow/schemas/pool.schema.yaml`; what no schema can
 state (the fault table, the rank within the job, duplicates, the workload's limits) is checked here.
@@ -20,6 +23,7 @@ from faultloop.core.cell import Cell
 from faultloop.faults import FAULTS
 
 COLUMNS = ("FAULT_TYPE", "RANK", "ITER", "NODES")
+ATTEMPTS = "ATTEMPTS"  # the optional fifth column: attempts of the job's life (default 1)
 SYMBOLIC_RANKS = ("mid", "last")
 
 
@@ -70,28 +74,33 @@ def read_pool_file(path: str | Path) -> list[RawRow]:
     if not path.is_file():
         raise PoolError(str(path), [f"{path}: no such pool file"])
     rows: list[RawRow] = []
-    header_seen = False
+    header: tuple[str, ...] | None = None
     problems: list[str] = []
     for number, line in enumerate(path.read_text().splitlines(), start=1):
         text = line.split("#", 1)[0].strip()
         if not text:
             continue
         fields = tuple(text.split())
-        if not header_seen:
-            header_seen = True
-            if tuple(f.upper() for f in fields) != COLUMNS:
+        if header is None:
+            header = tuple(f.upper() for f in fields)
+            if header not in (COLUMNS, (*COLUMNS, ATTEMPTS)):
                 problems.append(
-                    f"{path} line {number}: header must be {' '.join(COLUMNS)} (tab-separated), got {text!r}"
+                    f"{path} line {number}: header must be {' '.join(COLUMNS)}, optionally followed by {ATTEMPTS} "
+                    f"(tab-separated), got {text!r}"
                 )
             continue
-        rows.append(RawRow(f"{path} line {number}", fields))
+        where = f"{path} line {number}"
+        if len(fields) != len(header):
+            problems.append(f"{where}: expected {len(header)} fields ({' '.join(header)}), got {len(fields)}")
+            continue
+        rows.append(RawRow(where, fields))
     if problems:
         raise PoolError(str(path), problems)
     return rows
 
 
 def parse_pool_spec(spec: str) -> list[RawRow]:
-    """Parse upstream's one-line pool: space-separated FAULT:RANK:ITER:NODES tokens."""
+    """Parse upstream's one-line pool: space-separated FAULT:RANK:ITER:NODES[:ATTEMPTS] tokens."""
     return [
         RawRow(f"pool token {i} {token!r}", tuple(token.split(":"))) for i, token in enumerate(spec.split(), start=1)
     ]
@@ -106,6 +115,8 @@ def validate(
     workload: str = "the workload",
     iterations: int | None = None,
     injects: frozenset[str] | None = None,
+    max_attempts: int | None = None,
+    resumes: bool = True,
 ) -> list[Cell]:
     """Turn raw rows into cells, collecting every problem before raising.
 
@@ -119,10 +130,14 @@ def validate(
     if not rows:
         raise PoolError(source, [f"{source}: the pool is empty"])
     for row in rows:
-        if len(row.fields) != len(COLUMNS):
-            problems.append(f"{row.where}: expected {len(COLUMNS)} fields ({' '.join(COLUMNS)}), got {len(row.fields)}")
+        if len(row.fields) not in (len(COLUMNS), len(COLUMNS) + 1):
+            problems.append(
+                f"{row.where}: expected {len(COLUMNS)} fields ({' '.join(COLUMNS)}) or {len(COLUMNS) + 1} "
+                f"(with {ATTEMPTS}), got {len(row.fields)}"
+            )
             continue
-        fault, rank_text, iter_text, nodes_text = row.fields
+        fault, rank_text, iter_text, nodes_text = row.fields[: len(COLUMNS)]
+        attempts_text = row.fields[len(COLUMNS)] if len(row.fields) > len(COLUMNS) else "1"
         row_problems: list[str] = []
         fault = fault.upper()
         if fault not in FAULTS:
@@ -133,13 +148,23 @@ def validate(
                 f"injects it (docs/slurm.md)"
             )
         numbers: dict[str, int] = {}
-        for column, text in (("ITER", iter_text), ("NODES", nodes_text)):
+        for column, text in (("ITER", iter_text), ("NODES", nodes_text), (ATTEMPTS, attempts_text)):
             if not re.fullmatch(r"\d+", text):
-                row_problems.append(f"{column} must be a non-negative integer, got {text!r}")
+                kind = "a positive" if column == ATTEMPTS else "a non-negative"
+                row_problems.append(f"{column} must be {kind} integer, got {text!r}")
             else:
                 numbers[column] = int(text)
         bounds = _schema_problems(numbers)
         row_problems += bounds
+        if max_attempts is not None and numbers.get(ATTEMPTS, 1) > max_attempts:
+            row_problems.append(
+                f"{ATTEMPTS} {numbers[ATTEMPTS]} is above the configured maximum of {max_attempts} (max_attempts)"
+            )
+        elif not resumes and numbers.get(ATTEMPTS, 1) > 1:
+            row_problems.append(
+                f"{ATTEMPTS} {numbers[ATTEMPTS]}: {workload} does not resume a restarted job from its checkpoint "
+                f"(the built-in workload does); use 1"
+            )
         nodes_valid = "NODES" in numbers and not any(b.startswith("NODES") for b in bounds)
         if nodes_valid and numbers["NODES"] < min_nodes:
             row_problems.append(f"NODES {numbers['NODES']} is below {workload}'s minimum of {min_nodes}")
@@ -164,10 +189,10 @@ def validate(
                 row_problems.append(f"RANK must be an integer, 'mid' or 'last', got {rank_text!r}")
         elif not (re.fullmatch(r"\d+", rank_text) or rank_text.lower() in SYMBOLIC_RANKS):
             row_problems.append(f"RANK must be an integer, 'mid' or 'last', got {rank_text!r}")
-        if row_problems or rank is None:
+        if row_problems or rank is None or ATTEMPTS not in numbers:
             problems.extend(f"{row.where}: {p}" for p in row_problems)
             continue
-        cell = Cell(fault, rank, numbers["ITER"], numbers["NODES"])
+        cell = Cell(fault, rank, numbers["ITER"], numbers["NODES"], numbers.get(ATTEMPTS, 1))
         if cell in first_seen:
             problems.append(f"{row.where}: duplicate cell {cell.spec} (first at {first_seen[cell]})")
             continue
@@ -187,6 +212,8 @@ def load_pool(
     workload: str = "the workload",
     iterations: int | None = None,
     injects: frozenset[str] | None = None,
+    max_attempts: int | None = None,
+    resumes: bool = True,
 ) -> list[Cell]:
     """Load the pool from the one-line spec if given, else from the TSV file."""
     if pool_spec and pool_spec.strip():
@@ -203,10 +230,17 @@ def load_pool(
         workload=workload,
         iterations=iterations,
         injects=injects,
+        max_attempts=max_attempts,
+        resumes=resumes,
     )
 
 
 def write_pool_file(cells: list[Cell], path: str | Path) -> None:
-    """Write cells as a pool TSV (same format read_pool_file reads)."""
-    lines = ["\t".join(COLUMNS)] + [f"{c.fault_type}\t{c.rank}\t{c.iter}\t{c.nodes}" for c in cells]
+    """Write cells as a pool TSV (same format read_pool_file reads): upstream's four columns, and
+    ATTEMPTS only where a cell has more than one attempt."""
+    lives = any(c.attempts > 1 for c in cells)
+    columns = (*COLUMNS, ATTEMPTS) if lives else COLUMNS
+    lines = ["\t".join(columns)] + [
+        "\t".join(map(str, (c.fault_type, c.rank, c.iter, c.nodes, *((c.attempts,) if lives else ())))) for c in cells
+    ]
     Path(path).write_text("\n".join(lines) + "\n")

@@ -1,5 +1,5 @@
-"""run_job's body: one pool cell's job (the built-in workload or a site's script), its retries
-after infrastructure failures, and its row in upstream's tracking file."""
+"""run_job's body: one run's job (an attempt of a pool cell; the built-in workload or a site's
+script), its retries after infrastructure failures, and its row in upstream's tracking file."""
 
 from __future__ import annotations
 
@@ -21,18 +21,18 @@ from faultloop.core import atomic, layout
 from faultloop.core.cell import Cell
 from faultloop.marker import MARKER, names_injection
 from faultloop.plan.config import BUILTIN
-from faultloop.run import slurm
+from faultloop.run import life, slurm
 from faultloop.run.launch import RunJob
 from faultloop.run.spec import JobSettings, JobSpec
 
 
 @dataclass(frozen=True)
 class CellRun:
-    """What the run_job rule asks for one cell."""
+    """What the run_job rule asks for one run (one attempt of a cell)."""
 
-    manifest: Path  # <session>/<cell>/job.json: where the cell's manifest goes
-    attempt: int = 1
-    max_attempts: int = 1
+    manifest: Path  # <session>/<run>/job.json: where the run's manifest goes (core.layout.run_dir)
+    infra_try: int = 1  # Snakemake's try of this job (its `retries:` after infrastructure failures)
+    infra_tries: int = 1
     workload_script: str = BUILTIN
     gpus_per_node: int = 4
     fault_delay: float = 0.0
@@ -45,8 +45,16 @@ def record_infra_failure(cell_dir: Path, failure: Mapping[str, Any]) -> None:
         handle.write(json.dumps(dict(failure)) + "\n")
 
 
-def update_tracking(session: Path, cell: Cell, job_id: str, cell_dir: Path) -> None:
-    """Upsert the cell's row in upstream's experiments.tsv (locked, atomic)."""
+def _tracked_run(experiment_dir: str) -> str:
+    """The run a tracking row's EXPERIMENT_DIR names: `<cell>` or `<cell>/attempt_<k>`."""
+    folder = Path(experiment_dir)
+    cell_dir, attempt = layout.cell_of_run(folder)
+    return layout.run_name(cell_dir.name, attempt)
+
+
+def update_tracking(session: Path, cell: Cell, job_id: str, run_dir: Path) -> None:
+    """Upsert the run's row in upstream's experiments.tsv (locked, atomic): one row per job, its
+    EXPERIMENT_DIR the run folder (the cell's folder for attempt 1, as upstream's loop writes it)."""
     session.mkdir(parents=True, exist_ok=True)
     tracking = session / layout.TRACKING_TSV
     with open(session / f".{layout.TRACKING_TSV}.lock", "w") as lock:
@@ -56,14 +64,14 @@ def update_tracking(session: Path, cell: Cell, job_id: str, cell_dir: Path) -> N
             for line in tracking.read_text().splitlines()[1:]:
                 fields = line.split("\t")
                 if len(fields) == len(layout.TRACKING_COLUMNS):
-                    rows[Path(fields[-1]).name] = fields
-        rows[cell.name] = [
+                    rows[_tracked_run(fields[-1])] = fields
+        rows[_tracked_run(str(run_dir))] = [
             job_id,
             cell.fault_type,
             str(cell.rank),
             str(cell.iter),
             str(cell.nodes),
-            str(cell_dir.resolve()),
+            str(run_dir.resolve()),
         ]
         lines = ["\t".join(layout.TRACKING_COLUMNS)] + ["\t".join(r) for r in rows.values()]
         atomic.write_atomic(tracking, "\n".join(lines) + "\n")
@@ -109,32 +117,41 @@ def run_site_workload(script: Path, cell: Cell, cell_dir: Path, env: Mapping[str
 
 
 def run_cell(request: CellRun) -> int:
-    """run_job's body: launch one cell's job; retry infrastructure failures a bounded number of times.
+    """run_job's body: launch one run's job; retry infrastructure failures a bounded number of times.
 
     A job that died before its fault fired is not an attribution miss. Snakemake retries it
-    (`retries:`, this run's `--attempt`); after the last attempt the cell is recorded as
+    (`retries:`, this run's `--infra-try`); after the last try the run is recorded as
     INFRA_FAILED so the report can list it apart, and the next invocation retries exactly it.
+    Attempt k >= 2 of a job's life runs only when attempt k-1 failed (faultloop.run.life); else it
+    writes a job.json saying it was not needed.
     """
     manifest_path = request.manifest
-    cell_dir = manifest_path.parent
+    run_dir = manifest_path.parent
+    cell_dir, attempt = layout.cell_of_run(run_dir)
     cell = Cell.from_name(cell_dir.name)
     session = cell_dir.parent
     # A re-run replaces the previous run's artifacts; stale dumps would mislead the FR analyzer.
     for sub in (layout.SLURM_LOGS, "checkpoints"):
-        shutil.rmtree(cell_dir / sub, ignore_errors=True)
-    (cell_dir / layout.INFRA_FAILURE).unlink(missing_ok=True)
+        shutil.rmtree(run_dir / sub, ignore_errors=True)
+    (run_dir / layout.INFRA_FAILURE).unlink(missing_ok=True)
+    plan = life.plan_attempt(cell_dir, attempt, gpus_per_node=request.gpus_per_node, fault_delay=request.fault_delay)
+    if plan.not_needed is not None:
+        workload = "cpu_gloo" if request.workload_script == BUILTIN else Path(request.workload_script).name
+        life.not_needed_manifest(plan, workload=workload, gpus_per_node=request.gpus_per_node).write(manifest_path)
+        print(f"attempt {attempt} of {cell.name} runs no job: {plan.not_needed}", file=sys.stderr)
+        return 0
     if request.workload_script != BUILTIN:
         env = {
             "FAULT_TYPE": cell.fault_type, "FAULT_RANK": str(cell.rank), "FAULT_AT_ITER": str(cell.iter),
             "FAULT_DELAY": str(request.fault_delay), "GPUS_PER_NODE": str(request.gpus_per_node),
-            "EXPERIMENT_DIR": str(cell_dir.resolve()), "BASE_EXPERIMENTS_DIR": str(session.parent.parent.resolve()),
+            "EXPERIMENT_DIR": str(run_dir.resolve()), "BASE_EXPERIMENTS_DIR": str(session.parent.parent.resolve()),
         }  # fmt: skip
-        manifest = run_site_workload(Path(request.workload_script), cell, cell_dir, env)
-        manifest.write(manifest_path if manifest.run_valid else cell_dir / layout.INFRA_FAILURE)
+        manifest = run_site_workload(Path(request.workload_script), cell, run_dir, env)
+        manifest.write(manifest_path if manifest.run_valid else run_dir / layout.INFRA_FAILURE)
         status = 0 if manifest.run_valid else 1
     else:
         spec = JobSpec(
-            cell_dir,
+            run_dir,
             cell.fault_type,
             cell.rank,
             cell.iter,
@@ -142,26 +159,32 @@ def run_cell(request: CellRun) -> int:
             request.gpus_per_node,
             request.fault_delay,
             request.settings,
+            attempt=attempt,
+            attempts=cell.attempts,
+            node_names=life.local_nodes(cell.nodes, plan.previous_nodes, plan.drained),
+            drained=plan.drained,
+            resume=plan.resume,
+            reinjection=plan.reinjection,
         )
         status = RunJob(spec).run()
     if request.cleanup_cmd:
         slurm.run_per_node(request.cleanup_cmd)  # once per node of the allocation under SLURM
-    infra_path = cell_dir / layout.INFRA_FAILURE
+    infra_path = run_dir / layout.INFRA_FAILURE
     if status != 0 and infra_path.is_file():
         failure = Manifest.read(infra_path)
         reason = failure.invalid_reason or "the job died before its fault fired"
-        if request.attempt < request.max_attempts:
+        if request.infra_try < request.infra_tries:
             print(
-                f"infrastructure failure, attempt {request.attempt} of {request.max_attempts}: {reason}",
+                f"infrastructure failure, try {request.infra_try} of {request.infra_tries}: {reason}",
                 file=sys.stderr,
             )
             return 1
         failure.state, failure.run_valid, failure.invalid_reason = "INFRA_FAILED", False, reason
-        record_infra_failure(cell_dir, failure.to_json())
+        record_infra_failure(run_dir, failure.to_json())
         failure.write(manifest_path)
-        print(f"infrastructure failure after {request.max_attempts} attempts: {reason}", file=sys.stderr)
+        print(f"infrastructure failure after {request.infra_tries} tries: {reason}", file=sys.stderr)
     elif status != 0:
         print(f"faultloop run-job exited {status}", file=sys.stderr)
         return status
-    update_tracking(session, cell, Manifest.read(manifest_path).job_id, cell_dir)
+    update_tracking(session, cell, Manifest.read(manifest_path).job_id, run_dir)
     return 0

@@ -65,10 +65,32 @@ def rule_flags(run_job: Mapping[str, Any]) -> list[str]:
 
 
 @dataclass(frozen=True)
-class JobSpec:
-    """One cell's job: the fault, the shape, and the settings of its launch."""
+class Injection:
+    """The fault one attempt injects, in upstream's env contract (FAULT_RANK, FAULT_AT_ITER,
+    FAULT_DELAY): scheduled at the first iteration >= `at_iter` the job runs, fired `delay_s`
+    later. With `node`, the rank on that node whose local rank is `rank`'s fires it instead (a
+    node-bound fault re-injected on whichever rank runs there)."""
 
-    cell_dir: Path
+    rank: int
+    at_iter: int
+    delay_s: float
+    node: str | None = None
+
+
+@dataclass(frozen=True)
+class Resume:
+    """The checkpoint an attempt resumes from: its iteration folder (one file per rank) and step."""
+
+    folder: Path
+    iteration: int
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One run's job: the cell's fault and shape, the settings of its launch and, in a job's life,
+    which attempt it is, on which nodes, from which checkpoint and with which injection."""
+
+    cell_dir: Path  # the run folder (a cell's folder for attempt 1)
     fault_type: str
     rank: int
     iter: int
@@ -76,6 +98,25 @@ class JobSpec:
     gpus_per_node: int
     fault_delay: float = 0.0
     settings: JobSettings = field(default_factory=JobSettings)
+    attempt: int = 1
+    attempts: int = 1
+    # names of node index 0..nodes-1 on this machine (node<i> unless a drained node's ranks moved to a spare)
+    node_names: tuple[str, ...] = ()
+    drained: tuple[str, ...] = ()  # node names left out of this attempt
+    resume: Resume | None = None
+    # attempt >= 2: what it injects (None: nothing, a fault that passes or whose node was drained)
+    reinjection: Injection | None = None
+
+    @property
+    def injection(self) -> Injection | None:
+        """What this attempt injects: the cell's fault at attempt 1, else its re-injection."""
+        if self.attempt == 1:
+            return Injection(self.rank, self.iter, self.fault_delay)
+        return self.reinjection
+
+    @property
+    def local_node_names(self) -> list[str]:
+        return list(self.node_names) or [f"node{i}" for i in range(self.nodes)]
 
     @property
     def world_size(self) -> int:

@@ -96,6 +96,15 @@ def cell_targets(cells: list[Cell], session: Path, *, rejudge: bool) -> tuple[li
     return have, [c for c in cells if c not in have]
 
 
+def run_targets(cells: list[Cell], session: Path, *, rejudge: bool) -> list[str]:
+    """The runs (one per attempt: `<cell>`, `<cell>/attempt_<k>`) the carried cells take through
+    the per-run rules; when re-judging, only the runs whose manifest is stored."""
+    runs = [run for cell in cells for run in cell.runs]
+    if not rejudge:
+        return runs
+    return [run for run in runs if (session / run / layout.MANIFEST).is_file()]
+
+
 def tool_config(settings: Mapping[str, Any]) -> dict[str, Any]:
     """Settings that change an analyzer's verdicts (credentials excluded)."""
 
