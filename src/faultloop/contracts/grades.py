@@ -31,11 +31,13 @@ class Grade(StrEnum):
 
 
 class Reads(StrEnum):
-    """What a dimension grades: the run itself (job.json), a log verdict or an FR verdict."""
+    """What a dimension grades: the run itself (job.json), a log verdict, an FR verdict, or the log
+    verdicts of every attempt of a job's life (its decisions, against the oracle's)."""
 
     RUN = "run"
     LOG = "log"
     FR = "fr"
+    LIFE = "life"
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,11 @@ DIMENSIONS = DimensionTable(
             'lie in the injected rank\'s node, "segment" if they all lie in its segment, "no_dumps" if there is\n'
             'no FR data, else "false".',
         ),
+        # A job's life (score.life): the analyzer's decision for the next attempt at every attempt
+        # that failed by its fault, against the oracle of the fault's recurrence (restart when it
+        # passes, stop when it recurs at the same step, restart without its node when it is the node's)
+        Dimension("policy_correct", Reads.LIFE, (Grade.TRUE, Grade.FALSE, Grade.NA)),
+        Dimension("drain_correct", Reads.LIFE, (Grade.TRUE, Grade.FALSE, Grade.NA)),
     )
 )
 

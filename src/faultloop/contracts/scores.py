@@ -70,6 +70,33 @@ class CellEvidence:
         )
 
 
+@dataclass(frozen=True)
+class LifeStep:
+    """One attempt of a job's life as an analyzer's record grades it: what happened (from the
+    run's job.json), the decision the oracle expects there and the one the analyzer gave (as the
+    policy scorer reads a verdict: `restart`, `restart without <nodes>`, `stop`, `none`), their
+    grades (N/A where the attempt is not graded: it completed, or failed without its fault), and
+    what the decision cost along the analyzer's own path, in node-minutes (score.life)."""
+
+    attempt: int
+    state: str
+    happened: str
+    expected: str
+    decision: str
+    policy: Grade = Grade.NA
+    drain: Grade = Grade.NA
+    cost_node_min: float | None = 0.0
+    cost_kind: str = ""  # "restart that failed again" | "stop not needed" | ""
+    estimated: bool = False  # the cost is an estimate: the attempt it stands for never ran
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LifeStep:
+        values = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(
+            **{**values, "policy": Grade(values.get("policy", Grade.NA)), "drain": Grade(values.get("drain", Grade.NA))}
+        )
+
+
 # Field and column names a release renamed, old -> new: stored scores keep being read (until the next release).
 RENAMED = {"logsage_restart": "analyzer_restart"}
 
@@ -106,6 +133,13 @@ class ScoreRecord:
     files: list[FileLink] = field(default_factory=list)  # the analyzer's own files on the cell
     cell_files: list[FileLink] = field(default_factory=list)  # the run's: manifest, logs, dumps
     restart_policy: str = ""  # the analyzer's own restart policy, where its verdict names one (not in scores.tsv)
+    # A job's life: this run's decision for the next attempt as the policy scorer reads the verdict
+    # (score.life.read_decision; "" where not read), and on a cell's record every attempt's grades
+    # (`life`) and the policy's cost against the oracle's in node-minutes (None: not measured)
+    decision: str = ""
+    life: list[LifeStep] = field(default_factory=list)
+    policy_cost_node_min: float | None = None
+    policy_cost_estimated: bool = False
 
     def grade(self, dimension: str) -> Grade:
         return self.grades.get(dimension, Grade.NA)
@@ -179,6 +213,7 @@ class ScoreRecord:
             values["evidence"] = CellEvidence.from_json(data["evidence"]) if data.get("evidence") else None
             values["files"] = [FileLink(**f) for f in data.get("files") or []]
             values["cell_files"] = [FileLink(**f) for f in data.get("cell_files") or []]
+            values["life"] = [LifeStep.from_json(step) for step in data.get("life") or []]
             return cls(**values)
         except (KeyError, TypeError, ValueError) as exc:
             raise RecordError(f"score record: {type(exc).__name__}: {exc}") from None
@@ -197,6 +232,8 @@ class ScoreRecord:
             STATE=self.state or "-",
             STATUS=self.status,
         )
+        data["decisions"] = "; ".join(step.decision for step in self.life)
+        data["expected_decisions"] = "; ".join(step.expected for step in self.life)
         for column in (*DIMENSIONS.names(), *TSV_DETAILS):
             value = data[column]
             row[column] = " ".join(map(str, value)) if isinstance(value, list) else "" if value is None else str(value)
@@ -221,8 +258,9 @@ class ScoreRecord:
 
         row = {RENAMED.get(k, k): v for k, v in row.items()}
         try:
+            attempts = Cell.from_name(row["CELL"]).attempts if row.get("CELL") else 1
             return cls(
-                cell=Cell(row["FAULT_TYPE"], int(row["RANK"]), int(row["ITER"]), int(row["NODES"])),
+                cell=Cell(row["FAULT_TYPE"], int(row["RANK"]), int(row["ITER"]), int(row["NODES"]), attempts),
                 analyzer=row.get("ANALYZER") or "builtin",
                 status=row["STATUS"],
                 job_id=row.get("JOB_ID", ""),
@@ -243,6 +281,8 @@ class ScoreRecord:
                 analyzer_stderr_end=row.get("analyzer_stderr_end", ""),
                 fault_to_end_s=seconds(row.get("fault_to_end_s")),
                 analyzer_wall_s=seconds(row.get("analyzer_wall_s")),
+                policy_cost_node_min=seconds(row.get("policy_cost_node_min")),
+                life=life_steps(row.get("decisions"), row.get("expected_decisions")),
             )
         except (KeyError, ValueError) as exc:
             raise RecordError(f"scores row: {type(exc).__name__}: {exc}") from None
@@ -261,12 +301,21 @@ class ScoreRecord:
         )
 
 
-# scores.tsv: the cell and its status, every dimension, then these, then the reason.
+def life_steps(decisions: str | None, expected: str | None) -> list[LifeStep]:
+    """A scores.tsv row's decisions and expected decisions per attempt (`; `-separated), as steps
+    without the rest (scores.jsonl has them whole)."""
+    said = [d.strip() for d in (decisions or "").split(";") if d.strip()]
+    wanted = [d.strip() for d in (expected or "").split(";") if d.strip()]
+    return [LifeStep(k, "", "", e, d) for k, (d, e) in enumerate(zip(said, wanted, strict=False), start=1)]
+
+
+# scores.tsv: the cell and its status, every dimension, then these, then the reason. `decisions`
+# and `expected_decisions` are a life's per attempt, `; `-separated.
 TSV_CELL = ("CELL", "ANALYZER", "FAULT_TYPE", "NODES", "RANK", "ITER", "JOB_ID", "STATE", "STATUS")
 TSV_DETAILS = (
     "judge_notes", "expected_restart", "analyzer_restart", "primary_ranks", "secondary_ranks", "fr_suspects",
     "analyzer_version", "analyzer_error", "analyzer_stderr_end", "fault_to_end_s", "analyzer_wall_s",
-    "gpus_per_node", "segment_size", "scored_by",
+    "gpus_per_node", "segment_size", "scored_by", "decisions", "expected_decisions", "policy_cost_node_min",
 )  # fmt: skip
 
 

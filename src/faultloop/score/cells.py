@@ -199,7 +199,8 @@ def score_cell_dir(
     into `output` (the cell's score.json).
     ManifestError when job.json cannot be used."""
     job = Manifest.read(cell_dir / layout.MANIFEST)
-    truth = Truth(Cell(job.fault_type, job.fault_rank, job.fault_iter, job.nodes), gpus_per_node, segment_size)
+    cell = Cell(job.fault_type, job.fault_rank, job.fault_iter, job.nodes, job.attempts)
+    truth = Truth(cell, gpus_per_node, segment_size)
     scores = score_analyzers(cell_dir, truth, job, judge_mode=judge_mode, llm=llm, version=version, fresh=fresh)
     write_cell_scores(scores, truth.cell.name, output)
     return scores

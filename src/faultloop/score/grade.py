@@ -25,6 +25,7 @@ from faultloop.contracts import (
 )
 from faultloop.core.cell import Cell
 from faultloop.faults import FAULTS, expected_restart
+from faultloop.score import life
 
 # The note of an FR row whose analyzer had dumps but refused every one; the report lists them.
 REFUSED_NOTE = "No FR dump readable:"
@@ -187,9 +188,11 @@ def score_cell(
     the primary FR analyzer's verdict (any may be absent; failure: why the analyzer gave none)."""
     base = _base(truth, job)
     base.analyzer_version = log.analyzer_version if log else ""
+    decision, refused = life.checked_decision(log, job)
+    base.decision = str(decision)
     if not base.scored:
         return base
-    problems: list[str] = []
+    problems: list[str] = [refused] if refused else []
     if failure:
         base.analyzer_error = failure
         problems.append(f"analyzer failed: {failure}")

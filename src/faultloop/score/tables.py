@@ -10,6 +10,7 @@ from faultloop.contracts import (
     INFRA_FAILURE,
     NOT_RUN,
     Manifest,
+    ManifestError,
     RecordError,
     ScoreRecord,
     read_cell_scores,
@@ -18,6 +19,8 @@ from faultloop.contracts import (
 from faultloop.core import layout
 from faultloop.core.cell import Cell
 from faultloop.plan.pool import write_pool_file
+from faultloop.run.life import NOT_NEEDED
+from faultloop.score import life
 
 
 def _stored(cell_dir: Path) -> dict[str, ScoreRecord] | None:
@@ -27,10 +30,41 @@ def _stored(cell_dir: Path) -> dict[str, ScoreRecord] | None:
         return None
 
 
+def _manifest(run_dir: Path) -> Manifest | None:
+    try:
+        return Manifest.read(run_dir / layout.MANIFEST)
+    except ManifestError:
+        return None
+
+
+def with_life(record: ScoreRecord, runs: list[tuple[Manifest, dict[str, ScoreRecord] | None]]) -> ScoreRecord:
+    """A log analyzer's record of a cell graded over the cell's life: its decision at each attempt
+    that ran (the runs' own records, in order) against the oracle (score.life)."""
+    if record.is_fr or not record.scored:
+        return record
+    decisions = [life.decision_of(s[record.analyzer].decision) if s and record.analyzer in s else None for _, s in runs]
+    graded = life.grade_life([job for job, _ in runs], decisions)
+    record.grades["policy_correct"], record.grades["drain_correct"] = graded.policy, graded.drain
+    record.life, record.policy_cost_estimated = graded.steps, graded.estimated
+    record.policy_cost_node_min = graded.cost_node_min
+    return record
+
+
+def life_runs(cell_dir: Path, attempts: int) -> list[tuple[Manifest, dict[str, ScoreRecord] | None]]:
+    """A cell's attempts that ran, in order, each with its run's stored score records."""
+    runs = []
+    for run_dir in layout.run_dirs(cell_dir, attempts):
+        job = _manifest(run_dir)
+        if job is None or job.state == NOT_NEEDED:
+            break
+        runs.append((job, _stored(run_dir)))
+    return runs
+
+
 def gather(session_dir: Path, cells: Iterable[Cell], analyzers: list[str] | None = None) -> list[ScoreRecord]:
     """One record per pool cell and analyzer (log analyzers, then fr:<name>), in that order:
-    scored, invalid, infrastructure failure or not run. Without a list, the analyzers the cells'
-    scores name."""
+    scored, invalid, infrastructure failure or not run; a log analyzer's graded over the cell's
+    life too (`with_life`). Without a list, the analyzers the cells' scores name."""
     cells = list(cells)
     stored = {cell.name: _stored(session_dir / cell.name) for cell in cells}
     names = analyzers or list(dict.fromkeys(a for s in stored.values() if s for a in s)) or ["builtin"]
@@ -39,6 +73,7 @@ def gather(session_dir: Path, cells: Iterable[Cell], analyzers: list[str] | None
         cell_dir = session_dir / cell.name
         scores = stored[cell.name]
         infra = Manifest.read(cell_dir / layout.INFRA_FAILURE) if (cell_dir / layout.INFRA_FAILURE).is_file() else None
+        runs = life_runs(cell_dir, cell.attempts) if scores is not None else []
         for name in names:
             # infra_failure.json is cleared when a run starts, so one that exists describes the
             # latest run: never scored, even though the chain produced a score.json for it.
@@ -55,7 +90,7 @@ def gather(session_dir: Path, cells: Iterable[Cell], analyzers: list[str] | None
                     )
                 )
             elif scores is not None and name in scores:
-                records.append(scores[name])
+                records.append(with_life(scores[name], runs))
             elif (cell_dir / layout.MANIFEST).exists():
                 records.append(ScoreRecord.unscored(cell, name, NOT_RUN, "NOT_RUN", "ran but not scored yet"))
             else:
