@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from faultloop.analyze.kinds import combined
-from faultloop.contracts import DIMENSIONS, SCORED, Grade, ScoreRecord
+from faultloop.contracts import DIMENSIONS, SCORED, Grade, Reads, ScoreRecord
 from faultloop.core.cell import Cell
 from faultloop.faults import RESTART, STOP
 from faultloop.report import differences
@@ -39,7 +39,7 @@ def test_combined_section_compares_it_with_both_inputs() -> None:
     (finding,) = differences.combined_findings(log_views, fr_views)
     rates, _, cells = (b for b in finding.blocks if isinstance(b, differences.FindingTable) or "cell(s)" in b)
     assert isinstance(rates, differences.FindingTable) and isinstance(cells, differences.FindingTable)
-    assert [r[0] for r in rates.rows] == [d for d in DIMENSIONS.names() if d != "run_valid"]
+    assert [r[0] for r in rates.rows] == list(DIMENSIONS.names(reads=(Reads.LOG, Reads.FR)))
     rank_primary = next(r for r in rates.rows if r[0] == "rank_primary")
     assert rank_primary == ["rank_primary", "2/2", "1/2", "1/2", "yes"]
     assert next(r for r in rates.rows if r[0] == "fr_rank_correct")[2:] == ["-", "1/2", "yes"]

@@ -204,7 +204,7 @@ def test_junit_html_heatmap(session: tuple[Path, Path]) -> None:
     run_report(s, tsv)
     root = ET.parse(s / "junit.xml").getroot()
     suites = {suite.get("name"): suite for suite in root.iter("testsuite")}
-    assert root.tag == "testsuites" and list(suites) == ["builtin", "fr:builtin"]
+    assert root.tag == "testsuites" and list(suites) == ["builtin", "fr:builtin", "builtin.life"]
     suite = suites["builtin"]
     assert suite.get("tests") == "6"
     assert (suite.get("failures"), suite.get("skipped")) == ("2", "3")
@@ -448,9 +448,17 @@ def test_junit_suite_per_analyzer(compared: tuple[Path, Path]) -> None:
     run_report(s, tsv)
     root = ET.parse(s / "junit.xml").getroot()
     suites = {suite.get("name"): suite for suite in root.iter("testsuite")}
-    assert list(suites) == ["builtin", "torchrun_root_cause", "mine", "fr:builtin", "fr:torchfrtrace"]
-    assert root.get("tests") == "20" and root.get("skipped") == "5"
+    lives = ["builtin.life", "torchrun_root_cause.life", "mine.life"]
+    assert list(suites) == ["builtin", "torchrun_root_cause", "mine", "fr:builtin", "fr:torchfrtrace", *lives]
+    # each life suite: A's life graded (SIGKILL passes: restart), B and C not (their job.json names no
+    # fault node, so the truth's drain is unknown), D an infrastructure failure
+    assert root.get("tests") == str(20 + 3 * 4) and root.get("skipped") == str(5 + 3 * 3)
     assert (suites["mine"].get("failures"), suites["fr:torchfrtrace"].get("failures")) == ("2", "2")
+    for life in lives:
+        (case,) = (c for c in suites[life].iter("testcase") if c.find("failure") is not None)
+        assert case.get("name") == A.name  # a STOP (or no verdict) where the kill passes
+        assert case.find("failure").get("message") == "policy_correct=false; drain_correct=true"
+        assert case.find("failure").text.startswith("attempt 1: ")
     mine = {c.get("name"): c for c in suites["mine"].iter("testcase")}
     assert "analyzer failed: exited with status 1" in mine[A.name].find("failure").text.lower()
     assert mine[B.name].get("time") == "13.000" and mine[D.name].find("skipped") is not None

@@ -91,6 +91,8 @@ def test_all_correct() -> None:
         "fault_type_correct": "true",
         "fault_described": "true",
         "fr_rank_correct": "rank",
+        "policy_correct": "N/A",  # graded over the cell's life, when its runs are gathered (score.tables)
+        "drain_correct": "N/A",
     }
     assert s.judge_notes == "Correct on all dimensions."
     assert (s.cell.name, s.job_id, s.state, s.analyzer_version) == ("n2_SIGKILL_r1_i5", "local-1", "FAILED", "abc123")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import shutil
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -62,8 +63,42 @@ def test_a_stored_session_rejudged_gives_the_same_scores_report_and_junit(
         )
         == 0
     )
-    for name in (layout.SCORES_TSV, layout.JUNIT_XML, layout.REPORT_MD):
-        assert normalised(session / name) == normalised(STORED / "expected" / name), name
+    # every column scores.tsv had stays as it was; the columns of a job's life are new
+    before, after = normalised(STORED / "expected" / layout.SCORES_TSV), normalised(session / layout.SCORES_TSV)
+    columns = before[0].split("\t")
+    kept = [dict(zip(after[0].split("\t"), row.split("\t"), strict=True)) for row in after[1:]]
+    assert [[row[c] for c in columns] for row in kept] == [row.split("\t") for row in before[1:]]
+    assert set(after[0].split("\t")) - set(columns) == {
+        "policy_correct", "drain_correct", "decisions", "expected_decisions", "policy_cost_node_min",
+    }  # fmt: skip
+    # the report holds everything it held, in order (the life's sections are added); the JUnit file
+    # every suite it had, as it was, and one suite more per log analyzer over the cells' lives
+    assert in_order(normalised(STORED / "expected" / layout.REPORT_MD), normalised(session / layout.REPORT_MD))
+    old, new = (suites(path / layout.JUNIT_XML) for path in (STORED / "expected", session))
+    assert {name: new[name] for name in old} == old
+    assert set(new) - set(old) == {f"{n}.life" for n in ["builtin", "torchrun_root_cause", "first_error", "combined"]}
+    # the stored verdicts predate lives: faultloop's STOP for a kill that passes is its policy's miss;
+    # the GPU hang's job.json names no fault node, so its life is not graded
+    life = {(row["CELL"], row["ANALYZER"]): row for row in kept}
+    sigkill = life["n1_SIGKILL_r1_i5", "builtin"]
+    assert (sigkill["policy_correct"], sigkill["decisions"], sigkill["expected_decisions"]) == (
+        "false",
+        "stop",
+        "restart",
+    )
+    assert life["n2_GPU_SLEEP_r0_i5", "builtin"]["policy_correct"] == "N/A"
+
+
+def suites(junit: Path) -> dict[str, str]:
+    """A JUnit file's suites by name, each as its text (fingerprints normalised)."""
+    root = ET.fromstring(FINGERPRINT_RE.sub("FINGERPRINT", junit.read_text()))
+    return {suite.get("name", ""): ET.tostring(suite, encoding="unicode").strip() for suite in root.iter("testsuite")}
+
+
+def in_order(lines: list[str], within: list[str]) -> bool:
+    """Whether `lines` all appear in `within`, in their order."""
+    rest = iter(within)
+    return all(line in rest for line in lines)
 
 
 def test_stored_scores_are_read_under_their_renamed_names() -> None:

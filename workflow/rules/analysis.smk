@@ -3,11 +3,19 @@
 # analysis/<analyzer>/ and analysis/fr/<analyzer>/, listed by the cell's index file. Their inputs
 # never carry the injected truth: the log analyzers read the main log with every injection marker
 # stripped (kept as an output for the scorer and the report), the FR analyzers only the dumps.
+# Over a job's life the log analysis of attempt k declares the earlier attempts as inputs: their
+# stripped logs, in order, and their indexes (the kinds that keep records of their own, NVRx's
+# Restart Agent, read them from there); kinds without history run per attempt as before.
+
+
+from faultloop.workflow.attempts import earlier_flags, earlier_runs
 
 
 rule logsage:
     input:
         manifest=run_path(layout.MANIFEST),
+        earlier=earlier_runs(SESSION, layout.STRIPPED_LOG),
+        earlier_indexes=earlier_runs(SESSION, layout.LOGSAGE_INDEX),
     output:
         log=run_path(layout.STRIPPED_LOG),
         index=run_path(layout.LOGSAGE_INDEX),
@@ -20,10 +28,11 @@ rule logsage:
     params:
         cli=FAULTLOOP,
         analyzers=ANALYZER_SPECS,
+        earlier=earlier_flags,
     shell:
         "({params.cli} cell strip-log --manifest {input.manifest:q} --output {output.log:q}"
         " && {params.cli} analyzers run-cell --log {output.log:q} --index {output.index:q}"
-        " --specs {params.analyzers:q} --fresh {resources.fresh}) > {log:q} 2>&1"
+        " --specs {params.analyzers:q} --fresh {resources.fresh} {params.earlier}) > {log:q} 2>&1"
 
 
 rule fr_analysis:

@@ -1,10 +1,12 @@
-"""junit.xml: one suite per analyzer, one test case per cell, so CI shows attribution like tests."""
+"""junit.xml: one suite per analyzer, one test case per cell, so CI shows attribution like tests;
+and per log analyzer a suite over the cells' lives (its restart policy at every attempt)."""
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections import Counter
 
+from faultloop.contracts import DIMENSIONS, Grade, Reads, ScoreRecord
 from faultloop.report.history import pick_fingerprint
 from faultloop.report.model import Report
 
@@ -46,8 +48,42 @@ def junit_xml(rep: Report) -> str:
                 )
                 failure.text = r.notes
         totals.update(tests=len(rows), failures=failures, skipped=skipped)
+    for view in rep.views:
+        totals.update(_life_suite(root, view.name, view.rows))
     root.set("tests", str(totals["tests"]))
     root.set("failures", str(totals["failures"]))
     root.set("skipped", str(totals["skipped"]))
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _life_suite(root: ET.Element, name: str, rows: list[ScoreRecord]) -> Counter[str]:
+    """A log analyzer's suite over the cells' lives (`<name>.life`): one testcase per cell, its
+    decisions at every attempt failing on policy_correct or drain_correct; cells without a graded
+    attempt skipped; time = its policy's cost in node-minutes (JUnit has no other unit)."""
+    dims = DIMENSIONS.names(reads=(Reads.LIFE,))
+    graded = [r for r in rows if r.scored and r.grade("policy_correct") != Grade.NA]
+    failing = [r for r in graded if any(r.grade(d) == Grade.FALSE for d in dims)]
+    suite = ET.SubElement(
+        root,
+        "testsuite",
+        name=f"{name}.life",
+        tests=str(len(rows)),
+        failures=str(len(failing)),
+        skipped=str(len(rows) - len(graded)),
+        errors="0",
+    )
+    for r in rows:
+        case = ET.SubElement(
+            suite, "testcase", classname=f"faultloop.{name}.life.{r.cell.fault_type}", name=r.cell.name
+        )
+        if r not in graded:
+            ET.SubElement(case, "skipped", message="no attempt failed by its fault: nothing to decide")
+        elif r in failing:
+            failure = ET.SubElement(
+                case, "failure", type="policy", message="; ".join(f"{d}={r.grade(d)}" for d in dims)
+            )
+            failure.text = "; ".join(f"attempt {s.attempt}: {s.decision} (truth: {s.expected})" for s in r.life) + (
+                f"; policy cost {r.policy_cost_node_min} node-minutes" if r.policy_cost_node_min is not None else ""
+            )
+    return Counter(tests=len(rows), failures=len(failing), skipped=len(rows) - len(graded))

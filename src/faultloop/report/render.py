@@ -116,7 +116,7 @@ def render_html(rep: Report, heatmap: Path) -> str:
         heatmap_png=png,
         cells=drilldown(rep),
         grade_class=grade_classes(),
-        dimensions=DIMENSIONS.names(reads=(Reads.LOG,)),
+        dimensions=DIMENSIONS.names(reads=(Reads.LOG, Reads.LIFE)),
         fr_dimensions=DIMENSIONS.names(reads=(Reads.FR,)),
     )
 

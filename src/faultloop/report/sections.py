@@ -22,7 +22,7 @@ from faultloop.contracts import (
     upstream_table_columns,
 )
 from faultloop.core import layout
-from faultloop.report import differences
+from faultloop.report import differences, lives
 from faultloop.report.history import analyzer_versions, pick_fingerprint
 from faultloop.report.model import (
     Report,
@@ -522,6 +522,41 @@ def difference_sections(rep: Report) -> list[Section]:
     ]
 
 
+def life_sections(rep: Report) -> list[Section]:
+    """Restart policies over a job's life (report.lives): per analyzer, then per cell and attempt."""
+    rows = lives.life_rows(rep)
+    if not rows:
+        return []
+    header, policies = lives.policy_table(rep)
+    return [
+        Section(
+            "A job's life: restart policies",
+            [
+                "Each analyzer's decision for the next attempt at every attempt that failed by its fault, against "
+                "the truth's: restart where the fault passes, stop where it recurs at the same step, restart "
+                "without its node where it stays with the node (a drain reads as a restart without those nodes). "
+                "`policy_correct`: right at every attempt; `drain_correct`: it drains exactly the truth's nodes. "
+                "The policy cost is in node-minutes (an attempt's nodes x its measured minutes), along the "
+                "analyzer's own path: a restart that fails again costs the attempt that fails, a stop the truth "
+                "would not make costs the attempt the job still needed; `~` marks an estimate, where that attempt "
+                'never ran (docs/analyzers.md, "A job\'s life").',
+                Table(header, policies),
+            ],
+        ),
+        Section(
+            "Each cell's life",
+            [
+                f"Per attempt: what happened, the decision the truth expects, each analyzer's ({lives.RIGHT} right, "
+                f"{lives.WRONG} wrong), and who called for the attempt (the truth's decision and the analyzers "
+                "that said restart at the attempt before; every failed attempt is followed by the next while the "
+                "cell has attempts left, whatever they said). Then each analyzer's policy cost on the cell.",
+                Table(lives.life_header(rep), rows),
+            ],
+            level=3,
+        ),
+    ]
+
+
 def sections(rep: Report) -> list[Section]:
     return [
         summary_section(rep),
@@ -530,6 +565,7 @@ def sections(rep: Report) -> list[Section]:
         *side_by_side_sections(rep),
         *fr_sections(rep),
         *difference_sections(rep),
+        *life_sections(rep),
         time_section(rep),
         failures_section(rep),
         patterns_section(rep),
