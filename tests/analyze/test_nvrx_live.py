@@ -18,7 +18,8 @@ import yaml
 
 from conftest import NVRX_FR, REPO, SHARED, copy_workflow, needs_nvrx_dumps, snakemake
 from faultloop.analyze import nvrx, registry
-from faultloop.analyze.analyzer import DumpsSource, Input
+from faultloop.analyze.analyzer import DumpsSource, Input, LogSource
+from faultloop.analyze.kinds.nvrx_restart_agent import ATTEMPT_RECORDS
 from faultloop.analyze.nvrx import outputs
 from faultloop.analyze.running import Outcome
 from faultloop.contracts import FrVerdict, LogVerdict
@@ -195,3 +196,37 @@ def test_drilldown_shows_nvrx_verdicts_in_chromium(pool: Path) -> None:
         assert shown == [*LOG_ANALYZERS, *(f"fr:{n}" for n in FR_ANALYZERS)], cell
     drill = dom.split('id="cell-n2_SIGKILL_r1_i5"')[1].split("</details>")[0]
     assert "analysis/nvrx_restart_agent/verdict.json" in drill and "fr_attribution could not read" in drill
+
+
+def test_restart_agent_keeps_its_own_history_over_a_jobs_attempts(tmp_path: Path) -> None:
+    """Each attempt runs with the job's id, the attempt as its cycle and the records the attempt
+    before kept; the agent's retry ledger then stops the same failure without progress on cycle 4
+    (its general same-root ceiling of 3 retries)."""
+    spec = registry.spec_from_config(Input.LOG, nvrx.RESTART_AGENT, None, BASE)
+    log = CELLS / "n2_SIGKILL_r1_i5.log"
+    logs: list[Path] = []
+    decisions = []
+    for attempt in range(1, 5):
+        run = tmp_path / "n2_X" if attempt == 1 else tmp_path / "n2_X" / f"attempt_{attempt}"
+        stripped = run / layout.STRIPPED_LOG
+        stripped.parent.mkdir(parents=True)
+        shutil.copyfile(log, stripped)
+        source = LogSource(stripped, tmp_path / ".staging", tuple(logs), "local-3a19c5835f7f", attempt)
+        (record,) = registry.run_cell(Input.LOG, [spec], source, run)
+        assert record.status == "ok", record.error
+        folder = run / layout.analyzer_dir(spec.name)
+        records = json.loads((folder / ATTEMPT_RECORDS).read_text())
+        assert [(r["job_id"], r["cycle_id"]) for r in records] == [
+            ("local-3a19c5835f7f", k) for k in range(1, attempt + 1)
+        ]
+        verdict = LogVerdict.read(folder / layout.VERDICT_JSON)
+        decisions.append((verdict.restart, verdict.extra["policy"]["decision_basis"]))
+        logs.append(stripped)
+    assert decisions[0] == ("RESTART IMMEDIATE", "general_retry_available")
+    assert decisions[-1] == ("STOP - DONT RESTART IMMEDIATE", "retry_budget_exhausted")
+    # reused while neither its code nor the attempts it read changed; a changed earlier log re-runs it
+    (again,) = registry.run_cell(Input.LOG, [spec], source, run)
+    assert again.reused
+    logs[0].write_text(logs[0].read_text() + "one more line\n")
+    (changed,) = registry.run_cell(Input.LOG, [spec], source, run)
+    assert not changed.reused
