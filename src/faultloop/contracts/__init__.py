@@ -45,7 +45,9 @@ from faultloop.contracts.scores import (
 )
 from faultloop.contracts.verdicts import (
     FAILED,
+    LIFE_RECORD,
     OK,
+    RANK_HOSTS,
     CitesLine,
     FrVerdict,
     LogVerdict,
@@ -68,8 +70,10 @@ __all__ = [
     "FR_RANK",
     "INFRA_FAILURE",
     "INVALID",
+    "LIFE_RECORD",
     "NOT_RUN",
     "OK",
+    "RANK_HOSTS",
     "RENAMED",
     "SCORED",
     "STATES",

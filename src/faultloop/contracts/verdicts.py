@@ -33,6 +33,10 @@ def _rank_list(value: Any, name: str) -> list[int]:
 
 
 NodeRef = int | str  # a node of a run's allocation: its index (0-based) or its host name
+# Keys of a verdict's `extra` that cross from one analyzer to another: faultloop's analyzer's record
+# of the job's life (the decision's rule, its reasons, each attempt) and, in it, the host each rank
+# of the failing attempt ran on (the combined verdict drains an FR-named rank's node by it)
+LIFE_RECORD, RANK_HOSTS = "life", "rank_hosts"
 
 
 def _node_list(value: Any, name: str) -> list[NodeRef]:

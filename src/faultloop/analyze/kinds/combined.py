@@ -37,9 +37,8 @@ from dataclasses import replace
 from typing import Any
 
 from faultloop.analyze.analyzer import Answer, Input, Kind, Spec, VerdictsSource, log_answer
-from faultloop.analyze.logsage.life import HOSTS, LIFE
 from faultloop.analyze.running import AnalyzerFailure
-from faultloop.contracts import FrVerdict, LogVerdict, NodeRef
+from faultloop.contracts import LIFE_RECORD, RANK_HOSTS, FrVerdict, LogVerdict, NodeRef
 from faultloop.faults import ERRORS_NOT_FOUND, HANG
 
 NAME = "combined"
@@ -88,8 +87,8 @@ def drain(log: LogVerdict, primary: list[int]) -> list[NodeRef]:
     """The nodes to drain: the log's, or where the merge named other primaries and the log drains
     the nodes of its culprits (a node-bound failure), those primaries' nodes as the log's life
     record maps ranks to hosts (FR finds the rank, the log knows where it ran)."""
-    life = log.extra.get(LIFE)
-    hosts = life.get(HOSTS) if isinstance(life, dict) else None
+    life = log.extra.get(LIFE_RECORD)
+    hosts = life.get(RANK_HOSTS) if isinstance(life, dict) else None
     if not log.drain_nodes or sorted(primary) == sorted(log.primary_ranks) or not isinstance(hosts, dict):
         return list(log.drain_nodes)
     named = [hosts.get(str(rank)) for rank in primary]

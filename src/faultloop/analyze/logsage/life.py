@@ -30,7 +30,7 @@ from faultloop.analyze.logsage import attempts
 from faultloop.analyze.logsage.engine import CAUSE, Settings, analyze_log
 from faultloop.analyze.logsage.policy import POLICY
 from faultloop.analyze.logsage.vocab import Cause
-from faultloop.contracts import LogVerdict
+from faultloop.contracts import LIFE_RECORD, RANK_HOSTS, LogVerdict
 from faultloop.faults import RESTART, STOP
 
 # Causes that stay with the node they struck, and why; the next attempt leaves that node out.
@@ -48,9 +48,7 @@ UNEXPLAINED: dict[str, str] = {
     Cause.CRASH: "a process died without a word: restart once and see whether it comes back",
     Cause.PROGRAM_ERROR: "an error the log does not explain: restart once and see whether it comes back",
 }
-LIFE = "life"  # the verdict's key (in its extra) for the decision's reasons
-HOSTS = "rank_hosts"  # the life record's key for the failing attempt's rank -> host
-MAX_HOSTS = 4096
+MAX_HOSTS = 4096  # the most ranks whose host the life record keeps
 FIRST, RECURS, FOLLOWS_JOB, NODE, UNEXPLAINED_FIRST, OWN, NOTHING = (
     "first_occurrence", "recurs", "follows_the_job", "node_bound", "unexplained_first", "own", "no_failure",
 )  # fmt: skip
@@ -203,7 +201,7 @@ def analyze_life(
         "repeats": call.repeats,
         "attempts": [v.summary() for v in [*before, *own]],
         # where the ranks of a node-bound failure ran: the combined verdict drains another rank's node by it
-        HOSTS: {str(rank): host for rank, host in sorted(current.rank_hosts.items())[:MAX_HOSTS]},
+        RANK_HOSTS: {str(rank): host for rank, host in sorted(current.rank_hosts.items())[:MAX_HOSTS]},
     }
     said = f" Next attempt: {call.decision or 'none'}" + (f" without {', '.join(call.drain)}" if call.drain else "")
     return replace(
@@ -213,5 +211,5 @@ def analyze_life(
         detail=f"{verdict.detail}; over the job's life ({len(before) + len(own)} attempt(s)):{said} ({call.why})",
         next_attempt=call.decision,
         drain_nodes=list(call.drain),
-        extra={**verdict.extra, LIFE: life},
+        extra={**verdict.extra, LIFE_RECORD: life},
     )
