@@ -7,9 +7,8 @@ import pytest
 import yaml
 
 from faultloop.core.cell import Cell, cell_name_pattern
-from faultloop.faults import FAULT_NAMES
+from faultloop.faults import FAULT_NAMES, FAULTS, Recurrence
 from faultloop.plan import config
-from faultloop.faults import FAULTS, Recurrence
 from faultloop.plan.pool import PoolError, load_pool, read_pool_file, write_pool_file
 
 REPO = Path(__file__).resolve().parents[2]
