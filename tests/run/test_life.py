@@ -208,3 +208,24 @@ def test_old_job_json_reads_as_attempt_one_of_one(tmp_path: Path) -> None:
     (tmp_path / "job.json").write_text(json.dumps(data))
     m = Manifest.read(tmp_path / "job.json")
     assert (m.attempt, m.attempts, m.resumed_from_iter, m.drained_nodes, m.fault_node) == (1, 1, None, [], None)
+
+
+def test_a_later_attempts_analysis_lands_in_its_own_run_folder(tmp_path: Path) -> None:
+    """The per-run rules' commands take a run folder: attempt 2's FR analysis is indexed there,
+    and attempt 1's (the cell folder's) is left alone."""
+    from faultloop.analyze import registry
+    from faultloop.analyze.analyzer import Input
+    from faultloop.cli import main as cli
+
+    cell = Cell("NET_DROP", 1, 5, 1, 2)
+    cell_dir = stored(tmp_path, cell, job(cell), job(cell, 2, state="COMPLETED", fault_fired=False))
+    specs = registry.specs_json(
+        registry.selected(
+            {"fr_analyzers": {"faultloop": {"kind": "faultloop_fr"}}, "gpus_per_node": 2, "fr_segment_size": 32},
+            Input.DUMPS,
+        )
+    )
+    index = cell_dir / "attempt_2" / layout.FR_INDEX
+    manifest = cell_dir / "attempt_2" / layout.MANIFEST
+    assert cli.main(["fr-analyzers", "--manifest", str(manifest), "--index", str(index), "--specs", specs]) == 0
+    assert index.is_file() and not (cell_dir / layout.FR_INDEX).exists()
