@@ -313,7 +313,7 @@ def test_dry_run_shows_sbatch_resources_for_2_4_8_nodes(tmp_path):
     blocks = re.findall(r"rule run_job:\n(.*?)(?:\n\n|\Z)", out, flags=re.S)
     resources = {}
     for block in blocks:
-        cell = re.search(r"wildcards: cell=(\S+)", block).group(1)
+        cell = re.search(r"wildcards: run=(\S+)", block).group(1)
         line = re.search(r"resources: (.*)", block).group(1)
         resources[cell] = dict(item.split("=", 1) for item in line.split(", "))
     assert set(resources) == {"n2_SIGKILL_r1_i5", "n4_SIGKILL_r1_i5", "n8_SIGKILL_r1_i5"}, out[-4000:]
