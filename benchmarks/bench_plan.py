@@ -41,7 +41,7 @@ def synthetic_pool(size: int) -> list[Cell]:
 
 ONE_ANALYZER = ("analyzers=builtin", "fr_analyzers=builtin")
 
-# The floor peer: faultloop's DAG (four jobs per cell, the same declared files and the two gather
+# The floor peer: faultloop's DAG (four jobs per run, the same declared files and the two gather
 # rules) with trivial shell bodies; its cells are pool.tsv's rows, named as faultloop names them.
 FLOOR_SNAKEFILE = f"""
 import csv
@@ -57,30 +57,30 @@ rule all:
     input: f"{{S}}/report.md"
 
 rule run_job:
-    output: f"{{S}}/{{{{cell}}}}/{layout.MANIFEST}"
-    log: f"{{S}}/logs/run_job/{{{{cell}}}}.log"
+    output: f"{{S}}/{{{{run}}}}/{layout.MANIFEST}"
+    log: f"{{S}}/logs/run_job/{{{{run}}}}.log"
     shell: "touch {{output}} {{log}}"
 
 rule logsage:
     input: rules.run_job.output
-    output: f"{{S}}/{{{{cell}}}}/{layout.STRIPPED_LOG}", f"{{S}}/{{{{cell}}}}/{layout.LOGSAGE_INDEX}"
-    log: f"{{S}}/logs/logsage/{{{{cell}}}}.log"
+    output: f"{{S}}/{{{{run}}}}/{layout.STRIPPED_LOG}", f"{{S}}/{{{{run}}}}/{layout.LOGSAGE_INDEX}"
+    log: f"{{S}}/logs/logsage/{{{{run}}}}.log"
     shell: "touch {{output}} {{log}}"
 
 rule fr_analysis:
     input: rules.run_job.output
-    output: f"{{S}}/{{{{cell}}}}/{layout.FR_INDEX}"
-    log: f"{{S}}/logs/fr_analysis/{{{{cell}}}}.log"
+    output: f"{{S}}/{{{{run}}}}/{layout.FR_INDEX}"
+    log: f"{{S}}/logs/fr_analysis/{{{{run}}}}.log"
     shell: "touch {{output}} {{log}}"
 
 rule judge_score:
     input: rules.run_job.output, rules.logsage.output, rules.fr_analysis.output
-    output: f"{{S}}/{{{{cell}}}}/{layout.SCORE_JSON}"
-    log: f"{{S}}/logs/judge_score/{{{{cell}}}}.log"
+    output: f"{{S}}/{{{{run}}}}/{layout.SCORE_JSON}"
+    log: f"{{S}}/logs/judge_score/{{{{run}}}}.log"
     shell: "touch {{output}} {{log}}"
 
 rule score:
-    input: expand(rules.judge_score.output, cell=CELLS)
+    input: expand(rules.judge_score.output, run=CELLS)
     output: f"{{S}}/scores.tsv"
     shell: "touch {{output}}"
 

@@ -25,6 +25,7 @@ STAMP_FORMAT = "%Y-%m-%d %H:%M:%S.%f"
 # Upstream's own filter: every line that reveals the injected fault.
 MARKER_RE = re.compile(rf"{MARKER}|{re.escape(INJECTOR_LOGGER)}")
 _DETAIL_RE = re.compile(rf"{MARKER}: Rank (\d+) ({SCHEDULED}|{FIRING}) (\w+)")
+_FIRED_AT_RE = re.compile(rf"{FIRING} \w+ at iteration (\d+)")
 # A workload line as srun labels it: `3: [<stamp>] FAULT INJECTION: Rank 3 firing fault SIGKILL ...`
 _TIMED_RE = re.compile(r"^\d+: \[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)\] " + _DETAIL_RE.pattern)
 _INJECTOR_SIGNAL_RE = re.compile(r"signal=<Signals\.(\w+)")
@@ -68,11 +69,15 @@ class Marker:
     rank: int
     fired: bool  # the fire-time line (else the scheduling line)
     fault: str
+    iteration: int | None = None  # the fire-time line's iteration (the built-in workload's wording)
 
 
 def read_marker(line: str) -> Marker | None:
     m = _DETAIL_RE.search(line)
-    return Marker(int(m[1]), m[2] == FIRING, m[3]) if m else None
+    if not m:
+        return None
+    at = _FIRED_AT_RE.search(line) if m[2] == FIRING else None
+    return Marker(int(m[1]), m[2] == FIRING, m[3], int(at[1]) if at else None)
 
 
 @dataclass(frozen=True)

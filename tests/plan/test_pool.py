@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from faultloop.core.cell import Cell, cell_name_pattern
-from faultloop.faults import FAULT_NAMES
+from faultloop.faults import FAULT_NAMES, FAULTS, Recurrence
 from faultloop.plan import config
 from faultloop.plan.pool import PoolError, load_pool, read_pool_file, write_pool_file
 
@@ -30,7 +30,7 @@ def test_default_pool_is_the_seed_pool_in_order():
     assert {c.fault_type for c in cells} == set(FAULT_NAMES)
 
 
-@pytest.mark.parametrize("preset", ["quick", "iter3", "iter4", "n3_super"])
+@pytest.mark.parametrize("preset", ["quick", "iter3", "iter4", "n3_super", "lifecycle"])
 def test_presets_are_valid(preset):
     cells = load_pool(pool_file=REPO / f"config/pools/{preset}.tsv", gpus_per_node=4)
     assert cells
@@ -149,3 +149,75 @@ def test_a_row_beyond_the_built_in_workloads_iterations_is_refused(monkeypatch):
         "(run_job.iterations): the fault could never fire"
     ]
     assert config.pool_cells(config.load({"pool": "SIGKILL:1:100000:2", "workload": "llama4_scout"}))
+
+
+# ---- ATTEMPTS: a job's life -----------------------------------------------------------------------
+
+
+def test_attempts_as_a_fifth_field_and_an_optional_column(tmp_path):
+    life = Cell("GPU_ERROR", 1, 5, 2, 3)
+    assert (life.name, life.spec) == ("n2_GPU_ERROR_r1_i5_a3", "GPU_ERROR:1:5:2:3")
+    assert Cell.from_name(life.name) == life and re.fullmatch(cell_name_pattern(), life.name)
+    assert load_pool(pool_spec="GPU_ERROR:1:5:2:3 SIGKILL:0:5:2", gpus_per_node=4, max_attempts=5) == [
+        life,
+        Cell("SIGKILL", 0, 5, 2),
+    ]
+    path = tmp_path / "life.tsv"
+    path.write_text("FAULT_TYPE\tRANK\tITER\tNODES\tATTEMPTS\nGPU_ERROR\t1\t5\t2\t3\nSIGKILL\t0\t5\t2\t1\n")
+    cells = load_pool(pool_file=path, gpus_per_node=4, max_attempts=3)
+    assert cells == [life, Cell("SIGKILL", 0, 5, 2)] and cells[1].name == "n2_SIGKILL_r0_i5"  # 1: upstream's name
+    out = tmp_path / "out.tsv"
+    write_pool_file(cells, out)
+    assert out.read_text().splitlines()[0] == "FAULT_TYPE\tRANK\tITER\tNODES\tATTEMPTS"
+    assert load_pool(pool_file=out, gpus_per_node=4) == cells
+    write_pool_file([Cell("SIGKILL", 0, 5, 2)], out)  # upstream's four columns when no cell needs more
+    assert out.read_text() == "FAULT_TYPE\tRANK\tITER\tNODES\nSIGKILL\t0\t5\t2\n"
+
+
+def test_one_attempt_given_or_not_is_one_cell():
+    with pytest.raises(PoolError, match=r"token 2 'SIGKILL:0:5:2:1': duplicate cell SIGKILL:0:5:2"):
+        load_pool(pool_spec="SIGKILL:0:5:2 SIGKILL:0:5:2:1", gpus_per_node=4)
+
+
+def test_bad_attempts_are_one_line_each_naming_row_and_field(tmp_path):
+    path = tmp_path / "life.tsv"
+    path.write_text(
+        "FAULT_TYPE\tRANK\tITER\tNODES\tATTEMPTS\n"
+        "GPU_ERROR\t1\t5\t2\t0\nGPU_ERROR\t1\t5\t2\ttwo\nGPU_ERROR\t1\t5\t2\t9\nGPU_ERROR\t1\t5\t2\n"
+    )
+    with pytest.raises(PoolError) as info:
+        load_pool(pool_file=path, gpus_per_node=4, max_attempts=5)
+    assert info.value.problems == [
+        f"{path} line 5: expected 5 fields (FAULT_TYPE RANK ITER NODES ATTEMPTS), got 4",
+    ]
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[:4]))
+    with pytest.raises(PoolError) as info:
+        load_pool(pool_file=path, gpus_per_node=4, max_attempts=5)
+    assert info.value.problems == [
+        f"{path} line 2: ATTEMPTS must be at least 1",
+        f"{path} line 3: ATTEMPTS must be a positive integer, got 'two'",
+        f"{path} line 4: ATTEMPTS 9 is above the configured maximum of 5 (max_attempts)",
+    ]
+
+
+def test_the_configured_maximum_and_the_workload_bound_attempts(monkeypatch):
+    monkeypatch.chdir(REPO)
+    with pytest.raises(PoolError) as info:
+        config.pool_cells(config.load({"pool": "NET_DROP:1:5:2:2 NET_DROP:1:5:2:3", "max_attempts": 2}))
+    assert info.value.problems == [
+        "pool token 2 'NET_DROP:1:5:2:3': ATTEMPTS 3 is above the configured maximum of 2 (max_attempts)"
+    ]
+    with pytest.raises(PoolError) as info:
+        config.pool_cells(config.load({"pool": "SIGKILL:1:5:2:2", "workload": "llama4_scout"}))
+    assert info.value.problems == [
+        "pool token 1 'SIGKILL:1:5:2:2': ATTEMPTS 2: llama4_scout does not resume a restarted job from its "
+        "checkpoint (the built-in workload does); use 1"
+    ]
+
+
+def test_the_lifecycle_preset_covers_every_fault_and_each_behaviours_combinations():
+    cells = load_pool(pool_file=REPO / "config/pools/lifecycle.tsv", gpus_per_node=4, max_attempts=3)
+    assert {c.fault_type for c in cells} == set(FAULTS)
+    for kind in Recurrence:
+        shapes = {(c.nodes, c.attempts) for c in cells if FAULTS[c.fault_type].on_restart == kind}
+        assert shapes == {(1, 2), (1, 3), (2, 2), (2, 3)}, kind

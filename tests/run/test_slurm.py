@@ -313,7 +313,7 @@ def test_dry_run_shows_sbatch_resources_for_2_4_8_nodes(tmp_path):
     blocks = re.findall(r"rule run_job:\n(.*?)(?:\n\n|\Z)", out, flags=re.S)
     resources = {}
     for block in blocks:
-        cell = re.search(r"wildcards: cell=(\S+)", block).group(1)
+        cell = re.search(r"wildcards: run=(\S+)", block).group(1)
         line = re.search(r"resources: (.*)", block).group(1)
         resources[cell] = dict(item.split("=", 1) for item in line.split(", "))
     assert set(resources) == {"n2_SIGKILL_r1_i5", "n4_SIGKILL_r1_i5", "n8_SIGKILL_r1_i5"}, out[-4000:]
@@ -440,3 +440,47 @@ def test_cluster_faults_on_slurm(slurm_cluster, tmp_path):
     assert re.search(r" kernel: Memory cgroup out of memory: Killed process \d+ \(python", lines)
     folder = memcg.cell_folder(memcg.hierarchy(), oom).name  # type: ignore[arg-type]
     assert not [p for p in memcg.hierarchy().root.rglob(folder)], "the cell's memory cgroup outlived its job"  # type: ignore[union-attr]
+
+
+@pytest.mark.slow
+def test_a_life_drains_its_faulty_node_through_sbatch_exclude(slurm_cluster, tmp_path):
+    """A two-attempt GPU_ERROR life on the real cluster: attempt 1's fault fires on its rank's node;
+    attempt 2 is a new allocation that keeps the other node (--nodelist) and leaves that one out
+    (--exclude, through the executor plugin's slurm_extra), resumes from attempt 1's checkpoint and
+    does not meet the fault again."""
+    name = "n2_GPU_ERROR_r1_i6_a2"
+    configfile = write_config(
+        tmp_path,
+        "GPU_ERROR:1:6:2:2",
+        gpus_per_node=2,
+        fault_delay=0,
+        run_job={"runtime_minutes": 10, "mem_mb_per_node": 2000, "iterations": 8},
+    )
+    # the plugin's job comment writes the run wildcard's slash as an underscore
+    sampler = QueueSampler([name, f"{name}_attempt_2"])
+    sampler.start()
+    try:
+        proc = run_on_slurm(configfile)
+    finally:
+        sampler.halt.set()
+        sampler.join(timeout=30)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    cell = tmp_path / "results" / "fault_injection" / "slurm_e2e" / name
+    first = json.loads((cell / "job.json").read_text())
+    second = json.loads((cell / "attempt_2" / "job.json").read_text())
+    assert first["state"] == "FAILED" and first["fault_fired"] and first["fault_fired_iter"] == 6, first
+    bad = first["fault_node"]
+    assert bad in first["node_names"] and len(set(first["node_names"])) == 2, first
+    # the node the injected rank stated at start is the one torch's node rank 0 ran (rank 1 of 2 per node)
+    assert first["node_names"].index(bad) == 0, first
+    records = jobcomp_records({first["job_id"], second["job_id"]})
+    assert set(records) == {first["job_id"], second["job_id"]} and first["job_id"] != second["job_id"]
+    allocated = hostnames(records[second["job_id"]]["NodeList"])
+    kept = set(first["node_names"]) - {bad}
+    assert bad not in allocated and kept <= allocated and len(allocated) == 2, (allocated, first["node_names"])
+    assert set(second["node_names"]) == allocated
+    assert (second["attempt"], second["drained_nodes"], second["resumed_from_iter"]) == (2, [bad], 5), second
+    assert (second["state"], second["fault_fired"], second["run_valid"]) == ("COMPLETED", False, True), second
+    log = (cell / "attempt_2" / second["main_log"]).read_text(errors="replace")
+    assert " loading checkpoint from checkpoints/model at iteration 5" in log and "FAULT INJECTION" not in log
+    assert sorted(sampler.run_job_ids.values()) == [name, f"{name}_attempt_2"], sampler.run_job_ids

@@ -4,12 +4,14 @@ on a fresh session and on an adopted one; adopting is the explicit `faultloop ad
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import pytest
 
-from conftest import planned, snakemake
+from conftest import cell_manifest, planned, planned_outputs, snakemake
 from faultloop.cli import main as cli
+from faultloop.core.cell import Cell
 
 HEADER = "JOB_ID\tFAULT_TYPE\tRANK\tITER\tNODES\tEXPERIMENT_DIR\n"
 # An NVRx session's run as upstream's loop leaves it: srun-labelled main log with Megatron's
@@ -94,3 +96,27 @@ def test_a_tracking_file_or_rank_layout_changed_since_adopting_is_refused(workfl
     assert cli.main(["adopt", str(session), "--gpus-per-node", "4"]) == 0
     again = snakemake(workflow_copy, "-n", "--until", "score", "--config", f"adopt={session}")
     assert planned(again.stdout + again.stderr)["logsage"] == 1
+
+
+def test_planning_a_life_writes_nothing_and_places_its_next_attempt(workflow_copy):
+    """A two-attempt life whose attempt 1 is stored (its GPU error fired on n2): every run is
+    planned, and on the SLURM profile attempt 2's sbatch keeps n1 and excludes n2, read from attempt
+    1's job.json while planning, which writes nothing; a life not yet started plans without flags."""
+    life, fresh = Cell("GPU_ERROR", 1, 5, 2, 2), Cell("NET_DROP", 1, 5, 2, 2)
+    session = workflow_copy / "results" / "fault_injection" / "life"
+    (session / life.name).mkdir(parents=True)
+    cell_manifest(life, "51234", node_names=["n2", "n1"], fault_node="n2", attempts=2).write(
+        session / life.name / "job.json"
+    )
+    before = tree(workflow_copy)
+    pool = f"pool={life.spec} {fresh.spec}"
+    result = snakemake(workflow_copy, "-n", "--profile", "profiles/slurm", "--config", pool, "session=life")
+    assert tree(workflow_copy) == before
+    out = result.stdout + result.stderr
+    assert sorted(planned_outputs(out, "run_job")) == sorted(
+        f"results/fault_injection/life/{run}/job.json" for run in [*life.runs[1:], *fresh.runs]
+    )
+    run_jobs = re.findall(r"rule run_job:\n(.*?)(?:\n\n|\Z)", out, flags=re.S)
+    blocks = dict(re.findall(r"wildcards: run=(\S+)\n\s+resources: (.*)", "\n".join(run_jobs)))
+    assert "slurm_extra=--nodelist=n1 --exclude=n2" in blocks[f"{life.name}/attempt_2"]
+    assert "slurm_extra" not in blocks[f"{fresh.name}/attempt_2"] and "slurm_extra" not in blocks[fresh.name]

@@ -29,8 +29,8 @@ def main(argv: list[str]) -> int:
     cell_dir = registry.cell_of(Input.DUMPS, args.index)
     # From the cell's folder name (the run folder's, or its cell's for a later attempt), not a
     # per-job Snakemake param: those cost planning time.
-    cell_dir, _ = layout.cell_of_run(args.manifest.parent)
-    world_size = args.world_size or Cell.from_name(cell_dir.name).nodes * args.gpus_per_node
+    cell_folder, _ = layout.cell_of_run(args.manifest.parent)
+    world_size = args.world_size or Cell.from_name(cell_folder.name).nodes * args.gpus_per_node
     fr_path = str(args.manifest.parent / "checkpoints")
     source = DumpsSource(fr_path, world_size, args.gpus_per_node, args.segment_size, args.manifest)
     registry.run_cell(Input.DUMPS, registry.specs_from_json(args.specs), source, cell_dir, fresh=bool(args.fresh))

@@ -39,9 +39,10 @@ import psutil
 
 from faultloop.contracts import Manifest, RankExit
 from faultloop.core import layout
-from faultloop.marker import marker_times
+from faultloop.faults import FAULTS
+from faultloop.marker import Marker, is_marker, marker_times, read_marker
 from faultloop.run import memcg, slurm
-from faultloop.run.spec import JobSpec
+from faultloop.run.spec import FAULT_NODE_ENV, RANK_NODE_RE, RESUME_ENV, JobSpec
 from faultloop.run.srun import JobLog, LocalSrun, Task, TaskExit
 from faultloop.signals import exit_signal, srun_signal
 
@@ -134,12 +135,14 @@ class RunJob:
 
     def env(self) -> dict[str, str]:
         s = self.spec
+        injection = s.injection
         env = dict(
             os.environ,
-            FAULT_TYPE=s.fault_type,
-            FAULT_RANK=str(s.rank),
-            FAULT_AT_ITER=str(s.iter),
-            FAULT_DELAY=str(s.fault_delay),
+            # upstream's contract; NONE: this attempt injects nothing (a fault that passed, a drained node)
+            FAULT_TYPE=s.fault_type if injection else "NONE",
+            FAULT_RANK=str(injection.rank if injection else s.rank),
+            FAULT_AT_ITER=str(injection.at_iter if injection else s.iter),
+            FAULT_DELAY=str(injection.delay_s if injection else s.fault_delay),
             GPUS_PER_NODE=str(s.gpus_per_node),
             EXPERIMENT_DIR=str(self.cell),
             TORCH_FR_DUMP_TEMP_FILE=str(self.cell / layout.FR_DUMP_PREFIX),
@@ -147,6 +150,12 @@ class RunJob:
             OMP_NUM_THREADS="1",
         )
         env[CELL_ENV] = str(self.cell)
+        env.pop(FAULT_NODE_ENV, None)
+        if injection and injection.node:
+            env[FAULT_NODE_ENV] = injection.node  # the rank on this node with FAULT_RANK's local rank
+        env.pop(RESUME_ENV, None)
+        if s.resume is not None:
+            env[RESUME_ENV] = str(s.resume.folder)
         if self.memcg_folder is not None:
             env[memcg.MEMCG_ENV] = str(self.memcg_folder)
         env.setdefault("TORCH_FR_BUFFER_SIZE", "2000")
@@ -157,6 +166,7 @@ class RunJob:
     def local_tasks(self, port: int) -> list[Task]:
         """The job as srun would start it on this machine: one task per node or per rank."""
         s, env = self.spec, self.env()
+        names = s.local_node_names  # node index -> simulated node (a drained node's index moved to a spare)
         if s.settings.launcher == "torchrun":
             rdzv = ["--rdzv-backend", "static", "--master-addr", "127.0.0.1", "--master-port", str(port)]
             return [
@@ -165,10 +175,10 @@ class RunJob:
                     [*self.torchrun_argv([*rdzv, "--node-rank", str(node)])],
                     dict(
                         env,
-                        FAULTLOOP_NODE_NAME=f"node{node}",
+                        FAULTLOOP_NODE_NAME=names[node],
                         TORCHELASTIC_ERROR_FILE=str(self.cell / self.paths.torchrun_error(node)),
                     ),
-                    f"node{node}",
+                    names[node],
                 )
                 for node in range(s.nodes)
             ]
@@ -184,9 +194,9 @@ class RunJob:
                     SLURM_NTASKS=str(s.world_size),
                     MASTER_ADDR="127.0.0.1",
                     MASTER_PORT=str(port),
-                    FAULTLOOP_NODE_NAME=f"node{rank // s.gpus_per_node}",
+                    FAULTLOOP_NODE_NAME=names[rank // s.gpus_per_node],
                 ),
-                f"node{rank // s.gpus_per_node}",
+                names[rank // s.gpus_per_node],
             )
             for rank in range(s.world_size)
         ]
@@ -250,12 +260,17 @@ class RunJob:
             def note(msg: str) -> None:
                 out.write(f"[{dt.datetime.now():%Y-%m-%d %H:%M:%S}] {msg}\n")
 
+            if s.attempts > 1:
+                note(self.life_summary())
+
             joblog = JobLog(log, events)
             port = free_port()
             if self.on_slurm:
                 hosts = slurm.nodes()
                 argv = self.slurm_argv(hosts, port)
                 note(f"job {self.job_id}: {shlex.join(argv)}")
+                if kept := sorted(set(hosts) & set(s.drained)):
+                    note(f"the allocation holds drained node(s) {', '.join(kept)}: was it submitted without --exclude?")
                 exits, timed_out = self._run_srun(
                     argv, joblog, deadline, dict(self.env(), MASTER_ADDR=hosts[0], MASTER_PORT=str(port))
                 )
@@ -273,7 +288,7 @@ class RunJob:
                 if os.getppid() != parent:
                     note("the process that started this job is gone: every task was stopped, nothing recorded")
                     raise SystemExit(1)
-                node_names = [f"node{i}" for i in range(s.nodes)]
+                node_names = s.local_node_names
             for e in exits:
                 note(f"task {e.label} exited with code {e.exitcode}" + (" after being signalled" if e.stopped else ""))
             if self.memcg_folder is not None:
@@ -296,6 +311,22 @@ class RunJob:
             )
             return 1
         return 0
+
+    def life_summary(self) -> str:
+        """What this attempt of a job's life is, for launch.out."""
+        s = self.spec
+        injection = s.injection
+        if injection is None:
+            injects = f"injects nothing ({s.fault_type} {FAULTS[s.fault_type].on_restart})"
+        else:
+            where = f"node {injection.node}" if injection.node else f"rank {injection.rank}"
+            injects = f"injects {s.fault_type} on {where} from iteration {injection.at_iter} + {injection.delay_s:g} s"
+        return (
+            f"attempt {s.attempt} of {s.attempts}: "
+            + (f"resumes from the checkpoint of iteration {s.resume.iteration}" if s.resume else "starts from scratch")
+            + (f", without drained node(s) {', '.join(s.drained)}" if s.drained else "")
+            + f", {injects}"
+        )
 
     def _run_srun(
         self, argv: list[str], joblog: JobLog, deadline: float, env: dict[str, str]
@@ -354,12 +385,21 @@ class RunJob:
     ) -> Manifest:
         s = self.spec
         lines = (self.cell / self.paths.main_log).read_text(errors="replace").splitlines()
-        scheduled, fired = marker_times(lines, s.rank)
+        injected = self.injected(lines)
+        fault_rank = injected.rank if injected else s.injection.rank if s.injection and not s.injection.node else s.rank
+        scheduled, fired = marker_times(lines, fault_rank)
+        on_node = rank_nodes(lines)
         ranks = self.rank_exits(exits)
         failed = [e for e in exits if e.exitcode != 0]
         state = "TIMEOUT" if timed_out else "FAILED" if failed else "COMPLETED"
+        # attempt >= 2 of a job's life where nothing was to fire (a fault that passed, a drained node)
+        unscheduled = s.attempt > 1 and s.injection is None
         reason = None
-        if fired is None and state == "COMPLETED":
+        if fired is None and state == "COMPLETED" and unscheduled:
+            pass
+        elif fired is None and state == "COMPLETED" and s.attempt > 1:
+            reason = f"the fault was to fire again ({FAULTS[s.fault_type].on_restart}) but the job completed without it"
+        elif fired is None and state == "COMPLETED":
             reason = (
                 f"fault never fired: the job completed all {s.settings.iterations} iterations before "
                 f"iteration {s.iter} + {s.fault_delay:g} s"
@@ -375,7 +415,7 @@ class RunJob:
             workload="cpu_gloo",
             launcher=s.settings.launcher,
             fault_type=s.fault_type,
-            fault_rank=s.rank,
+            fault_rank=fault_rank,
             fault_iter=s.iter,
             nodes=s.nodes,
             gpus_per_node=s.gpus_per_node,
@@ -383,16 +423,43 @@ class RunJob:
             state=state,
             main_log=self.paths.main_log,
             launch_out=self.paths.launch_out,
-            node_names=node_names,
+            node_names=by_node_rank(node_names, on_node, s.gpus_per_node),
             rank_exits=[ranks[r] for r in sorted(ranks)],
             start_time=start,
             fault_scheduled_time=scheduled,
             fault_fired_time=fired,
             end_time=end,
             fault_fired=fired is not None,
-            run_valid=fired is not None,
+            run_valid=fired is not None or (state == "COMPLETED" and unscheduled),
             invalid_reason=reason,
+            attempt=s.attempt,
+            attempts=s.attempts,
+            resumed_from_iter=s.resume.iteration if s.resume else None,
+            drained_nodes=list(s.drained),
+            fault_node=on_node.get(fault_rank) if injected or s.injection else None,
+            fault_fired_iter=injected.iteration if injected and fired is not None else None,
         )
+
+    @staticmethod
+    def injected(lines: list[str]) -> Marker | None:
+        """The marker of the rank that fired the fault (or only scheduled it), if any did."""
+        markers = [m for line in lines if is_marker(line) and (m := read_marker(line))]
+        return next((m for m in markers if m.fired), markers[0] if markers else None)
+
+
+def rank_nodes(lines: Iterable[str]) -> dict[int, str]:
+    """Each rank's node, as the rank stated it at start."""
+    return {int(m[1]): m[2] for line in lines if (m := RANK_NODE_RE.search(line))}
+
+
+def by_node_rank(hosts: list[str], on_node: dict[int, str], gpus_per_node: int) -> list[str]:
+    """The allocation's node names in node-rank order (node i holds ranks i*G ...): torch's c10d
+    rendezvous assigns node ranks itself, so the allocation's order need not be theirs. Where the
+    ranks' own statements do not give every node once, the allocation's order is kept."""
+    ordered = [on_node.get(node * gpus_per_node) for node in range(len(hosts))]
+    if sorted(n for n in ordered if n) == sorted(hosts) and all(ordered):
+        return [n for n in ordered if n]
+    return list(hosts)
 
 
 def _exit_on_termination() -> dict[signal.Signals, Any]:

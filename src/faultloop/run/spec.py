@@ -8,6 +8,7 @@ config schema states) and the rank process's own options (`RANK_SETTINGS`) deriv
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -15,6 +16,18 @@ from pathlib import Path
 from typing import Any
 
 LAYOUTS = ("torchrun", "srun")
+# What run_job tells the rank processes beyond upstream's FAULT_* variables: the checkpoint folder
+# a restarted job resumes from, and the node whose rank injects a node-bound fault.
+RESUME_ENV = "FAULTLOOP_RESUME_FROM"
+FAULT_NODE_ENV = "FAULT_NODE"
+
+
+def rank_node_line(rank: int, world_size: int, local_rank: int, node: str) -> str:
+    """How each rank of the built-in workload states its node at start (run_job reads it back)."""
+    return f"> rank {rank}/{world_size} (local rank {local_rank}) on {node}: "
+
+
+RANK_NODE_RE = re.compile(r"> rank (\d+)/\d+ \(local rank \d+\) on (\S+?): ")
 SCHEDULERS = ("auto", "local", "slurm")
 
 

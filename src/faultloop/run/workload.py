@@ -7,13 +7,17 @@ faulthandler on, a stall watchdog that prints stacks, flight-recorder dumps writ
 itself (gloo never dumps on its own), Megatron-style iteration lines on the last rank.
 
 The fault in FAULT_TYPE/FAULT_RANK/FAULT_AT_ITER/FAULT_DELAY (upstream's env contract) is injected
-with the real mechanism. Only the two `FAULT INJECTION` lines say so; every other name, message
-and traceback line reads like an ordinary job, so an analyzer cannot read the answer off the log.
+with the real mechanism; with FAULT_NODE, by the rank on that node with FAULT_RANK's local rank
+(a node-bound fault in a restarted job). Only the two `FAULT INJECTION` lines say so; every other
+name, message and traceback line reads like an ordinary job, so an analyzer cannot read the answer
+off the log. A restarted job resumes from the checkpoint folder in FAULTLOOP_RESUME_FROM (its
+parameters and iteration), saying so in Megatron's words.
 """
 
 from __future__ import annotations
 
 import _thread
+import contextlib
 import ctypes
 import datetime as dt
 import faulthandler
@@ -34,10 +38,11 @@ import torch
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
+from faultloop.core import layout
 from faultloop.faults import FAULTS, Fault
 from faultloop.marker import firing_line, scheduled_line, stamp
 from faultloop.run import memcg
-from faultloop.run.spec import JobSettings
+from faultloop.run.spec import FAULT_NODE_ENV, RESUME_ENV, JobSettings, rank_node_line
 from faultloop.signals import signal_name
 
 # Signals the launcher (or an operator) uses to stop a rank. Blocked in every thread and taken by a
@@ -61,7 +66,7 @@ HIDDEN = 512
 BATCH = 32
 SHARD_ROWS = 4096
 CHECKPOINT_EVERY = 5  # iterations between checkpoints (every rank saves its replica)
-CHECKPOINT_FOLDER = "model"  # beside the FR dumps, in the cell's checkpoints/
+CHECKPOINTS_KEPT = 2  # each rank keeps its newest two (a resume needs one every rank completed)
 FULL_DEVICE = "/dev/full"  # every write to it fails with ENOSPC, as on a full volume
 OOM_HEADROOM_BYTES = 64 << 20  # HOST_OOM: the cgroup's limit is the rank's use plus this
 
@@ -75,16 +80,24 @@ def log(message: str) -> None:
 
 @dataclass(frozen=True)
 class FaultPlan:
-    """The injected fault as upstream's env contract states it; only the target rank acts."""
+    """The injected fault as upstream's env contract states it; only the target rank acts: the
+    rank FAULT_RANK, or with FAULT_NODE the rank on that node with FAULT_RANK's local rank."""
 
     fault: Fault
     rank: int
     at_iter: int
     delay_s: float
+    node: str | None = None
+    gpus_per_node: int = 1
 
     @property
     def name(self) -> str:
         return self.fault.name
+
+    def targets(self, rank: int, local_rank: int, node: str) -> bool:
+        if self.node is None:
+            return rank == self.rank
+        return node == self.node and local_rank == self.rank % self.gpus_per_node
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> FaultPlan | None:
@@ -98,6 +111,8 @@ class FaultPlan:
             int(env.get("FAULT_RANK", "0")),
             int(env.get("FAULT_AT_ITER", "1")),
             float(env.get("FAULT_DELAY", "0") or 0),
+            env.get(FAULT_NODE_ENV) or None,
+            int(env.get("GPUS_PER_NODE") or 1),
         )
 
 
@@ -118,6 +133,7 @@ class Settings:
     stall_timeout_s: float
     dump_prefix: str
     agent_store: bool  # under torchrun: the elastic agent hosts the store, every rank is a client
+    resume_from: str = ""  # a restarted job's checkpoint folder (one file per rank), else empty
 
 
 def _dump_fr_trace() -> bytes:
@@ -162,10 +178,11 @@ class FlightRecorder:
 
 
 class Checkpointer:
-    """Each rank's checkpoint of its replica, written atomically every CHECKPOINT_EVERY iterations."""
+    """Each rank's checkpoint of its replica, written atomically every CHECKPOINT_EVERY iterations
+    into that iteration's folder (Megatron's iter_<7 digits>); each rank keeps its newest few."""
 
-    def __init__(self, folder: Path | None, rank: int) -> None:
-        self.folder = folder
+    def __init__(self, root: Path | None, rank: int) -> None:
+        self.root = root
         self.rank = rank
         self.volume: str | None = None  # where the bytes go instead of the folder, when set
 
@@ -181,15 +198,29 @@ class Checkpointer:
         self._serialize(0, params)
 
     def save(self, iteration: int, params: list[torch.Tensor]) -> None:
-        if self.folder is None:
+        if self.root is None:
             return
         data = self._serialize(iteration, params)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        final = self.folder / f"rank_{self.rank:05d}.pt"
+        folder = self.root / Path(layout.checkpoint_dir(iteration)).name
+        folder.mkdir(parents=True, exist_ok=True)
+        final = folder / layout.checkpoint_file(self.rank)
         tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
         with open(self.volume or tmp, "wb") as handle:
             handle.write(data)
         os.replace(tmp, final)
+        mine = sorted(self.root.glob(f"{layout.CHECKPOINT_ITERATION_PREFIX}*/{final.name}"))
+        for old in mine[:-CHECKPOINTS_KEPT]:
+            old.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                old.parent.rmdir()  # the last rank out removes the folder
+
+    def load(self, folder: Path, params: list[torch.Tensor]) -> int:
+        """Restore this rank's parameters from a checkpoint folder; the iteration it holds."""
+        state = torch.load(folder / layout.checkpoint_file(self.rank), weights_only=True)
+        with torch.no_grad():
+            for param, saved in zip(params, state["params"], strict=True):
+                param.copy_(saved)
+        return int(state["iteration"])
 
 
 class Device:
@@ -237,12 +268,16 @@ class Trainer:
 
     def __init__(self, settings: Settings, plan: FaultPlan | None) -> None:
         self.s = settings
-        self.plan = plan if plan and plan.rank == settings.rank else None
+        self.plan = plan if plan and plan.targets(settings.rank, settings.local_rank, settings.node_name) else None
         self.fr = FlightRecorder(settings.dump_prefix, settings.rank)
-        ckpt_root = Path(settings.dump_prefix).parent / CHECKPOINT_FOLDER if settings.dump_prefix else None
+        # the run folder's checkpoints/model/, beside the FR dumps in checkpoints/
+        ckpt_root = (
+            Path(settings.dump_prefix).parent / Path(layout.MODEL_CHECKPOINTS).name if settings.dump_prefix else None
+        )
         self.checkpoint = Checkpointer(ckpt_root, settings.rank)
         self.device = Device(settings.local_rank)
         self.last_progress = time.monotonic()
+        self.first_iter = 1  # a resumed job's is the one after its checkpoint's
         self.done_iter = 0
         self.finished = False
         self.failing = threading.Event()  # an exception is on its way out of the rank
@@ -301,6 +336,8 @@ class Trainer:
         signal.signal(signal.SIGUSR1, _on_user_signal)
         threading.Thread(target=self._shutdown_listener, name="signal-listener", daemon=True).start()
         self._init_distributed()
+        if self.s.resume_from:
+            self._resume(Path(self.s.resume_from))
         threading.Thread(target=self._progress_watchdog, name="progress-watchdog", daemon=True).start()
         try:
             self._train()
@@ -343,13 +380,25 @@ class Trainer:
         )
         self._store = store  # rank 0 may serve it; keep it alive for the whole job
         log(
-            f"> rank {s.rank}/{s.world_size} (local rank {s.local_rank}) on {s.node_name}: "
-            f"process group ready (gloo, timeout {s.pg_timeout_s:.0f} s)"
+            rank_node_line(s.rank, s.world_size, s.local_rank, s.node_name)
+            + f"process group ready (gloo, timeout {s.pg_timeout_s:.0f} s)"
         )
         if s.rank == 0:
             n = sum(p.numel() for p in self.params)
             log(f"> building MLP model ... number of parameters: {n}")
             log(f"> training for {s.iterations} iterations, global batch size {BATCH * s.world_size}")
+
+    def _resume(self, folder: Path) -> None:
+        """Load this rank's checkpoint and go on from the iteration after it; rank 0 says so as
+        Megatron's load_checkpoint does."""
+        load_dir = layout.MODEL_CHECKPOINTS  # the job's --load folder, as its command line names it
+        if self.s.rank == 0:
+            iteration = int(folder.name[len(layout.CHECKPOINT_ITERATION_PREFIX) :])
+            log(f" loading checkpoint from {load_dir} at iteration {iteration}")
+        iteration = self.checkpoint.load(folder, self.params)
+        self.first_iter, self.done_iter = iteration + 1, iteration
+        if self.s.rank == 0:
+            log(f"  successfully loaded checkpoint from {load_dir} [ t 0, p 0 ] at iteration {iteration}")
 
     def _shutdown_listener(self) -> None:
         """Take SIGTERM/SIGINT/SIGHUP, write the FR dump, then end the way the signal dictates."""
@@ -373,7 +422,8 @@ class Trainer:
         while not self.finished:
             time.sleep(0.5)
             idle = time.monotonic() - self.last_progress
-            if self.done_iter >= 2 and idle >= self.s.stall_timeout_s and reported != self.done_iter:
+            warm = self.done_iter > self.first_iter  # the first iteration's slow warm-up is over
+            if warm and idle >= self.s.stall_timeout_s and reported != self.done_iter:
                 reported = self.done_iter
                 log(
                     f"WARNING: no training progress for {idle:.1f} s (last completed iteration "
@@ -385,7 +435,7 @@ class Trainer:
 
     def _train(self) -> None:
         s = self.s
-        for it in range(1, s.iterations + 1):
+        for it in range(self.first_iter, s.iterations + 1):
             start = time.monotonic()
             self._housekeeping(it)
             x, y = self._next_batch(it)
@@ -395,11 +445,11 @@ class Trainer:
             self._sgd_step(lr=1e-3)
             if it % CHECKPOINT_EVERY == 0:
                 self.checkpoint.save(it, self.params)
-            if it == 1:
+            if it == self.first_iter:
                 self.fr.warm_up()
                 self.checkpoint.warm_up(self.params)
             self.done_iter, self.last_progress = it, time.monotonic()
-            if it >= 2:  # iteration 2 waits out every rank's slow warm-up dump: not a stall
+            if it > self.first_iter:  # the second iteration waits out every rank's slow warm-up dump
                 faulthandler.dump_traceback_later(s.stall_timeout_s, exit=False)
             if s.rank == s.world_size - 1:
                 elapsed_ms = (time.monotonic() - start) * 1000
@@ -468,7 +518,7 @@ class Trainer:
         plan = self.plan
         if plan is None or self._fired:
             return
-        if it == plan.at_iter and self._fire_at is None:
+        if it >= plan.at_iter and self._fire_at is None:  # a resumed job may start past it
             self._fire_at = time.time() + plan.delay_s
             log(scheduled_line(self.s.rank, plan.name, self._fire_at, it, plan.delay_s))
         if self._fire_at is not None and time.time() >= self._fire_at:
@@ -605,6 +655,7 @@ def settings_from(job: JobSettings, env: Mapping[str, str]) -> Settings:
         stall_timeout_s=job.stall_timeout_s,
         dump_prefix=env.get("TORCH_FR_DUMP_TEMP_FILE", ""),
         agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE") == "True",
+        resume_from=env.get(RESUME_ENV, ""),
     )
 
 
