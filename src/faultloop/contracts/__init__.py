@@ -21,7 +21,7 @@ from faultloop.contracts.grades import (
     Reads,
     upstream_table_columns,
 )
-from faultloop.contracts.manifest import ADOPTED_WORKLOAD, STATES, Manifest, ManifestError, RankExit
+from faultloop.contracts.manifest import ADOPTED_WORKLOAD, NOT_NEEDED, STATES, Manifest, ManifestError, RankExit
 from faultloop.contracts.scores import (
     FR_PREFIX,
     INFRA_FAILURE,
@@ -71,6 +71,7 @@ __all__ = [
     "INFRA_FAILURE",
     "INVALID",
     "LIFE_RECORD",
+    "NOT_NEEDED",
     "NOT_RUN",
     "OK",
     "RANK_HOSTS",

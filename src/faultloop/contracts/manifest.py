@@ -15,12 +15,13 @@ from faultloop.core import atomic, layout
 # run_job's states (NOT_NEEDED: an attempt of a job's life that ran no job because the attempt
 # before it completed, or ended the life otherwise), then the end states an adopted run's
 # artifacts can show (SLURM's names), and UNKNOWN for an adopted run whose end no artifact shows.
+NOT_NEEDED = "NOT_NEEDED"
 STATES = (
     "COMPLETED",
     "FAILED",
     "TIMEOUT",
     "INFRA_FAILED",
-    "NOT_NEEDED",
+    NOT_NEEDED,
     "CANCELLED",
     "PREEMPTED",
     "NODE_FAIL",

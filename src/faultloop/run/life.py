@@ -15,7 +15,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from faultloop.contracts import Manifest, ManifestError
+from faultloop.contracts import NOT_NEEDED, Manifest, ManifestError
 from faultloop.core import layout
 from faultloop.core.cell import Cell
 from faultloop.faults import FAULTS, Recurrence
@@ -23,7 +23,6 @@ from faultloop.run.spec import Injection, Resume
 
 # Attempt k's end states after which the job is restarted (the job itself failed)
 RESTARTED_AFTER = ("FAILED", "TIMEOUT")
-NOT_NEEDED = "NOT_NEEDED"
 
 
 @dataclass(frozen=True)

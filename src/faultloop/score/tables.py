@@ -8,6 +8,7 @@ from pathlib import Path
 
 from faultloop.contracts import (
     INFRA_FAILURE,
+    NOT_NEEDED,
     NOT_RUN,
     Manifest,
     ManifestError,
@@ -19,7 +20,6 @@ from faultloop.contracts import (
 from faultloop.core import layout
 from faultloop.core.cell import Cell
 from faultloop.plan.pool import write_pool_file
-from faultloop.run.life import NOT_NEEDED
 from faultloop.score import life
 
 
