@@ -31,7 +31,7 @@ from faultloop.analyze.logsage.engine import CAUSE, Settings, analyze_log
 from faultloop.analyze.logsage.policy import POLICY
 from faultloop.analyze.logsage.vocab import Cause
 from faultloop.contracts import LIFE_RECORD, RANK_HOSTS, LogVerdict
-from faultloop.faults import RESTART, STOP
+from faultloop.faults import NONE, RESTART, STOP
 
 # Causes that stay with the node they struck, and why; the next attempt leaves that node out.
 NODE_BOUND: dict[str, str] = {
@@ -153,6 +153,8 @@ def view(path: Path, segment: attempts.Segment, verdict: LogVerdict, where: str,
     """An attempt's view from its verdict and its part of the log (its ranks' hosts where its
     cause is node-bound)."""
     cause = str(verdict.extra.get(CAUSE) or "") if verdict.restart in (RESTART, STOP) else ""
+    if cause in POLICY and POLICY[Cause(cause)].category == NONE:
+        cause = ""  # the job finished: nothing failed
     known = attempts.rank_hosts(path, segment, prefilter) if cause in NODE_BOUND else {}
     ranks = tuple(sorted(verdict.primary_ranks))
     hosts = tuple(sorted({known[r] for r in ranks if r in known}))
