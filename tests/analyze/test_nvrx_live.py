@@ -213,7 +213,7 @@ def test_restart_agent_keeps_its_own_history_over_a_jobs_attempts(tmp_path: Path
         shutil.copyfile(log, stripped)
         source = LogSource(stripped, tmp_path / ".staging", tuple(logs), "local-3a19c5835f7f", attempt)
         (record,) = registry.run_cell(Input.LOG, [spec], source, run)
-        assert record.status == "ok", record.error
+        assert (record.status, record.analyzer) == ("ok", spec.name), record.error
         folder = run / layout.analyzer_dir(spec.name)
         records = json.loads((folder / ATTEMPT_RECORDS).read_text())
         assert [(r["job_id"], r["cycle_id"]) for r in records] == [

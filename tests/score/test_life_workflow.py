@@ -32,7 +32,7 @@ def life(tmp_path_factory: pytest.TempPathFactory) -> Path:
     session = work / "results" / "fault_injection" / "life"
     shutil.copytree(STORED, session, ignore=shutil.ignore_patterns("README.md"))
     analyzers = "faultloop,torchrun_root_cause,first_error" + (f",{nvrx.RESTART_AGENT}" if NVRX else "")
-    config = (f"pool={POOL}", "session=life", "rejudge=true", f"analyzers={analyzers}")
+    config = (f"pool={POOL}", "session=life", "rejudge=True", f"analyzers={analyzers}")
     snakemake(work, "--profile", "profiles/local", "--config", *config, timeout=900)
     return session
 

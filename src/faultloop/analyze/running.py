@@ -139,8 +139,8 @@ def run_with_reuse(
     if outcome.verdict is not None:
         outcome.verdict.write(directory / json_name)
         atomic.write_atomic(directory / text_name, outcome.text)
-        for name, text in outcome.kept.items():
-            atomic.write_atomic(directory / name, text)
+        for kept_name, kept_text in outcome.kept.items():
+            atomic.write_atomic(directory / kept_name, kept_text)
     if outcome.raw is not None:
         atomic.write_atomic(directory / layout.RAW_OUTPUT, outcome.raw)
     record = RunRecord(
