@@ -12,7 +12,7 @@ numbered line (the restart count a line states) cuts only where its number is ne
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -179,32 +179,24 @@ def segments(path: Path, prefilter_name: str = "auto") -> list[Segment]:
 # -- how far an attempt trained --------------------------------------------------------------------
 # a completed training step as trainers print it: Megatron-LM's `iteration      100/   5000 |` (also
 # NeMo's and the built-in workload's), DeepSpeed's `step=100, skipped=`, loggers' `global_step=100`
-STEP_RES = (
-    re.compile(r"\biteration\s+(\d+)\s*/\s*\d+\s*\|"),
-    re.compile(r"\bstep=(\d+), skipped="),
-    re.compile(r"\bglobal_step\s*[=:]\s*(\d+)"),
-)
-STEP_BYTES = 8 << 20  # how far back from an attempt's end its last step is looked for
-
-
-def _steps(text: str) -> Iterator[int]:
-    for rx in STEP_RES:
-        for m in rx.finditer(text):
-            yield int(m.group(1))
+STEP_RE = re.compile(r"\biteration\s+(\d+)\s*/\s*\d+\s*\||\bstep=(\d+), skipped=|\bglobal_step\s*[=:]\s*(\d+)")
+STEP_WINDOWS = (64 << 10, 1 << 20, 8 << 20)  # how far back from an attempt's end its last step is looked for
 
 
 def last_step(path: Path, segment: Segment) -> int | None:
-    """The last completed step the attempt printed (looked for in its last STEP_BYTES), or None."""
-    start = max(segment.start, segment.end - STEP_BYTES)
+    """The last completed step the attempt printed (looked for in its tail, a wider one only where
+    the narrower holds none), or None."""
     with open(path, "rb") as f:
-        f.seek(start)
-        text = f.read(segment.end - start).decode("utf-8", "replace")
-    best: tuple[int, int] | None = None  # (position, step): the step printed last
-    for rx in STEP_RES:
-        for m in rx.finditer(text):
-            if best is None or m.start() > best[0]:
-                best = (m.start(), int(m.group(1)))
-    return best[1] if best else None
+        for window in STEP_WINDOWS:
+            start = max(segment.start, segment.end - window)
+            f.seek(start)
+            text = f.read(segment.end - start).decode("utf-8", "replace")
+            found = list(STEP_RE.finditer(text))
+            if found:
+                return int(next(g for g in found[-1].groups() if g is not None))
+            if start == segment.start:
+                break
+    return None
 
 
 # -- which host each rank ran on -------------------------------------------------------------------
