@@ -68,6 +68,11 @@ def policy_table(rep: Report) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def mark_class(value: str) -> str:
+    """The page's colour of a decision marked right or wrong (a table cell of the life table)."""
+    return "fail" if WRONG in value else "pass" if RIGHT in value else ""
+
+
 def _mark(step: LifeStep) -> str:
     if step.policy == Grade.NA:
         return step.decision

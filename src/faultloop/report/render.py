@@ -15,6 +15,7 @@ from markupsafe import Markup
 from faultloop.contracts import DIMENSIONS, CellEvidence, CitedLine, EvidenceLine, Grade, Reads, ScoreRecord
 from faultloop.core import atomic
 from faultloop.core.cell import Cell
+from faultloop.report import lives
 from faultloop.report.heatmap import write_heatmap
 from faultloop.report.junit import junit_xml
 from faultloop.report.model import Report
@@ -31,6 +32,7 @@ def _templates(*, autoescape: bool) -> Environment:
     )
     env.filters["inline"] = lambda text: Markup(inline_html(str(text)))
     env.filters["md_cell"] = md_cell_text
+    env.filters["mark_class"] = lives.mark_class
     env.tests["table"] = lambda block: isinstance(block, Table)
     return env
 

@@ -550,7 +550,7 @@ def life_sections(rep: Report) -> list[Section]:
                 f"{lives.WRONG} wrong), and who called for the attempt (the truth's decision and the analyzers "
                 "that said restart at the attempt before; every failed attempt is followed by the next while the "
                 "cell has attempts left, whatever they said). Then each analyzer's policy cost on the cell.",
-                Table(lives.life_header(rep), rows),
+                Table(lives.life_header(rep), rows, graded=True),
             ],
             level=3,
         ),
