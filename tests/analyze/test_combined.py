@@ -15,7 +15,7 @@ from faultloop.analyze.analyzer import Input
 from faultloop.analyze.kinds import combined
 from faultloop.analyze.running import AnalyzerFailure
 from faultloop.cli import analyzers as analyzers_cli
-from faultloop.contracts import FrVerdict, Grade, LogVerdict, Manifest
+from faultloop.contracts import LIFE_RECORD, RANK_HOSTS, FrVerdict, Grade, LogVerdict, Manifest
 from faultloop.core import layout
 from faultloop.core.cell import Cell
 from faultloop.core.errors import ConfigError
@@ -128,3 +128,19 @@ def test_scored_beside_the_log_analyzers_and_reused(cell: Path) -> None:
     assert (cell / layout.analyzer_dir("combined") / layout.RUN_JSON).stat().st_mtime_ns == stamp  # reused
     merge_step(cell, {**LOG_ONLY, "combined": False})
     assert [s.analyzer for s in score_analyzers(cell, truth, job)] == ["builtin", "fr:builtin"]
+
+
+def test_the_drain_follows_the_primaries_the_flight_recorder_named() -> None:
+    """A node-bound failure's drain moves with the culprit where FR overrides the log's rank, by
+    the log's record of where each rank ran; a log that drains nothing drains nothing merged."""
+    hosts = {LIFE_RECORD: {RANK_HOSTS: {"1": "node0", "5": "node1"}}}
+    hang = LogVerdict(RESTART, [1], [], "hang", "GPU_SLEEP", "", "", [], False, drain_nodes=["node0"], extra=hosts)
+    fr = FrVerdict(False, [5])
+    merged = combined.merge(hang, fr)
+    assert (merged.primary_ranks, merged.drain_nodes) == ([5], ["node1"])
+    assert combined.merge(hang, FrVerdict(False, [1])).drain_nodes == ["node0"]  # they agree
+    unplaced = combined.merge(hang, FrVerdict(False, [7]))  # FR's rank the log does not place: the log's drain
+    assert (unplaced.primary_ranks, unplaced.drain_nodes) == ([7], ["node0"])
+    plain = LogVerdict(RESTART, [1], [], "hang", None, "", "", [], False, next_attempt=STOP)
+    merged = combined.merge(plain, fr)
+    assert (merged.drain_nodes, merged.next_attempt) == ([], STOP)

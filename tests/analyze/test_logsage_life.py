@@ -239,3 +239,23 @@ def test_a_verdict_naming_a_node_the_run_does_not_have_is_that_analyzers_failure
     (record,) = registry.run_cell(Input.LOG, specs, fine, run, fresh=True)
     assert record.status == "ok"
     assert json.loads((run / "analysis" / "drains" / "verdict.json").read_text())["drain_nodes"] == ["node9"]
+
+
+def test_history_is_part_of_a_history_kinds_input_and_no_other_kinds(tmp_path: Path) -> None:
+    """faultloop's analyzer re-runs when an earlier attempt's log changes; a kind without history
+    (first_error) is reused, its verdict depending on its own log only."""
+    config = {"analyzers": {"faultloop": {"kind": "faultloop"}, "first_error": {"kind": "first_error"}}}
+    specs = registry.selected(config, Input.LOG)
+    earlier = write(tmp_path, attempt(4, -15, 4242), "attempt1.log")
+    run = tmp_path / "run"
+    (run / "analysis").mkdir(parents=True)
+    log = write(run / "analysis", attempt(4, -15, 4343), "main_workload.log")
+    source = LogSource(log, earlier=(earlier,))
+    first = registry.run_cell(Input.LOG, specs, source, run)
+    assert [r.reused for r in registry.run_cell(Input.LOG, specs, source, run)] == [True, True]
+    earlier.write_text(earlier.read_text().replace("iteration        4/", "iteration        3/"))
+    again = registry.run_cell(Input.LOG, specs, source, run)
+    assert [r.reused for r in again] == [False, True]
+    assert again[0].input_digest != first[0].input_digest and again[1].input_digest == first[1].input_digest
+    verdict = json.loads((run / "analysis" / "faultloop" / "verdict.json").read_text())
+    assert verdict["next_attempt"] == RESTART  # attempt 2 got further than attempt 1 now: a new attempt's
