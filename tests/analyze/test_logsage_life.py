@@ -259,3 +259,10 @@ def test_history_is_part_of_a_history_kinds_input_and_no_other_kinds(tmp_path: P
     assert again[0].input_digest != first[0].input_digest and again[1].input_digest == first[1].input_digest
     verdict = json.loads((run / "analysis" / "faultloop" / "verdict.json").read_text())
     assert verdict["next_attempt"] == RESTART  # attempt 2 got further than attempt 1 now: a new attempt's
+
+
+def test_a_flood_of_restarts_reads_only_the_latest_as_attempts(tmp_path: Path) -> None:
+    lines = [line for k in range(1, 200) for line in (f"step {k}", f"SLURM_RESTART_COUNT={k}")]
+    parts = attempts.segments(write(tmp_path, lines), "python")
+    assert len(parts) == attempts.MAX_ATTEMPTS and parts[-1].attempt == 200
+    assert analyze_life(write(tmp_path, ["hello"]), [tmp_path / "missing.log"]).next_attempt == ""

@@ -12,6 +12,7 @@ numbered line (the restart count a line states) cuts only where its number is ne
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -96,6 +97,7 @@ BOUNDARIES: tuple[Boundary, ...] = (
     ),
 )
 ANCHORS = tuple(sorted({b.anchor for b in BOUNDARIES}))
+MAX_ATTEMPTS = 32  # the most restarts of one log read as attempts (the latest: a flood of them is bounded)
 
 
 @dataclass(frozen=True)
@@ -136,9 +138,11 @@ def _line_end(path: Path, offset: int) -> int:
 
 
 def segments(path: Path, prefilter_name: str = "auto") -> list[Segment]:
-    """The log's attempts in order: one segment for a log without a restart."""
+    """The log's attempts in order: one segment for a log without a restart; of a log with more
+    than MAX_ATTEMPTS restarts, the attempts after the last MAX_ATTEMPTS ones (each is analysed)."""
     size = path.stat().st_size
-    cuts: list[_Cut] = []
+    cuts: deque[_Cut] = deque(maxlen=MAX_ATTEMPTS)
+    dropped = 0
     current, numbered_seen = 1, False
     for hit in prefilter.hits(path, prefilter_name, anchors=ANCHORS):
         _, words = framing.peel(hit.text)
@@ -157,6 +161,7 @@ def segments(path: Path, prefilter_name: str = "auto") -> list[Segment]:
                 if last is not None and not last.numbered and last.attempt == current:
                     cuts[-1] = _Cut(last.offset, last.line, number, True, last.when)  # its number, said later
                 else:
+                    dropped += len(cuts) == MAX_ATTEMPTS
                     cuts.append(_Cut(start, first, number, True, when))
                 current = number
             elif when is not None and last is not None and last.when == when:
@@ -164,11 +169,13 @@ def segments(path: Path, prefilter_name: str = "auto") -> list[Segment]:
             elif numbered_seen and boundary.program != "SLURM":
                 break  # a healthy node joining a restart a numbered line already cut
             else:
+                dropped += len(cuts) == MAX_ATTEMPTS
                 cuts.append(_Cut(start, first, current + 1, False, when))
                 current += 1
             break
     first_attempt = max(1, cuts[0].attempt - 1) if cuts and cuts[0].numbered else 1
-    starts = [(0, 1, first_attempt), *((c.offset, c.line, c.attempt) for c in cuts)]
+    head = [] if dropped else [(0, 1, first_attempt)]  # with restarts dropped, from the first kept one
+    starts = [*head, *((c.offset, c.line, c.attempt) for c in cuts)]
     out = []
     for (start, line, attempt), (end, _, _) in zip(starts, [*starts[1:], (size, 0, 0)], strict=True):
         if end > start:

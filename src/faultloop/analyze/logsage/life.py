@@ -162,7 +162,10 @@ def view(path: Path, segment: attempts.Segment, verdict: LogVerdict, where: str,
 
 
 def views(path: Path, settings: Settings, where: str, whole: LogVerdict | None = None) -> list[AttemptView]:
-    """Every attempt a log holds, in order (whole: the log's verdict, when already read)."""
+    """Every attempt a log holds, in order (whole: the log's verdict, when already read); none of
+    a log that is not there."""
+    if not path.is_file():
+        return []
     parts = attempts.segments(path, settings.prefilter)
     if len(parts) == 1:
         verdict = whole if whole is not None else analyze_log(path, settings)
