@@ -163,8 +163,10 @@ RULES: tuple[Rule, ...] = (
     # the C++ backtrace of the watchdog's timeout exception (c10::Error's `frame #N:` lines), what is
     # left where the excerpt cut its what() line
     Rule("nccl_timeout_frame", TIMEOUT, ("Timeout",), r"ProcessGroupNCCL::WorkNCCL::checkTimeout\(", origin=C10D_NCCL),
-    Rule("setup_store_timeout", TIMEOUT, ("Timeout", "imed out"),
-         r"is setting up NCCL communicator and retrieving ncclUniqueId.*(?:Timeout|timed out)", Cause.SETUP_HANG, C10D_NCCL),
+    # (the store's error: `Socket Timeout`, `timed out`, torch >= 2.5's `wait timeout after {ms}ms, keys: ...`)
+    Rule("setup_store_timeout", TIMEOUT, ("Timeout", "imed out", "rror"),
+         r"is setting up NCCL communicator and retrieving ncclUniqueId.*(?:[Tt]imeout|timed out)", Cause.SETUP_HANG,
+         C10D_NCCL),
     Rule("dist_timeout", TIMEOUT, ("rror",), r"DistBackendError.*[Tt]ime(?:d ?out)", origin=C10D_BACKEND),
     # the store's server waited for its clients at startup (TCPStore's waitForWorkers): setup never completed
     Rule("store_clients", TIMEOUT, ("imed out",), r"Timed out after \d+ seconds waiting for clients\. \d+/\d+ clients joined",
@@ -427,8 +429,22 @@ COLLECTIVE_FRAMES = re.compile(
 DATA_FRAMES = re.compile(r"torch/utils/data/|__getitem__|(?i:data_?loader)")
 # a frame waiting on the device: a stalled rank stuck there hangs on the GPU
 DEVICE_WAIT_FRAMES = re.compile(r"synchroni[sz]e|cuda|wait_stream|\bEvent\b|_sleep")
-# a timed-out collective as NCCL describes it; ranks that disagree at one SeqNum desynchronized
-WORK_RE = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)(?:, NumelIn=(\d+))?(?:, NumelOut=(\d+))?")
+# a timed-out collective as ProcessGroupNCCL describes it (torch < 1.10 numbers none: `WorkNCCL(OpType=ALLREDUCE,
+# TensorShape=[..], Timeout(ms)=..)`); ranks that disagree at one SeqNum, or on the first collective they time
+# out on, desynchronized
+WORK_RE = re.compile(r"WorkNCCL\((?:SeqNum=(\d+), )?OpType=(\w+)(?:, NumelIn=(\d+))?(?:, NumelOut=(\d+))?")
+# a rank fetching a communicator's id from the rank that publishes it on the store (ProcessGroupNCCL's
+# broadcastUniqueNCCLID, torch >= 1.13): `[waiter] is setting up NCCL communicator and retrieving ncclUniqueId
+# from [0] via c10d key-value store by key 'K'`; K counts a group's communicators (published by its rank 0), or
+# names a point-to-point pair `low:high` (published by the lower rank)
+STORE_FETCH_RE = re.compile(
+    r"\[(\d+)\] is setting up NCCL communicator and retrieving ncclUniqueId from \[\d+\] via c10d key-value store "
+    r"by key '(?:\d+|(\d+):\d+)'"
+)
+# the GPU a failure's message names: torch's tensor repr (torch/_tensor_str.py, `device='cuda:1'`: printed for a
+# tensor off the current device, and by older releases for every CUDA tensor), aten's device check (`found at
+# least two devices, cuda:1 and cpu!`); one GPU per process, its index is the process's local rank
+DEVICE_NAMED_RE = re.compile(r"device='cuda:(\d+)'|two devices, (?:cuda:(\d+) and cpu|cpu and cuda:(\d+))!")
 # a gather's output is its input times the group's size, a reduce-scatter's the other way round
 GATHERS = ("ALLGATHER", "_ALLGATHER_BASE", "ALLGATHER_COALESCED")
 SCATTERS = ("REDUCE_SCATTER", "_REDUCE_SCATTER_BASE")
