@@ -189,3 +189,48 @@ def test_a_rendezvous_that_failed_at_launch_is_not_a_lost_node() -> None:
         ]
     )
     assert (v.fault_category, v.restart) == ("other", STOP), v.detail
+
+
+# -- a one-rank path visible in the log recurs ---------------------------------------------------
+# a rank that timed out waiting inside a one-rank-first section (transformers' training_args.py
+# `main_process_first`, accelerate's state.py `main_process_first`, Lightning Fabric's
+# `rank_zero_first`, YOLOv5's utils/torch_utils.py `torch_distributed_zero_first`): the others wait
+# at its barrier while the main process runs the block
+
+
+def _waiting_in(rank: int, section: str, file: str) -> list[str]:
+    frames = [
+        "Traceback (most recent call last):",
+        '  File "train.py", line 40, in <module>',
+        f"    with {section}():",
+        '  File "/usr/lib/python3.10/contextlib.py", line 135, in __enter__',
+        "    return next(self.gen)",
+        f'  File "/env/lib/python3.10/site-packages/{file}", line 2496, in {section}',
+        "    dist.barrier()",
+        '  File "/env/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py", line 4551, in barrier',
+        "    work = group.barrier(opts=opts)",
+        _fetch(rank, "0"),
+    ]
+    return [f"[rank{rank}]: {line}" for line in frames]
+
+
+@pytest.mark.parametrize(
+    "section, file",
+    [
+        ("main_process_first", "transformers/training_args.py"),
+        ("local_main_process_first", "accelerate/state.py"),
+        ("rank_zero_first", "lightning/fabric/fabric.py"),
+        ("torch_distributed_zero_first", "utils/torch_utils.py"),
+    ],
+)
+def test_ranks_waiting_in_a_one_rank_first_section_waited_for_the_main_ranks_work(section: str, file: str) -> None:
+    v = analyze([line for rank in (1, 2, 3) for line in _waiting_in(rank, section, file)])
+    assert (v.fault_category, v.restart, v.primary_ranks) == ("hang", STOP, [0]), v.detail
+    assert "one-rank" in v.explanation and v.confidence == "medium"
+
+
+def test_a_main_rank_that_waited_in_the_section_too_is_not_its_culprit() -> None:
+    lines = [
+        line for rank in (0, 1) for line in _waiting_in(rank, "main_process_first", "transformers/training_args.py")
+    ]
+    assert "one-rank" not in analyze(lines).explanation

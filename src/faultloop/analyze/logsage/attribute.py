@@ -41,7 +41,7 @@ from faultloop.analyze.logsage.culprits import (
 from faultloop.analyze.logsage.facts import NEVER, Evidence, Facts
 from faultloop.analyze.logsage.policy import SCHEDULER_CAUSES
 from faultloop.analyze.logsage.rules import BUSY_WINDOW_LINES, FIRST_SEQ, SETUP_SEQ
-from faultloop.analyze.logsage.scan import seen_ranks
+from faultloop.analyze.logsage.scan import labels_are_nodes, seen_ranks
 from faultloop.analyze.logsage.timeline import Timeline, evidence_of, first_line, read_timeline, reinterpret
 from faultloop.analyze.logsage.vocab import (
     DONE,
@@ -299,6 +299,34 @@ def _desync(facts: Facts, tl: Timeline) -> Attribution | None:
     return None
 
 
+def _one_rank_first(facts: Facts, tl: Timeline) -> Attribution | None:
+    """SLOW_RANK: ranks timed out waiting inside a one-rank-first section (rules.MAIN_FIRST_FRAMES:
+    the main process runs the block while the others wait at its barrier), so the main rank's
+    one-rank work outlasted the timeout, which it does again at the same place (a one-rank path
+    visible in the log recurs: STOP). The main rank is rank 0 where the log shows one node (a
+    section may be each node's own) and rank 0 did not time out itself."""
+    timeouts = evidence_of(facts, TIMEOUT)
+    if not facts.main_first or not timeouts:
+        return None
+    timed_out = {r for r in tl.symptom_at if r is not None}
+    if 0 in timed_out | facts.main_first:
+        return None  # the main rank waited too: its section was done
+    one_node = len(facts.hosts) < 2 and not labels_are_nodes(facts)
+    waiters = sorted(r for r in facts.main_first if r is not None)
+    who = f"rank{'s' if len(waiters) > 1 else ''} {join_ranks(waiters)}" if waiters else "a rank"
+    return attribution(
+        Cause.SLOW_RANK,
+        [0] if one_node else [],
+        tl.victims,
+        timeouts[:3],
+        f"{who} timed out waiting inside a one-rank-first section (the main process runs it first while the "
+        "others wait at its barrier): the main rank's one-rank work outlasted the timeout",
+        MEDIUM,
+        "the waiters' tracebacks pass through a one-rank-first section; the main process is rank 0"
+        + ("" if one_node else ", or each node's local rank 0: the log shows several nodes"),
+    )
+
+
 def _hang(facts: Facts, tl: Timeline) -> Attribution | None:
     first_timeout = first_line(facts, [TIMEOUT])
     if first_timeout == NEVER:
@@ -458,10 +486,12 @@ DECISIONS: tuple[Callable[[Facts, Timeline], Attribution | None], ...] = (
     #          the rank driving it on one node
     _desync,  # 6. DESYNC: ranks timed out in different collectives -> the one rank whose collective
     #           differs from all the others' (a desync visible in the log recurs: STOP)
-    _hang,  # 7. a hang: ranks timed out first -> SETUP_HANG (the rank every waiter fetches the
+    _one_rank_first,  # 7. SLOW_RANK: ranks timed out waiting inside a one-rank-first section -> the main
+    #                   rank's one-rank work (a one-rank path visible in the log recurs: STOP)
+    _hang,  # 8. a hang: ranks timed out first -> SETUP_HANG (the rank every waiter fetches the
     #         communicator's id from, or the one member the waiters lack), SHUTDOWN_HANG, SLOW_RANK
     #         (one busy rank: a one-rank path recurs, STOP), WATCHDOG_HANG, the odd rank out's
     #         GPU_SLEEP / LOCK_GIL / SIGSTOP, or HANG with no culprit (RESTART)
-    _peer_lost,  # 8. peers were lost and nobody failed visibly -> a rank that died silently, else NETWORK
+    _peer_lost,  # 9. peers were lost and nobody failed visibly -> a rank that died silently, else NETWORK
 )
-# 9. otherwise (_quiet_end): DONE when the application finished, else no errors found
+# 10. otherwise (_quiet_end): DONE when the application finished, else no errors found

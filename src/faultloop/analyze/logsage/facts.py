@@ -111,4 +111,5 @@ class Facts:
     named_device: dict[int, int] = field(
         default_factory=dict
     )  # a rank-less failure's line -> the GPU its message names
+    main_first: set[int | None] = field(default_factory=set)  # ranks that timed out inside a one-rank-first section
     waited_in: dict[int, str] = field(default_factory=dict)  # rank -> the torch.distributed call its traceback ended in

@@ -29,6 +29,7 @@ from faultloop.analyze.logsage.rules import (
     COLLECTIVE_FRAMES,
     DATA_FRAMES,
     EXCEPTION_CAUSES,
+    MAIN_FIRST_FRAMES,
     SETUP_FRAMES,
 )
 from faultloop.analyze.logsage.scan import add, classify, drop, named_gpu, record_exit, resolve_rank, split_prefix
@@ -386,6 +387,8 @@ def read_blocks(path: Path, facts: Facts) -> None:
             ev = _traceback_evidence(facts, tb, block.source) if tb else None
             if tb and ev and ev.rank is not None and (api := _collective_called(tb)):
                 facts.waited_in.setdefault(ev.rank, api)
+            if tb and ev and ev.kind == TIMEOUT and any(MAIN_FIRST_FRAMES.search(fr.func) for fr in tb.frames):
+                facts.main_first.add(ev.rank)
             if (
                 tb
                 and ev

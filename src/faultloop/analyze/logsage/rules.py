@@ -425,6 +425,11 @@ COLLECTIVE_FRAMES = re.compile(
     r"distributed_c10d|\b(?:all_reduce|allreduce|all_gather|reduce_scatter|broadcast|"
     r"barrier|monitored_barrier|all_to_all)\b|main_process_first|wait_for_everyone"
 )
+# a one-rank-first section: the main process runs the block while the others wait at its barrier, then
+# they run it (transformers' TrainingArguments.main_process_first, accelerate's PartialState.main_process_first
+# and local_main_process_first, Lightning Fabric's rank_zero_first, YOLOv5's and ultralytics'
+# torch_distributed_zero_first); a rank that timed out inside one waited for the main rank's one-rank work
+MAIN_FIRST_FRAMES = re.compile(r"\b(?:(?:local_)?main_process_first|rank_zero_first|torch_distributed_zero_first)\b")
 # a frame reading data: an exception there is a data error
 DATA_FRAMES = re.compile(r"torch/utils/data/|__getitem__|(?i:data_?loader)")
 # a frame waiting on the device: a stalled rank stuck there hangs on the GPU
