@@ -268,8 +268,10 @@ RULES: tuple[Rule, ...] = (
          r"possible application crash on rank|Did the remote server shutdown or crash", origin=C10D_STORE),
     Rule("broken_pipe", PEER_LOST, ("rror",), r"BrokenPipeError|Broken pipe", origin=CPYTHON),
     *horovod.VICTIM_ROWS,  # a launcher's word that a survivor lost its peers
-    Rule("nccl_usage", FATAL, ("rror",), r"NCCL error.*invalid (?:usage|argument) \(run with NCCL_DEBUG", Cause.WORKLOAD_EXC,
-         C10D_NCCL_UTILS),
+    # the caller's misuse of NCCL (ncclInvalidUsage, ncclInvalidArgument): ncclGetErrorString's words, with
+    # `(run with NCCL_DEBUG=WARN for details)` from NCCL 2.18, bare before, then torch's `, NCCL version`
+    Rule("nccl_usage", FATAL, ("rror",), r"NCCL error.*invalid (?:usage|argument)(?: \(run with NCCL_DEBUG|, NCCL version|$)",
+         Cause.WORKLOAD_EXC, C10D_NCCL_UTILS),
     Rule("nccl_error", PEER_LOST, ("rror",), r"NCCL error", origin=C10D_NCCL_UTILS),
     # -- the job is misconfigured or its launch environment failed: every rank fails the same way
     # a port taken on the node (c10d's socket: `name: EADDRINUSE`; Python's `[Errno 98]`): the launch's settings
