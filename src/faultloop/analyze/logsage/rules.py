@@ -95,6 +95,7 @@ NCCL_BOOTSTRAP = ("NCCL", "src/bootstrap.cc")
 NCCL_CONNECTIONS = ("NCCL", "src/misc/socket.cc, src/transport/net_socket.cc, src/proxy.cc, src/misc/ipcsocket.cc")
 NCCL_SIZE_CHECKS = ("NCCL", "src/transport/net_socket.cc, src/transport/net_ib.cc")
 NCCL_INIT = ("NCCL", "src/init.cc (src/graph/topo.cc in 2.30.3 and 2.30.4)")
+NCCL_ENQUEUE = ("NCCL", "src/enqueue.cc (getAlgoInfo; topoGetAlgoInfo from 2.24)")
 NCCL_INTERFACES = ("NCCL", "src/bootstrap.cc, src/misc/socket.cc, src/transport/net_socket.cc")
 CUDA_RUNTIME = ("CUDA runtime", "cuda_runtime_api.h (cudaGetErrorString), via c10/cuda/CUDAException.h")
 NVIDIA_DRIVER = ("NVIDIA driver", "nvidia.ko (NVRM: Xid), nvidia-smi / NVML (nvmlErrorString)")
@@ -259,6 +260,11 @@ RULES: tuple[Rule, ...] = (
     Rule("nccl_duplicate_gpu", FATAL, ("NCCL WARN",),
          r"NCCL WARN (?:Duplicate GPU detected : rank \d+ and rank \d+|Multiple [Rr]anks (?:are|detected) using the same GPU)",
          Cause.CONFIG_ERROR, NCCL_INIT),
+    # no algorithm and protocol NCCL may use for a collective: the job's NCCL_ALGO / NCCL_PROTO (or the
+    # topology they meet) admit none, and NCCL returns ncclInvalidUsage where they are set (2.5 to 2.23 bare;
+    # from 2.24 `... for function F with datatype T.` and the settings; `No algorithm` from 2.30)
+    Rule("nccl_no_algorithm", FATAL, ("NCCL WARN",), r"NCCL WARN (?:Error : no|No) algorithm/protocol available",
+         Cause.CONFIG_ERROR, NCCL_ENQUEUE),
     # -- peer lost: the rank's partner died or the link broke --------------------------------
     Rule("nccl_peer_closed", PEER_LOST, ("peer",), r"Connection closed by remote peer", origin=NCCL_SOCKET),
     Rule("peer_closed", PEER_LOST, ("peer",), r"[Cc]onnection closed by peer|reset by peer|remote peer", origin=GLOO_TCP),
