@@ -178,7 +178,7 @@ def test_storage_full_the_checkpoint_write_failed_with_enospc(cells: dict[str, C
     assert any(f"[Errno {errno.ENOSPC}]" in line for line in _own(cell, RANK))
     others = [r for r in range(WORLD) if r != RANK]
     assert not any("Errno" in line for r in others for line in _own(cell, r))
-    saved = {p.name for p in (cell.dir / "checkpoints" / "model").glob("rank_*.pt")}
+    saved = {p.name for p in (cell.dir / "checkpoints" / "model").glob("iter_*/rank_*.pt")}
     assert {f"rank_{r:05d}.pt" for r in others} <= saved  # the others' checkpoints were written
 
 

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -200,17 +201,32 @@ def test_helpers_work_in_a_stripped_job_step(slurm_cluster, tmp_path):
 
 POOL = "SIGKILL:1:3:2 WORKLOAD_EXC:3:3:2 SEGFAULT:1:3:1"
 CELLS = ["n2_SIGKILL_r1_i3", "n2_WORKLOAD_EXC_r3_i3", "n1_SEGFAULT_r1_i3"]
+# A two-attempt life in the same run (its attempts are two more run_job jobs): a GPU error at
+# iteration 6, after the checkpoint of iteration 5 (the pool runs 8 iterations, faults at once).
+LIFE = "n2_GPU_ERROR_r1_i6_a2"
+LIFE_JOBS = [LIFE, f"{LIFE}_attempt_2"]  # as the plugin's job comment names the runs (/ as _)
 
 
-@pytest.mark.slow
-def test_pool_runs_end_to_end_on_slurm(slurm_cluster, tmp_path):
+@dataclass
+class PoolRun:
+    proc: subprocess.CompletedProcess[str]
+    sampler: QueueSampler
+    session: Path
+    elapsed: float
+
+
+@pytest.fixture(scope="module")
+def pool_on_slurm(slurm_cluster, tmp_path_factory) -> PoolRun:
+    """The pool and the life through profiles/slurm, once for the tests that read them."""
+    tmp_path = tmp_path_factory.mktemp("slurm_pool")
     configfile = write_config(
         tmp_path,
-        POOL,
+        f"{POOL} GPU_ERROR:1:6:2:2",
         gpus_per_node=2,
-        run_job={"runtime_minutes": 10, "mem_mb_per_node": 2000},
+        fault_delay=0,
+        run_job={"runtime_minutes": 10, "mem_mb_per_node": 2000, "iterations": 8},
     )
-    sampler = QueueSampler(CELLS)
+    sampler = QueueSampler(CELLS + LIFE_JOBS)
     sampler.start()
     started = time.time()
     try:
@@ -218,14 +234,19 @@ def test_pool_runs_end_to_end_on_slurm(slurm_cluster, tmp_path):
     finally:
         sampler.halt.set()
         sampler.join(timeout=30)
-    elapsed = time.time() - started
+    return PoolRun(proc, sampler, tmp_path / "results" / "fault_injection" / "slurm_e2e", time.time() - started)
+
+
+@pytest.mark.slow
+def test_pool_runs_end_to_end_on_slurm(pool_on_slurm):
+    proc, sampler, elapsed = pool_on_slurm.proc, pool_on_slurm.sampler, pool_on_slurm.elapsed
     log = proc.stdout + proc.stderr
     assert proc.returncode != -9 and proc.returncode != 137, f"killed after {elapsed:.0f} s (hung?)\n{log[-6000:]}"
     assert proc.returncode == 0, log[-6000:]
 
     # Every run_job was a SLURM job, analysis never was (localrules), never more than two at once.
     assert sampler.samples > 10
-    assert sorted(sampler.run_job_ids.values()) == sorted(CELLS), sampler.run_job_ids
+    assert sorted(sampler.run_job_ids.values()) == sorted(CELLS + LIFE_JOBS), sampler.run_job_ids
     assert sampler.other_comments == set(), "analysis rules were submitted to SLURM"
     assert 1 <= sampler.max_run_jobs <= 2, f"{sampler.max_run_jobs} run_job jobs queued at once"
     records = jobcomp_records(set(sampler.run_job_ids))
@@ -239,7 +260,7 @@ def test_pool_runs_end_to_end_on_slurm(slurm_cluster, tmp_path):
     ]
     assert max_overlap(spans) <= 2, records
 
-    session = tmp_path / "results" / "fault_injection" / "slurm_e2e"
+    session = pool_on_slurm.session
     by_cell = {cell: job_id for job_id, cell in sampler.run_job_ids.items()}
     for cell in CELLS:
         manifest = json.loads((session / cell / "job.json").read_text())
@@ -281,7 +302,7 @@ def test_pool_runs_end_to_end_on_slurm(slurm_cluster, tmp_path):
     assert {r["JOB_ID"] for r in rows} == set(sampler.run_job_ids)
     with open(session / "scores.tsv") as handle:
         scored = list(csv.DictReader(handle, delimiter="\t"))
-    assert len([r for r in scored if r["ANALYZER"] == "faultloop"]) == len(CELLS)  # one row per cell and analyzer
+    assert len([r for r in scored if r["ANALYZER"] == "faultloop"]) == len(CELLS) + 1  # one row per cell and analyzer
     assert (session / "experiments_report.md").is_file()
 
 
@@ -443,35 +464,19 @@ def test_cluster_faults_on_slurm(slurm_cluster, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_life_drains_its_faulty_node_through_sbatch_exclude(slurm_cluster, tmp_path):
+def test_a_life_drains_its_faulty_node_through_sbatch_exclude(pool_on_slurm):
     """A two-attempt GPU_ERROR life on the real cluster: attempt 1's fault fires on its rank's node;
     attempt 2 is a new allocation that keeps the other node (--nodelist) and leaves that one out
     (--exclude, through the executor plugin's slurm_extra), resumes from attempt 1's checkpoint and
     does not meet the fault again."""
-    name = "n2_GPU_ERROR_r1_i6_a2"
-    configfile = write_config(
-        tmp_path,
-        "GPU_ERROR:1:6:2:2",
-        gpus_per_node=2,
-        fault_delay=0,
-        run_job={"runtime_minutes": 10, "mem_mb_per_node": 2000, "iterations": 8},
-    )
-    # the plugin's job comment writes the run wildcard's slash as an underscore
-    sampler = QueueSampler([name, f"{name}_attempt_2"])
-    sampler.start()
-    try:
-        proc = run_on_slurm(configfile)
-    finally:
-        sampler.halt.set()
-        sampler.join(timeout=30)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
-    cell = tmp_path / "results" / "fault_injection" / "slurm_e2e" / name
+    assert pool_on_slurm.proc.returncode == 0, (pool_on_slurm.proc.stdout + pool_on_slurm.proc.stderr)[-6000:]
+    cell = pool_on_slurm.session / LIFE
     first = json.loads((cell / "job.json").read_text())
     second = json.loads((cell / "attempt_2" / "job.json").read_text())
     assert first["state"] == "FAILED" and first["fault_fired"] and first["fault_fired_iter"] == 6, first
     bad = first["fault_node"]
     assert bad in first["node_names"] and len(set(first["node_names"])) == 2, first
-    # the node the injected rank stated at start is the one torch's node rank 0 ran (rank 1 of 2 per node)
+    # the node the injected rank stated at start holds torch's node rank 0 (rank 1 at 2 per node)
     assert first["node_names"].index(bad) == 0, first
     records = jobcomp_records({first["job_id"], second["job_id"]})
     assert set(records) == {first["job_id"], second["job_id"]} and first["job_id"] != second["job_id"]
@@ -483,4 +488,3 @@ def test_a_life_drains_its_faulty_node_through_sbatch_exclude(slurm_cluster, tmp
     assert (second["state"], second["fault_fired"], second["run_valid"]) == ("COMPLETED", False, True), second
     log = (cell / "attempt_2" / second["main_log"]).read_text(errors="replace")
     assert " loading checkpoint from checkpoints/model at iteration 5" in log and "FAULT INJECTION" not in log
-    assert sorted(sampler.run_job_ids.values()) == [name, f"{name}_attempt_2"], sampler.run_job_ids
