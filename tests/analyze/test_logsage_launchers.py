@@ -18,7 +18,7 @@ VALUES = {**messages.SAMPLE_VALUES, "rank": "5", "local": "2"}  # a culprit that
 def render(words: str, versions: str | None = None) -> list[str]:
     """The log lines of the one catalog template that is or holds `words` (and prints in `versions`)."""
     found = [t for t in CATALOG if words in t.template and versions in (None, t.versions)]
-    found = [t for t in found if t.template == words] or found
+    found = [t for t in found if t.template == words] or [t for t in found if t.template.endswith(words)] or found
     assert len(found) == 1, (words, versions, [t.where for t in found])
     return found[0].template.format(**VALUES).split("\\n")
 
@@ -133,9 +133,21 @@ CASES: dict[str, list[tuple[str, str | None, tuple[str, str, list[int], str | No
         # the stall inspector's missing ranks, in its three wordings: the ranks it names are the culprits
         ("Missing ranks:", ">=0.20.1", ("hang", RESTART, [5], None)),
         ("Stalled ranks:", ">=0.16.2,<0.20.1", ("hang", RESTART, [5], None)),
-        ("[missing ranks: {rank}]", "<0.16.2", ("hang", RESTART, [5], None)),
-        ("Process name: {rank}\\nExit code: 1", ">=0.20.0", ("exception", STOP, [5], "WORKLOAD_EXC")),
+        ("[missing ranks: {rank}]", ">=0.13.6,<0.16.2", ("hang", RESTART, [5], None)),
+        ("Process name: {rank}\\nExit code: 1", ">=0.18.1", ("exception", STOP, [5], "WORKLOAD_EXC")),
         ("Process {rank} exit with status code -9.", ">=0.17.0", ("crash", STOP, [5], "SIGKILL")),
+        # before 0.13.6 each stalled op lists the ranks that did submit: the one left out is the culprit
+        ("[ready ranks: 0, 1, 2, 3, 4, 6, 7]", ">=0.9.0,<0.13.6", ("hang", RESTART, [5], None)),
+        # a shell's status 137 is a death by SIGKILL; the elastic driver's `host[local]` names no rank
+        ("Process name: {rank}\\nExit code: 137", ">=0.18.1", ("crash", STOP, [5], "SIGKILL")),
+        ("Process name: {host}[{local}]\\nExit code: 137", ">=0.20.0", ("crash", STOP, [], "SIGKILL")),
+    ],
+    "submitit": [
+        # the scheduler's signals, read as the scheduler's: stopping, preempting, or at the time limit
+        ("Bypassing signal SIGTERM", ">=1.4.0", ("external_signal", RESTART, [], None)),
+        ("Bypassing signal 15", ">=1.0.0,<1.4.0", ("external_signal", RESTART, [], None)),
+        ("this job is preempted.", ">=1.4.0", ("external_signal", RESTART, [], None)),
+        ("this job is timed-out.", ">=1.4.0", ("other", STOP, [], None)),
     ],
 }
 PARAMS = [(adapter, words, versions, want) for adapter, cases in CASES.items() for words, versions, want in cases]

@@ -223,6 +223,14 @@ POLICY: dict[str, Policy] = {
         "could not set up its launch (MPI initialization or the elastic agent's rendezvous)",
         blames_rank=False,
     ),
+    Cause.LAUNCH_ADDRESS: Policy(
+        OTHER,
+        STOP,
+        "the address, port or host name the launch chose cannot be used (a port taken, privileged or not the node's, "
+        "a host name that does not resolve): the next attempt with the same settings meets it again",
+        "could not set up its rendezvous: the address, port or host name its launch chose cannot be used",
+        blames_rank=False,
+    ),
     Cause.DATA_ERROR: Policy(
         EXCEPTION, STOP, "reading the data failed: the same sample fails again", "failed while reading its data"
     ),
