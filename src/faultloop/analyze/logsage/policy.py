@@ -211,8 +211,9 @@ POLICY: dict[str, Policy] = {
     Cause.CONFIG_ERROR: Policy(
         OTHER,
         STOP,
-        "the job is misconfigured (missing file, module or argument): a restart fails the same way",
-        "could not start: its configuration names a file, module or argument that is not there",
+        "the job is misconfigured (a missing file, module or argument, a setting no device or library can honour): "
+        "a restart fails the same way",
+        "could not start: its configuration names a file, module, argument or setting that is not there or cannot be used",
         blames_rank=False,
     ),
     Cause.LAUNCH_ENV: Policy(

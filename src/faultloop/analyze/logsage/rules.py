@@ -96,6 +96,7 @@ NCCL_BOOTSTRAP = ("NCCL", "src/bootstrap.cc")
 NCCL_CONNECTIONS = ("NCCL", "src/misc/socket.cc, src/transport/net_socket.cc, src/proxy.cc, src/misc/ipcsocket.cc")
 NCCL_SIZE_CHECKS = ("NCCL", "src/transport/net_socket.cc, src/transport/net_ib.cc")
 NCCL_INIT = ("NCCL", "src/init.cc (src/graph/topo.cc in 2.30.3 and 2.30.4)")
+NCCL_ENQUEUE = ("NCCL", "src/enqueue.cc (topoGetAlgoInfo)")
 NCCL_INTERFACES = ("NCCL", "src/bootstrap.cc, src/misc/socket.cc, src/transport/net_socket.cc")
 CUDA_DEVICE_ASSERT = (
     "CUDA runtime, HIP",
@@ -276,6 +277,10 @@ RULES: tuple[Rule, ...] = (
     Rule("nccl_duplicate_gpu", FATAL, ("NCCL WARN",),
          r"NCCL WARN (?:Duplicate GPU detected : rank \d+ and rank \d+|Multiple [Rr]anks (?:are|detected) using the same GPU)",
          Cause.CONFIG_ERROR, NCCL_INIT),
+    # no algorithm or protocol fits a collective (2.10 on; `... for function F with datatype D.` and the NCCL_ALGO or
+    # NCCL_PROTO setting from 2.24): the job's NCCL settings exclude every one that could run it
+    Rule("nccl_no_algorithm", FATAL, ("NCCL WARN",), r"NCCL WARN Error : no algorithm/protocol available",
+         Cause.CONFIG_ERROR, NCCL_ENQUEUE),
     # -- peer lost: the rank's partner died or the link broke --------------------------------
     Rule("nccl_peer_closed", PEER_LOST, ("peer",), r"Connection closed by remote peer", origin=NCCL_SOCKET),
     Rule("peer_closed", PEER_LOST, ("peer",), r"[Cc]onnection closed by peer|reset by peer|remote peer", origin=GLOO_TCP),

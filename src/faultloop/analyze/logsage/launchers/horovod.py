@@ -29,7 +29,10 @@ GLOO_RUN = ("Horovod", "horovod/runner/gloo_run.py (horovod/run/ before 0.20)")
 MPI_RUN = ("Horovod", "horovod/runner/mpi_run.py")
 COMMON = ("Horovod", "horovod/common/common.h (SHUT_DOWN_ERROR)")
 STALL = ("Horovod", "horovod/common/stall_inspector.cc (operations.cc before 0.17)")
-STALL_READY = ("Horovod", "horovod/common/operations.cc (tensorflow/mpi_ops.cc before 0.12): the ranks ready, 0.9.0-0.13.5")
+STALL_READY = (
+    "Horovod",
+    "horovod/common/operations.cc (tensorflow/mpi_ops.cc before 0.12): the ranks ready, 0.9.0-0.13.5",
+)
 
 # fmt: off
 # among the lost-peer rows, before the plain NCCL error
