@@ -128,6 +128,10 @@ CASES: dict[str, list[tuple[str, str | None, tuple[str, str, list[int], str | No
         # a worker the nanny terminated for memory (its warning read back from the death line)
         ("(pid={pid}) exceeded 95% memory budget", ">=2022.05.1", ("oom", STOP, [], None)),
         ("Worker exceeded 95% memory budget", ">=1.22.1,<2022.05.1", ("oom", STOP, [], None)),
+        # a task that raised in its worker: the training function's own exception (one worker in view: the
+        # log's one process, as the driver's word for Ray)
+        ("Exception: 'AssertionError()'", ">=2022.05.0,<2024.6.0", ("exception", STOP, [0], "WORKLOAD_EXC")),
+        ("State:     executing", ">=2024.6.0", ("exception", STOP, [0], "WORKLOAD_EXC")),
     ],
     "horovod": [
         # the stall inspector's missing ranks, in its three wordings: the ranks it names are the culprits

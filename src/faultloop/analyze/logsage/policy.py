@@ -213,7 +213,8 @@ POLICY: dict[str, Policy] = {
         STOP,
         "the job is misconfigured (a missing file, module or argument, a setting no device or library can honour): "
         "a restart fails the same way",
-        "could not start: its configuration names a file, module, argument or setting that is not there or cannot be used",
+        "could not start: its configuration names a file, module, argument or setting that is not there or cannot "
+        "be used",
         blames_rank=False,
     ),
     Cause.LAUNCH_ENV: Policy(
@@ -297,6 +298,14 @@ POLICY: dict[str, Policy] = {
         "a write failed with no space left on the device: the volume stays full until someone frees space",
         "could not write: no space left on the device",
         "STORAGE_FULL",
+    ),
+    Cause.STORAGE_ERROR: Policy(
+        OTHER,
+        STOP,
+        "a checkpoint write failed with an I/O error of the storage (EIO): the volume's or the filesystem's state, "
+        "which the next attempt on the same storage meets until someone repairs it",
+        "could not write a checkpoint: the storage failed the write with an I/O error",
+        blames_rank=False,
     ),
 }
 # Where logsage's restart for an injected fault's cause differs from NVRx's restart table on

@@ -128,6 +128,7 @@ LIBC_ERRNO = (
 )
 LIBC_ENOMEM = ("CPython, glibc", "Objects/exceptions.c (MemoryError; OSError's [Errno N]), string/_strerror.c (ENOMEM)")
 RUST_ALLOC = ("Rust std", "library/std/src/alloc.rs (default_alloc_error_hook)")
+MEGATRON_ASYNC_CKPT = ("Megatron-LM", "megatron/core/dist_checkpointing/strategies/filesystem_async.py")
 MEGATRON_DDP = ("Megatron-LM", "megatron/core/distributed/param_and_grad_buffer.py (check_for_nan_in_grad)")
 
 
@@ -372,6 +373,10 @@ RULES: tuple[Rule, ...] = (
     Rule("job_done", DONE, ("is done",), r"after training is done", Cause.DONE, MEGATRON),
     Rule("trainer_done", DONE, ("completed",), r"[Tt]raining completed", Cause.DONE, TRANSFORMERS),
     # -- a rank's own write or step failed (before the plain exception line reads it as a code bug)
+    # Megatron's async checkpoint writer: a write process's exception, logged by the coordinator (core 0.8 to 0.12);
+    # an I/O error (EIO 5, EREMOTEIO 121) is the storage's
+    Rule("checkpoint_io_error", FATAL, ("rror",), r"Local process \d+ encountered an error: .*\[Errno (?:5|121)\]",
+         Cause.STORAGE_ERROR, MEGATRON_ASYNC_CKPT),
     Rule("disk_full", FATAL, ("rror",), r"No space left on device|\bENOSPC\b", Cause.STORAGE_FULL, LIBC_ERRNO),
     Rule("nan_grad", FATAL, ("rror",), r"found NaN in local grad norm", Cause.NAN_LOSS, MEGATRON_DDP),
     # -- read what is there: a plain failure line with none of the context above ----------------

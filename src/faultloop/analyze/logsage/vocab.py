@@ -100,6 +100,7 @@ class Cause(StrEnum):
     HOST_OOM = "HOST_OOM"
     NAN_LOSS = "NAN_LOSS"
     STORAGE_FULL = "STORAGE_FULL"
+    STORAGE_ERROR = "STORAGE_ERROR"
 
 
 # Where the lines a rule matches come from: (program, source file that prints the template).
