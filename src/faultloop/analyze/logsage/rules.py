@@ -221,8 +221,9 @@ RULES: tuple[Rule, ...] = (
          Cause.GPU_ERROR, NCCL_CHECKS),
     Rule("rocm_fault", GPU, ("access",), r"Memory access fault by GPU", Cause.GPU_ERROR, ROCM),
     # a kernel's device-side assert, printed by the device runtime's __assert_fail (CUDA: `file:line: func: block:
-    # [x,y,z], thread: [x,y,z] Assertion `cond` failed.`; torch >= 2.7's CUDA_KERNEL_ASSERT_PRINTF adds `: Assertion
-    # failed: `cond`: msg`; HIP: `file:line: func: Device-side assertion `cond' failed.`) before the host's error
+    # [x,y,z], thread: [x,y,z] Assertion `cond` failed.`; torch's CUDA_KERNEL_ASSERT_PRINTF (2.13, 2.14; not 2.6)
+    # adds `: Assertion failed: `cond`: msg`; HIP: `file:line: func: Device-side assertion `cond' failed.`) before
+    # the host's `device-side assert triggered`
     Rule("cuda_device_assert", GPU, ("ailed",),
          r"block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\]:? Assertion (?:`.*` failed|failed:)"
          r"|: Device-side assertion `.*' failed", Cause.GPU_ERROR, CUDA_DEVICE_ASSERT),
