@@ -33,7 +33,8 @@ CASES: dict[str, list[tuple[str, str | None, tuple[str, str, list[int], str | No
         ("Received Signals.SIGTERM death signal", ">=2.1", ("external_signal", RESTART, [], None)),
         ("SignalException: Process {pid} got signal: 2", ">=1.10", ("external_signal", RESTART, [], None)),
         # a worker's death by local rank (one node: the global rank), and the summary's record by rank
-        ("failed (exitcode: -9) local_rank: {local}", ">=1.10", ("crash", STOP, [2], "SIGKILL")),
+        ("failed (exitcode: -9) local_rank: {local} (pid: {pid}) of binary", ">=1.10", ("crash", STOP, [2], "SIGKILL")),
+        ("failed (exitcode: -9) local_rank: {local} (pid: {pid}) of fn", ">=1.10", ("crash", STOP, [2], "SIGKILL")),
         ("exitcode  : -9 (pid: {pid}) SIGKILL", ">=2.12", ("crash", STOP, [5], "SIGKILL")),
         ("exitcode  : -11 (pid: {pid})\\n", ">=1.10,<2.12", ("crash", STOP, [5], "SEGFAULT")),
         # the agent's own failures: its rendezvous, its store
