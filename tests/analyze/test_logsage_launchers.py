@@ -18,7 +18,7 @@ VALUES = {**messages.SAMPLE_VALUES, "rank": "5", "local": "2"}  # a culprit that
 def render(words: str, versions: str | None = None) -> list[str]:
     """The log lines of the one catalog template that is or holds `words` (and prints in `versions`)."""
     found = [t for t in CATALOG if words in t.template and versions in (None, t.versions)]
-    found = [t for t in found if t.template == words] or found
+    found = [t for t in found if t.template == words] or [t for t in found if t.template.endswith(words)] or found
     assert len(found) == 1, (words, versions, [t.where for t in found])
     return found[0].template.format(**VALUES).split("\\n")
 
@@ -33,7 +33,8 @@ CASES: dict[str, list[tuple[str, str | None, tuple[str, str, list[int], str | No
         ("Received Signals.SIGTERM death signal", ">=2.1", ("external_signal", RESTART, [], None)),
         ("SignalException: Process {pid} got signal: 2", ">=1.10", ("external_signal", RESTART, [], None)),
         # a worker's death by local rank (one node: the global rank), and the summary's record by rank
-        ("failed (exitcode: -9) local_rank: {local}", ">=1.10", ("crash", STOP, [2], "SIGKILL")),
+        ("failed (exitcode: -9) local_rank: {local} (pid: {pid}) of binary", ">=1.10", ("crash", STOP, [2], "SIGKILL")),
+        ("failed (exitcode: -9) local_rank: {local} (pid: {pid}) of fn", ">=1.10", ("crash", STOP, [2], "SIGKILL")),
         ("exitcode  : -9 (pid: {pid}) SIGKILL", ">=2.12", ("crash", STOP, [5], "SIGKILL")),
         ("exitcode  : -11 (pid: {pid})\\n", ">=1.10,<2.12", ("crash", STOP, [5], "SEGFAULT")),
         # the agent's own failures: its rendezvous, its store
@@ -128,14 +129,30 @@ CASES: dict[str, list[tuple[str, str | None, tuple[str, str, list[int], str | No
         # a worker the nanny terminated for memory (its warning read back from the death line)
         ("(pid={pid}) exceeded 95% memory budget", ">=2022.05.1", ("oom", STOP, [], None)),
         ("Worker exceeded 95% memory budget", ">=1.22.1,<2022.05.1", ("oom", STOP, [], None)),
+        # a task that raised in its worker: the training function's own exception (one worker in view: the
+        # log's one process, as the driver's word for Ray)
+        ("Exception: 'AssertionError()'", ">=2022.05.0,<2024.6.0", ("exception", STOP, [0], "WORKLOAD_EXC")),
+        ("State:     executing", ">=2024.6.0", ("exception", STOP, [0], "WORKLOAD_EXC")),
     ],
     "horovod": [
         # the stall inspector's missing ranks, in its three wordings: the ranks it names are the culprits
         ("Missing ranks:", ">=0.20.1", ("hang", RESTART, [5], None)),
         ("Stalled ranks:", ">=0.16.2,<0.20.1", ("hang", RESTART, [5], None)),
-        ("[missing ranks: {rank}]", "<0.16.2", ("hang", RESTART, [5], None)),
-        ("Process name: {rank}\\nExit code: 1", ">=0.20.0", ("exception", STOP, [5], "WORKLOAD_EXC")),
+        ("[missing ranks: {rank}]", ">=0.13.6,<0.16.2", ("hang", RESTART, [5], None)),
+        ("Process name: {rank}\\nExit code: 1", ">=0.18.1", ("exception", STOP, [5], "WORKLOAD_EXC")),
         ("Process {rank} exit with status code -9.", ">=0.17.0", ("crash", STOP, [5], "SIGKILL")),
+        # before 0.13.6 each stalled op lists the ranks that did submit: the one left out is the culprit
+        ("[ready ranks: 0, 1, 2, 3, 4, 6, 7]", ">=0.9.0,<0.13.6", ("hang", RESTART, [5], None)),
+        # a shell's status 137 is a death by SIGKILL; the elastic driver's `host[local]` names no rank
+        ("Process name: {rank}\\nExit code: 137", ">=0.18.1", ("crash", STOP, [5], "SIGKILL")),
+        ("Process name: {host}[{local}]\\nExit code: 137", ">=0.20.0", ("crash", STOP, [], "SIGKILL")),
+    ],
+    "submitit": [
+        # the scheduler's signals, read as the scheduler's: stopping, preempting, or at the time limit
+        ("Bypassing signal SIGTERM", ">=1.4.0", ("external_signal", RESTART, [], None)),
+        ("Bypassing signal 15", ">=1.0.0,<1.4.0", ("external_signal", RESTART, [], None)),
+        ("this job is preempted.", ">=1.4.0", ("external_signal", RESTART, [], None)),
+        ("this job is timed-out.", ">=1.4.0", ("other", STOP, [], None)),
     ],
 }
 PARAMS = [(adapter, words, versions, want) for adapter, cases in CASES.items() for words, versions, want in cases]

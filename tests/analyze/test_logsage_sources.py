@@ -231,3 +231,48 @@ def test_the_shipped_reviewed_list_loads_and_names_no_covered_template() -> None
             [sources.SourceTemplate(text, "reviewed.tsv", 1, "WARN", sources.REPORT)], frozenset(), ""
         )
         assert sources.coverage(reading, catalog, program).covered == [], text
+
+
+@pytest.mark.parametrize(
+    ("program", "path", "read"),
+    [
+        # DeepSpeed's launcher, comm, elasticity and engine; not its kernels or tests
+        ("DeepSpeed", "deepspeed/launcher/launch.py", True),
+        ("DeepSpeed", "deepspeed/runtime/engine.py", True),
+        ("DeepSpeed", "deepspeed/runtime/fp16/loss_scaler.py", True),
+        ("DeepSpeed", "deepspeed/ops/adam/fused_adam.py", False),
+        ("DeepSpeed", "tests/unit/launcher/test_run.py", False),
+        # Ray's exceptions and Train, from a checkout (python/ray/) or an installed package (ray/)
+        ("Ray", "python/ray/exceptions.py", True),
+        ("Ray", "ray/exceptions.py", True),
+        ("Ray", "python/ray/train/v2/_internal/execution/worker_group/poll.py", True),
+        ("Ray", "ray/train/_internal/backend_executor.py", True),
+        ("Ray", "python/ray/data/dataset.py", False),
+        ("Ray", "python/ray/train/tests/test_backend.py", False),
+    ],
+)
+def test_deepspeed_and_ray_scopes_read_their_failure_paths(program: str, path: str, read: bool) -> None:
+    assert sources.in_scope(path, sources.SCOPES[program]) == read
+
+
+def test_deepspeed_and_ray_messages_are_their_python_raises_and_log_calls() -> None:
+    launch = """
+def sigkill_handler(signum, frame):
+    for process in processes:
+        logger.info(f"Killing subprocess {process.pid}")
+    if last_return_code is not None:
+        logger.error(f"{cmd} exits with return code = {last_return_code}")
+    raise Exception("Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.")
+"""
+    poll = """
+        raise WorkerGroupError("Training failed due to worker errors:\\n" + "\\n".join(errors), worker_failures=f)
+        logger.warning(f"Failure identified during training. Restarting all workers and continuing training.")
+"""
+    assert texts("deepspeed/launcher/launch.py", launch, "DeepSpeed") == [
+        "Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.",
+        "exits with return code =",  # a value that leads or ends a message is no word of it
+    ]
+    assert texts("python/ray/train/v2/_internal/execution/worker_group/poll.py", poll, "Ray") == [
+        "Training failed due to worker errors:",
+        "Failure identified during training. Restarting all workers and continuing training.",
+    ]

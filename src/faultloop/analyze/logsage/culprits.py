@@ -42,7 +42,7 @@ def hang_culprits(facts: Facts, tl: Timeline) -> tuple[list[int], str, str]:
         return (
             sorted(facts.barrier_missing),
             "ranks a barrier (monitoredBarrier, Horovod's stall inspector) named as missing",
-            HIGH,
+            HIGH if len(facts.barrier_missing) == 1 else MEDIUM,  # several: which one stalled first is not said
         )
     timed_out = {r for r in tl.symptom_at if r is not None}
     known = set(range(facts.world_size)) | seen_ranks(facts) | set(facts.exits) | ranks_with(facts, ORIGINS)

@@ -211,8 +211,10 @@ POLICY: dict[str, Policy] = {
     Cause.CONFIG_ERROR: Policy(
         OTHER,
         STOP,
-        "the job is misconfigured (missing file, module or argument): a restart fails the same way",
-        "could not start: its configuration names a file, module or argument that is not there",
+        "the job is misconfigured (a missing file, module or argument, a setting no device or library can honour): "
+        "a restart fails the same way",
+        "could not start: its configuration names a file, module, argument or setting that is not there or cannot "
+        "be used",
         blames_rank=False,
     ),
     Cause.LAUNCH_ENV: Policy(
@@ -221,6 +223,14 @@ POLICY: dict[str, Policy] = {
         "the launcher failed before its workers ran (MPI could not initialize, the elastic agent could not "
         "rendezvous with its peers): a restart with the same settings fails the same way",
         "could not set up its launch (MPI initialization or the elastic agent's rendezvous)",
+        blames_rank=False,
+    ),
+    Cause.LAUNCH_ADDRESS: Policy(
+        OTHER,
+        STOP,
+        "the address, port or host name the launch chose cannot be used (a port taken, privileged or not the node's, "
+        "a host name that does not resolve): the next attempt with the same settings meets it again",
+        "could not set up its rendezvous: the address, port or host name its launch chose cannot be used",
         blames_rank=False,
     ),
     Cause.DATA_ERROR: Policy(
@@ -288,6 +298,14 @@ POLICY: dict[str, Policy] = {
         "a write failed with no space left on the device: the volume stays full until someone frees space",
         "could not write: no space left on the device",
         "STORAGE_FULL",
+    ),
+    Cause.STORAGE_ERROR: Policy(
+        OTHER,
+        STOP,
+        "a checkpoint write failed with an I/O error of the storage (EIO): the volume's or the filesystem's state, "
+        "which the next attempt on the same storage meets until someone repairs it",
+        "could not write a checkpoint: the storage failed the write with an I/O error",
+        blames_rank=False,
     ),
 }
 # Where logsage's restart for an injected fault's cause differs from NVRx's restart table on

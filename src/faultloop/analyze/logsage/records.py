@@ -19,6 +19,7 @@ from typing import IO
 from faultloop.analyze.logsage.facts import Block, Evidence, Facts, Source
 from faultloop.analyze.logsage.launchers import (
     FIRST_EXIT_NAMES,
+    LAUNCHER_AFTER_RUN,
     LAUNCHER_EXCEPTIONS,
     LAUNCHER_FRAMES,
     MESSAGE_ROWS,
@@ -297,6 +298,8 @@ def _first_exit(facts: Facts, f: IO[bytes], block: Block) -> None:
     signal wrapped onto the next line (read whatever source prefixes them: the launcher prints the
     block itself)."""
     rank = code = None
+    text_above = ""
+    named = False  # the report named its process (horovodrun's elastic `host[local]` names no rank)
     for i, raw in enumerate(_read_block(f, block.offset)):
         _, text = split_prefix(raw)
         if i > FIRST_EXIT_LINES:
@@ -309,19 +312,22 @@ def _first_exit(facts: Facts, f: IO[bytes], block: Block) -> None:
             record_exit(facts, rank, ev, None, sig)
             return
         elif name := next((m for rx in FIRST_EXIT_NAMES if (m := rx.match(text))), None):
-            rank = int(name.group(1))
-        elif (m := open_mpi.CODE_RE.match(text)) and rank is not None:
+            rank, named = (int(name.group(1)) if name.group(1) else None), True
+        elif (m := open_mpi.CODE_RE.match(text)) and named:
             code = int(m.group(1))
+            who = f"rank {rank}" if rank is not None else f"{text_above.strip()} (no rank named)"
             ev = Evidence(
                 block.line + i,
-                f"mpirun: the first process to exit non-zero was rank {rank} (exit code {code})",
+                f"the launcher: the first process to exit non-zero was {who} (exit code {code})",
                 DEATH,
                 rank,
                 "mpirun_first_exit",
             )
             record_exit(facts, rank, ev, code, None)
-            facts.exits[rank].first = True
+            if rank is not None:
+                facts.exits[rank].first = True
             return
+        text_above = text
 
 
 def _missing_ranks(facts: Facts, f: IO[bytes], block: Block) -> None:
@@ -384,6 +390,10 @@ def read_blocks(path: Path, facts: Facts) -> None:
                     facts.main_stacks[rank] = main_stack(f, block)
                 continue
             tb = parse_traceback(f, block)
+            if tb and tb.launcher and any(LAUNCHER_AFTER_RUN.search(fr.func) for fr in tb.frames):
+                for scanned in [e for e in facts.first.values() if e.line == tb.line]:
+                    drop(facts, scanned)  # the launcher's own wait after its workers ended: no worker's failure
+                continue
             ev = _traceback_evidence(facts, tb, block.source) if tb else None
             if tb and ev and ev.rank is not None and (api := _collective_called(tb)):
                 facts.waited_in.setdefault(ev.rank, api)

@@ -42,6 +42,7 @@ from faultloop.analyze.logsage.launchers import (
     ray,
     spawn,
     srun,
+    submitit,
     torchrun,
 )
 from faultloop.analyze.logsage.vocab import (
@@ -97,6 +98,10 @@ NCCL_SIZE_CHECKS = ("NCCL", "src/transport/net_socket.cc, src/transport/net_ib.c
 NCCL_INIT = ("NCCL", "src/init.cc (src/graph/topo.cc in 2.30.3 and 2.30.4)")
 NCCL_ENQUEUE = ("NCCL", "src/enqueue.cc (getAlgoInfo; topoGetAlgoInfo from 2.24)")
 NCCL_INTERFACES = ("NCCL", "src/bootstrap.cc, src/misc/socket.cc, src/transport/net_socket.cc")
+CUDA_DEVICE_ASSERT = (
+    "CUDA runtime, HIP",
+    "the device-side __assert_fail (CUDA's device runtime; HIP's device library), via c10's CUDA_KERNEL_ASSERT",
+)
 CUDA_RUNTIME = ("CUDA runtime", "cuda_runtime_api.h (cudaGetErrorString), via c10/cuda/CUDAException.h")
 NVIDIA_DRIVER = ("NVIDIA driver", "nvidia.ko (NVRM: Xid), nvidia-smi / NVML (nvmlErrorString)")
 ROCM = ("ROCm", "ROCR-Runtime src/core/runtime/runtime.cpp")
@@ -123,6 +128,7 @@ LIBC_ERRNO = (
 )
 LIBC_ENOMEM = ("CPython, glibc", "Objects/exceptions.c (MemoryError; OSError's [Errno N]), string/_strerror.c (ENOMEM)")
 RUST_ALLOC = ("Rust std", "library/std/src/alloc.rs (default_alloc_error_hook)")
+MEGATRON_ASYNC_CKPT = ("Megatron-LM", "megatron/core/dist_checkpointing/strategies/filesystem_async.py")
 MEGATRON_DDP = ("Megatron-LM", "megatron/core/distributed/param_and_grad_buffer.py (check_for_nan_in_grad)")
 
 
@@ -144,7 +150,10 @@ RULES: tuple[Rule, ...] = (
     Rule("cancelled", SLURM, ("CANCELLED",), r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED", Cause.CANCELLED, SLURM_STEPD),
     # the same line cut after its node (an excerpt's last line): slurmstepd prints it only to end the step
     Rule("cancelled_cut", SLURM, ("rror",), r"rror: \*\*\* (?:JOB|STEP) \S+ ON(?: \S+)?\s*$", Cause.CANCELLED, SLURM_STEPD),
-    Rule("step_teardown", STOPPING, ("erminat", "borted"), r"Terminating StepId|forcing job termination|Job step aborted",
+    # srun's teardown of its step: `forcing job termination`, `Job step aborted` (17.11 on), `Force Terminated job
+    # J.S` (< 20.11; `Force Terminated StepId=J.S` after), `Terminating job step StepId=J.S` (23.02 on)
+    Rule("step_teardown", STOPPING, ("erminat", "borted"),
+         r"Terminating (?:job step )?StepId|forcing job termination|Job step aborted|Force Terminated (?:job |StepId)",
          origin=SLURM_SRUN),
     # -- network errors on a line that also says "failed or timed out" (NCCL's flattened reports)
     Rule("ib_error", NETWORK_KIND, ("peer",),
@@ -157,7 +166,8 @@ RULES: tuple[Rule, ...] = (
     # recorder's dump request (>= 2.5) and a timed-out blocking wait (TORCH_NCCL_BLOCKING_WAIT)
     Rule("nccl_watchdog_report", TIMEOUT, ("atchdog", "ignal", "imed out"),
          r"failure detected by watchdog at work sequence id|\(either an error or timeout\) detected by watchdog at work"
-         r"|Received a dump signal due to a collective timeout|\) timed out in blocking wait", origin=C10D_NCCL),
+         r"|Received a dump signal due to a collective timeout|\) timed out in blocking wait"
+         r"|Observed flight recorder dump signal from another rank", origin=C10D_NCCL),
     Rule("nccl_watchdog_stuck", TIMEOUT, ("imed out", "atchdog"),
          r"[Hh]eartbeat monitor timed out|watchdog got stuck|ProcessGroupNCCL watchdog hang", Cause.WATCHDOG_HANG, C10D_NCCL),
 
@@ -212,6 +222,13 @@ RULES: tuple[Rule, ...] = (
     Rule("nccl_cuda_error", GPU, ("rror", "ailure"), r"unhandled cuda error|ncclUnhandledCudaError|Cuda failure (?:\d+ )?'",
          Cause.GPU_ERROR, NCCL_CHECKS),
     Rule("rocm_fault", GPU, ("access",), r"Memory access fault by GPU", Cause.GPU_ERROR, ROCM),
+    # a kernel's device-side assert, printed by the device runtime's __assert_fail (CUDA: `file:line: func: block:
+    # [x,y,z], thread: [x,y,z] Assertion `cond` failed.`; torch's CUDA_KERNEL_ASSERT_PRINTF (2.13, 2.14; not 2.6)
+    # adds `: Assertion failed: `cond`: msg`; HIP: `file:line: func: Device-side assertion `cond' failed.`) before
+    # the host's `device-side assert triggered`
+    Rule("cuda_device_assert", GPU, ("ailed",),
+         r"block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\]:? Assertion (?:`.*` failed|failed:)"
+         r"|: Device-side assertion `.*' failed", Cause.GPU_ERROR, CUDA_DEVICE_ASSERT),
     Rule("cuda_hint", CUDA_HINT, ("rror",), r"errors might be asynchronously reported", Cause.GPU_ERROR, TORCH_CUDA_CHECK),
     # -- NCCL could not set up its transport: the node's system or configuration -------------
     Rule("nccl_setup", NETWORK_KIND, ("rror",), r"ncclSystemError|unhandled system error", Cause.NCCL_SETUP, NCCL_ERRORS),
@@ -233,6 +250,10 @@ RULES: tuple[Rule, ...] = (
          r"NCCL WARN (?:.*\b[Cc]onnect to \S+ (?:failed|returned .*(?:exceeded error retry count|errno \d))|"
          r"(?:socketStartConnect|socketPollConnect): exceeded (?:retries|timeouts)|.*: connect returned .*exceeded error "
          r"retry count|(?:ncclOs)?[Ss]ocketPollConnect(?: to \S+ failed with error| poll\(\) failed))",
+         Cause.NCCL_SETUP, NCCL_SOCKET),
+    # NCCL's INFO line for the last retry of a connect (2.24 on; `connect to A returned` from 2.27): the retries are
+    # spent, and NCCL gives up (the WARN above) unless this one goes through
+    Rule("nccl_connect_retries", NETWORK_KIND, ("etrying",), r"connect (?:to \S+ )?returned .*, retrying \((\d+)/\1\)",
          Cause.NCCL_SETUP, NCCL_SOCKET),
     # a connection that was made and then failed under it: a bootstrap message (fixed sizes, NCCL's
     # own protocol: ncclInternalError) came longer than the exchange expects, crossed or cut; the port
@@ -281,17 +302,28 @@ RULES: tuple[Rule, ...] = (
     Rule("nccl_error", PEER_LOST, ("rror",), r"NCCL error", origin=C10D_NCCL_UTILS),
     # -- the job is misconfigured or its launch environment failed: every rank fails the same way
     # a port taken on the node (c10d's socket: `name: EADDRINUSE`; Python's `[Errno 98]`): the launch's settings
-    Rule("port_in_use", FATAL, ("rror",), r"rror\b.*(?:EADDRINUSE|[Aa]ddress already in use)", Cause.CONFIG_ERROR,
+    Rule("port_in_use", FATAL, ("rror",), r"rror\b.*(?:EADDRINUSE|[Aa]ddress already in use)", Cause.LAUNCH_ADDRESS,
          C10D_SOCKET),
+    # c10d's server socket could bind to no address (>= 1.11; >= 2.4's libuv store adds `port: P, ..., name: E`):
+    # the port or address the launch chose is taken, privileged (errno 13) or not the node's (errno 99). Each
+    # family's `failed to bind to A (errno: N - M)` before it is a warning only: another family may bind.
+    Rule("store_listen_failed", FATAL, ("ailed",), r"The server socket has failed to listen on any local network address",
+         Cause.LAUNCH_ADDRESS, C10D_SOCKET),
+    # the master's host name does not resolve (c10d's getaddrinfo: EAI_NONAME -2, EAI_FAIL -4, EAI_NODATA -5; CPython's
+    # socket.gaierror): the name the launch was given; EAI_AGAIN (-3), a DNS server's transient failure, is not read
+    Rule("name_unresolved", FATAL, ("rror",),
+         r"cannot be retrieved \(gai error: -[245] |gaierror: \[Errno -[245]\]", Cause.LAUNCH_ADDRESS, C10D_SOCKET),
     Rule("config_error", FATAL, ("rrno", "rror"),
          r"can't open file '[^']*': \[Errno|ModuleNotFoundError: No module named|error: unrecognized arguments"
          r"|Too many open files\. Communication with the workers|environment variable \w+ expected, but not set"
          r"|Distributed package doesn't have \w+ built in",
          Cause.CONFIG_ERROR, CPYTHON_IMPORT),
-    # the store's client never reached its server (the master): torch >= 1.13's socket and >= 2.5's TCPStore wording
-    Rule("store_unreachable", FATAL, ("rror",),
-         r"rror\b.*(?:The client socket has (?:timed out after|failed to connect to any network address)"
-         r"|TCP client failed to connect/validate to host \S+ - timed out)", Cause.LAUNCH_ENV, C10D_SOCKET),
+    # the store's client never reached its server (the master): c10d's socket (>= 1.11; each address's `failed to
+    # connect to A (errno: N - M)` before it is a warning only), TCPStore (>= 2.5) and tcputils (< 1.11) wordings
+    Rule("store_unreachable", FATAL, ("ailed", "imed out"),
+         r"The client socket has (?:timed out after|failed to connect to any network address)"
+         r"|TCP client failed to connect/validate to host \S+ - timed out|connect\(\) timed out\. Original timeout was",
+         Cause.LAUNCH_ENV, C10D_SOCKET),
     # the launchers' own failures (MPI_Init, the rendezvous, srun's step) and srun's task ends
     *open_mpi.FAILURE_ROWS,
     *torchrun.FAILURE_ROWS,
@@ -317,6 +349,7 @@ RULES: tuple[Rule, ...] = (
     *horovod.REPORT_ROWS,
     *launch.REPORT_ROWS,
     *dask.REPORT_ROWS,
+    *submitit.REPORT_ROWS,
     Rule("signal_received", SIGNAL, ("ignal", "eceived SIG"),
          r"\b(?:[Rr]eceived (?:signal[: ]*)?|(?:[Gg]ot|[Cc]aught) signal[: ]*)(?:SIG[A-Z0-9]+|\d+)", origin=SIGNAL_REPORTS),
     # -- training that runs on but learns nothing -----------------------------------------------
@@ -328,7 +361,8 @@ RULES: tuple[Rule, ...] = (
          origin=FAULTLOOP_WORKLOAD),  # names its rank
     Rule("faulthandler_timeout", STACK_DUMP, ("Timeout",), r"^Timeout \(\d+:\d\d:\d\d", origin=CPYTHON_FAULTHANDLER),
     Rule("nccl_progress", PROGRESS, ("atchdog", "Timeout"), r"last enqueued (?:NCCL )?work: (?P<seq>-?\d+)", origin=C10D_NCCL),
-    Rule("nccl_work", COLLECTIVE, ("SeqNum",), r"WorkNCCL\(SeqNum=\d+", origin=C10D_NCCL),
+    # a collective's description: WorkNCCL's operator<< ends it with `Timeout(ms)=N)` in every version
+    Rule("nccl_work", COLLECTIVE, ("Timeout",), r"WorkNCCL\(SeqNum=\d+.*Timeout\(ms\)=", origin=C10D_NCCL),
     Rule("one_rank_work", BUSY, ("valuat", "alidat", "mAP@", "eckpoint"),
          r"[Ee]valuating|[Vv]alidating|\bmAP@|[Ss]aving (?:the )?checkpoint|[Ss]aving model checkpoint",
          origin=TRAINING_SCRIPTS),
@@ -345,6 +379,10 @@ RULES: tuple[Rule, ...] = (
     Rule("job_done", DONE, ("is done",), r"after training is done", Cause.DONE, MEGATRON),
     Rule("trainer_done", DONE, ("completed",), r"[Tt]raining completed", Cause.DONE, TRANSFORMERS),
     # -- a rank's own write or step failed (before the plain exception line reads it as a code bug)
+    # Megatron's async checkpoint writer: a write process's exception, logged by the coordinator (core 0.8 to 0.12);
+    # an I/O error (EIO 5, EREMOTEIO 121) is the storage's
+    Rule("checkpoint_io_error", FATAL, ("rror",), r"Local process \d+ encountered an error: .*\[Errno (?:5|121)\]",
+         Cause.STORAGE_ERROR, MEGATRON_ASYNC_CKPT),
     Rule("disk_full", FATAL, ("rror",), r"No space left on device|\bENOSPC\b", Cause.STORAGE_FULL, LIBC_ERRNO),
     Rule("nan_grad", FATAL, ("rror",), r"found NaN in local grad norm", Cause.NAN_LOSS, MEGATRON_DDP),
     # -- read what is there: a plain failure line with none of the context above ----------------

@@ -459,6 +459,9 @@ def _keep(facts: Facts, rule: Rule, m: re.Match[str], ev: Evidence, source: Sour
         facts.enqueued.setdefault(ev.rank, int(groups["seq"]))
     elif groups.get("missing"):
         facts.barrier_missing.update(int(r) for r in re.findall(r"\d+", groups["missing"]))
+    elif groups.get("ready"):  # the ranks that did submit: the missing ones are the others
+        ready = {int(r) for r in re.findall(r"\d+", groups["ready"])}
+        facts.barrier_missing.update(set(range(max(facts.world_size, max(ready) + 1))) - ready)
     if rule.kind in (TIMEOUT, COLLECTIVE):
         _collective(facts, ev.text, ev.rank)
     if rule.kind in SYMPTOMS:

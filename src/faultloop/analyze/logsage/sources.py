@@ -133,6 +133,28 @@ SCOPES: dict[str, Scope] = {
         ),
         (SLURM_ERROR,),
     ),
+    "DeepSpeed": Scope(
+        (
+            "deepspeed/launcher/*.py",  # runner.py over pdsh/mpirun, launch.py per node
+            "deepspeed/comm/*.py",
+            "deepspeed/elasticity/*.py",
+            "deepspeed/runtime/engine.py",
+            "deepspeed/runtime/fp16/loss_scaler.py",
+            "deepspeed/runtime/checkpoint_engine/*.py",
+        ),
+        _PYTHON,
+    ),
+    "Ray": Scope(
+        (
+            "python/ray/exceptions.py",  # a checkout; an installed package has the same paths below ray/
+            "ray/exceptions.py",
+            "python/ray/train/**/*.py",
+            "ray/train/**/*.py",
+            "python/ray/air/*.py",
+            "ray/air/*.py",
+        ),
+        _PYTHON,
+    ),
     "Megatron-LM": Scope(
         (
             "megatron/core/distributed/*.py",

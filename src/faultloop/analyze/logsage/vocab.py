@@ -88,6 +88,7 @@ class Cause(StrEnum):
     WATCHDOG_HANG = "WATCHDOG_HANG"
     CONFIG_ERROR = "CONFIG_ERROR"
     LAUNCH_ENV = "LAUNCH_ENV"
+    LAUNCH_ADDRESS = "LAUNCH_ADDRESS"
     DATA_ERROR = "DATA_ERROR"
     NCCL_SETUP = "NCCL_SETUP"
     DIVERGED = "DIVERGED"
@@ -99,6 +100,7 @@ class Cause(StrEnum):
     HOST_OOM = "HOST_OOM"
     NAN_LOSS = "NAN_LOSS"
     STORAGE_FULL = "STORAGE_FULL"
+    STORAGE_ERROR = "STORAGE_ERROR"
 
 
 # Where the lines a rule matches come from: (program, source file that prints the template).

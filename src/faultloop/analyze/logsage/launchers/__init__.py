@@ -15,6 +15,7 @@ written from its program's source and states the versions each wording is printe
   ray.py          Ray Train
   dask.py         Dask distributed's nanny and scheduler
   horovod.py      horovodrun (Gloo and MPI) and Horovod's stall inspector
+  submitit.py     submitit's handler of the scheduler's signals in a SLURM job
 
 An adapter's rows are Rule rows of the RULES vocabulary. RULES is first-match-wins, so each row
 stands where it must in that order; rules.py splices an adapter's tuples at their places:
@@ -23,8 +24,9 @@ stands where it must in that order; rules.py splices an adapter's tuples at thei
   REPORT_ROWS    reports of the children's ends and of signals to the launcher, after tracebacks
   WORKER_ROWS    an orchestrator's worker errors, before the plain exception line
 Besides rows, an adapter names the files of its own tracebacks (FRAMES: a traceback through them
-is the launcher's, reporting a child or failing itself) and the exception classes with which it
-reports a child (REPORT_EXCEPTIONS). Where a launcher words what happened on lines no anchor finds,
+is the launcher's, reporting a child or failing itself), the exception classes with which it
+reports a child (REPORT_EXCEPTIONS) and, where it has them, the functions of its own work after its
+workers ended (AFTER_RUN: a traceback it logs from there is its own wait, not a worker's failure). Where a launcher words what happened on lines no anchor finds,
 its adapter states how they are reached: on the later lines of an exception's message
 (MESSAGE_ROWS, Ray), or above the line it reports a death with (WHY_ABOVE, Dask's memory kills).
 """
@@ -42,6 +44,9 @@ ADAPTERS = tuple(importlib.import_module(f"{__name__}.{module.name}") for module
 
 # a frame of a launcher's own traceback (it reports a worker's failure, or fails itself)
 LAUNCHER_FRAMES = re.compile("|".join(adapter.FRAMES for adapter in ADAPTERS if adapter.FRAMES))
+# a function of a launcher's own work after its workers ended (torchrun's exit barrier): an exception it
+# logs from there is the launcher's, not a worker's failure or a hang
+LAUNCHER_AFTER_RUN = re.compile("|".join(a.AFTER_RUN for a in ADAPTERS if getattr(a, "AFTER_RUN", "")) or "(?!)")
 # the exception classes launchers report a child's failure with (the child's own lines say why)
 LAUNCHER_EXCEPTIONS = tuple(name for adapter in ADAPTERS for name in adapter.REPORT_EXCEPTIONS)
 # the first process a launcher's multi-line report names: its name's rank (mpirun, horovodrun)

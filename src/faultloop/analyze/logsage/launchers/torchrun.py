@@ -72,3 +72,6 @@ REPORT_ROWS: tuple[Rule, ...] = (
 # the agent's own traceback (torchrun's entry point, the launcher API, the agent)
 FRAMES = r"torch/distributed/run\.py|torch/distributed/launcher/|torch/distributed/elastic/agent/|/bin/torchrun\b"
 REPORT_EXCEPTIONS = ("ChildFailedError", "SignalException")
+# after its workers ended, the agent waits for the other agents (api.py's _exit_barrier, 1.9 on) and logs
+# `Error waiting on exit barrier. Elapsed: N seconds` with the store's exception: its wait, not a worker's failure
+AFTER_RUN = r"^_exit_barrier$"
