@@ -25,13 +25,14 @@ from faultloop.analyze.logsage.launchers import (
     horovod,
     open_mpi,
 )
+from faultloop.analyze.logsage.reading import Reading, classify
 from faultloop.analyze.logsage.rules import (
     COLLECTIVE_FRAMES,
     DATA_FRAMES,
     EXCEPTION_CAUSES,
     SETUP_FRAMES,
 )
-from faultloop.analyze.logsage.scan import add, classify, drop, record_exit, resolve_rank, split_prefix
+from faultloop.analyze.logsage.scan import add, drop, record_exit, resolve_rank
 from faultloop.analyze.logsage.vocab import (
     DEATH,
     EXCEPTION_KIND,
@@ -121,11 +122,16 @@ def _read_block(f: IO[bytes], offset: int) -> Iterator[str]:
         yield raw.rstrip(b"\r\n").decode("utf-8", "replace")
 
 
+def _block_line(block: Block, raw: str) -> tuple[Source | None, str]:
+    """A line of a record read as its first line was (None: not behind its first line's lead)."""
+    return (block.reading or Reading(shows=block.source)).read(raw)
+
+
 def _same_source(f: IO[bytes], block: Block) -> Iterator[tuple[int, str]]:
     """(line number, text without prefixes) of the block's lines that come from its source."""
     for i, raw in enumerate(_read_block(f, block.offset)):
-        source, text = split_prefix(raw)
-        if (i or block.headless) and source == block.source:
+        source, text = _block_line(block, raw)
+        if (i or block.headless) and source == (block.reading.shows if block.reading else block.source):
             yield block.line + i, text
 
 
@@ -297,7 +303,7 @@ def _first_exit(facts: Facts, f: IO[bytes], block: Block) -> None:
     block itself)."""
     rank = code = None
     for i, raw in enumerate(_read_block(f, block.offset)):
-        _, text = split_prefix(raw)
+        _, text = _block_line(block, raw)
         if i > FIRST_EXIT_LINES:
             break
         if i == 0 and (m := open_mpi.WRAPPED_RANK_RE.search(text)):
@@ -331,7 +337,7 @@ def _missing_ranks(facts: Facts, f: IO[bytes], block: Block) -> None:
     for i, raw in enumerate(_read_block(f, block.offset)):
         if i == 0:
             continue
-        source, text = split_prefix(raw)
+        source, text = _block_line(block, raw)
         if i > MISSING_RANK_LINES:
             break
         if m := horovod.MISSING_RANK_RE.match(text):

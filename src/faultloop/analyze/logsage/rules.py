@@ -297,7 +297,8 @@ RULES: tuple[Rule, ...] = (
     Rule("shell_abort", FATAL, ("borted",), r"Aborted\s+\(core dumped\)", Cause.OS_ABORT, SHELL),
     # -- a Python traceback (classified by its exception line, read after the scan) ----------
     Rule("traceback", TRACEBACK, ("Traceback",), r"^Traceback \(most recent call last\):", origin=CPYTHON),
-    Rule("traceback_frame", TRACEBACK, ('File "',), r'^\s+File "[^"]*", line \d+, in ', origin=CPYTHON),  # lost header
+    # (its anchor without the quote, which a JSON log record escapes: `File \"`)
+    Rule("traceback_frame", TRACEBACK, ("File ",), r'^\s+File "[^"]*", line \d+, in ', origin=CPYTHON),  # lost header
     # -- launchers and orchestrators: their reports of the children's ends and of signals to them
     *torchrun.REPORT_ROWS,
     *spawn.REPORT_ROWS,
