@@ -113,7 +113,7 @@ def key_value_headers(draw: st.DrawFn) -> Wrapper:
         )
     )
     host, level, stamp_style = draw(_HOSTS), draw(_LEVELS), draw(st.integers(0, 6))
-    separator = draw(st.sampled_from([" ", " | ", ": ", " msg: "]))
+    separator = draw(st.sampled_from([" ", " | ", ": ", " - "]))
     seed = draw(st.integers(0, 2**32))
 
     def value(key: str, rnd: random.Random, i: int) -> str:

@@ -38,7 +38,9 @@ LEAD_MAX = 120  # how far into a line a torch rank prefix may sit behind prefixe
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _WEEKDAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
 _LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|NOTICE)"
-_DATE_TIME = rf"(?:{_WEEKDAY} )?\d{{4}}[-/]\d\d[-/]\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?(?: ?(?:Z|UTC|[+-]\d\d:?\d\d))?"
+# a time zone as loggers and journalctl print it: an offset, or a zone's abbreviation
+_ZONE = r"(?:Z|UTC|GMT|[CEW]ES?T|EES?T|WES?T|BST|IST|JST|KST|HKT|SGT|AES?DT|AEST|[ECMP][SD]T|[+-]\d\d:?\d\d)"
+_DATE_TIME = rf"(?:{_WEEKDAY} )?\d{{4}}[-/]\d\d[-/]\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?(?: ?{_ZONE})?"
 # A host name as launchers print it: an IPv4 address, localhost, or a lower-case name with a digit
 # (node01, gpu-a100-3.cluster): never an exception's CamelCase class, never a bare word. SLURM's
 # daemons print their own name with the node's (`slurmstepd-node3: error: ...`): a program's word.
@@ -54,7 +56,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("journald", rf"{_MONTH} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)? (?P<jhost>[\w.-]+) [\w./@:-]+?(?:\[\d+\])?: "),
     # journald's other time formats (short-iso, -monotonic, -full) put their time in front of the
     # same `host program[pid]: ` (the kernel's without a pid), which the time layers peel first
-    ("syslog_host", rf"(?P<shost>{_HOST}) (?:kernel|[\w./@-]+\[\d+\]): "),
+    ("syslog_host", r"(?P<shost>[\w.-]+) (?:kernel|[\w./@-]+\[\d+\]): "),
     ("cri", r"(?:stdout|stderr) [FP] "),  # the CRI log format (containerd, CRI-O): `<time> stderr F `
     ("cloud_table", r"\|[ \t]+(?=\d{4}-\d\d-\d\d)"),  # a console's `| 2026-... | message` columns
     ("date_time", rf"\[?{_DATE_TIME}\]?(?:[ \t]+\|[ \t]+|[ \t]+-[ \t]+|:? |\]|(?=\[))"),
@@ -73,14 +75,14 @@ LAYERS: tuple[tuple[str, str], ...] = (
 # SHAPE_LAYERS: prefixes no row of LAYERS lists, by their shape (the grammar of shapes). Each
 # matches at the current position and takes its separator with it; named groups carry what it
 # says: a tag's contents, a key and its value, a host.
-_CLOCK = r"\d{1,2}:\d\d(?::\d\d)?(?:[.,]\d{1,9})?(?: ?[AaPp][Mm])?(?: ?(?:Z|UTC|GMT|[+-]\d\d:?\d\d))?"
+_CLOCK = rf"\d{{1,2}}:\d\d(?::\d\d)?(?:[.,]\d{{1,9}})?(?: ?[AaPp][Mm])?(?: ?{_ZONE})?"
 _DAY = (
     rf"(?:{_WEEKDAY}[a-z]*,? )?(?:{_MONTH}[a-z]*[ -]+\d{{1,2}}(?:,? \d{{4}})?|\d{{1,2}}[ -/]{_MONTH}[a-z]*[ -/]\d{{2,4}}"
     r"|\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4})"
 )
-# after a shape: a colon, a punctuation mark between blanks (`|`, `>`, `-`, `::`), then one blank at
-# most (the indentation of a traceback's lines follows)
-_SEPARATOR = r"(?::(?![:/]))?(?:[ \t]*(?:\|+|>+|»|-{1,2}|::?|[,;])(?=[ \t]|$))?[ \t]?"
+# after a shape: a colon, a pipe, a punctuation mark between blanks (`>`, `-`, `::`), then one blank
+# at most (the indentation of a traceback's lines follows)
+_SEPARATOR = r"(?::(?![:/]))?(?:[ \t]*(?:\|+|(?:>+|»|-{1,2}|::?|[,;])(?=[ \t]|$)))?[ \t]?"
 SHAPE_LAYERS: tuple[tuple[str, str], ...] = (
     ("bracket_tag", r"\[(?P<bracket>[^\[\]\n]{1,100})\]"),  # `[job 7f3a]`, `[2026-05-01 10:00]`, `[c10d]`
     ("paren_tag", r"\((?P<paren>[^()\n]{1,100})\)(?=[ \t:|>\[(<{]|$)"),  # `(worker rank=3)`
@@ -92,7 +94,7 @@ SHAPE_LAYERS: tuple[tuple[str, str], ...] = (
     # `ts=... level=info host=node07 `: the value quoted or up to a blank or separator
     (
         "key_value",
-        r"(?P<key>[A-Za-z_][\w.-]{0,40})=(?P<value>\"[^\"\n]{0,200}\"|'[^'\n]{0,200}'|[^\s\"',;|\]]{0,200})(?=[\s,;|])",
+        r"(?P<key>[A-Za-z_][\w.-]{0,40})=(?P<value>\"[^\"\n]{0,200}\"|'[^'\n]{0,200}'|[^\s\"',;|\]]{0,200})(?=[\s,;|:]|$)",
     ),
     # a time in any common format: `Jan 07 20:36:55`, `01-May-2026 10:00`, `2026/05/01-10:00:00`, epoch seconds
     (
@@ -103,6 +105,8 @@ SHAPE_LAYERS: tuple[tuple[str, str], ...] = (
     # a node, pod or container name before a separator (`node07 | `, `trainer-7d9f-x2k4p > `)
     ("host_tag", rf"(?P<ghost>{_HOST}|[A-Za-z][\w.-]*[-_.][\w.-]*\d[\w.-]*)(?=[ \t]*(?:\||>|»|:[ \t]| - ))"),
     ("logger", r"[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)+:(?= )"),  # a logger's dotted name (`megatron.core.x: `)
+    # a rank named bare before a separator (`RANK 3 :: `, `rank=3 | `): never the program's `Rank 1 reached ...`
+    ("rank_word", r"(?P<rankword>(?i:(?:global[_ ]?)?rank)[ \t]*[=:#]?[ \t]*\d{1,6})(?=[ \t]*(?:\||>|»|::?[ \t]| - ))"),
 )
 _LAYER_RE = re.compile(
     r"[ \t]*(?:" + "|".join(f"(?P<L_{name}>{rx})" for name, rx in LAYERS) + ")",
@@ -172,6 +176,12 @@ NO_SOURCE = Source(None, None, None, None)
 
 def peel(text: str) -> tuple[Source, str]:
     """Where the line came from (its prefixes, by LAYERS) and the program's words without them."""
+    source, words, _ = peel_known(text)
+    return source, words
+
+
+def peel_known(text: str) -> tuple[Source, str, bool]:
+    """`peel`, and whether the rank prefix it read stood behind text no layer reads."""
     if "\x1b" in text:
         text = _ANSI_RE.sub("", text)
     source, pos, _ = _peel_layers(text, _LAYER_RE, NO_SOURCE)
@@ -189,7 +199,7 @@ def peel_shapes(text: str, depth: int = 0) -> tuple[Source, str, bool]:
         fields, message = record
         inner_source, words, _ = peel_shapes(message, 1)
         return _merged(_merged(source, inner_source), fields), words, True
-    source, words = _rank_in_lead(source, text[pos:])
+    source, words, _ = _rank_in_lead(source, text[pos:])
     return source, words, shaped
 
 
@@ -225,17 +235,17 @@ def _peel_layers(text: str, layer_re: re.Pattern[str], source: Source) -> tuple[
     return Source(label, host, role, inner), pos, shaped
 
 
-def _rank_in_lead(source: Source, text: str) -> tuple[Source, str]:
+def _rank_in_lead(source: Source, text: str) -> tuple[Source, str, bool]:
     """A torch or torchrun rank prefix behind prefixes not read (and the layers behind it: the
-    innermost names the rank), or NCCL's own header."""
+    innermost names the rank), or NCCL's own header; and whether text was skipped to find it."""
     if source.inner is None:
         if m := _INNER_IN_LEAD_RE.search(text, 0, LEAD_MAX):
-            text = text[m.end() :]
-            source, pos, _ = _peel_layers(text, _LAYER_RE, source._replace(role=m.group(1), inner=int(m.group(2))))
-            return source, text[pos:]
+            words = text[m.end() :]
+            source, pos, _ = _peel_layers(words, _LAYER_RE, source._replace(role=m.group(1), inner=int(m.group(2))))
+            return source, words[pos:], m.start() > 0
         if m := _NCCL_RE.match(text):
-            return source._replace(role=DEVICE, inner=int(m.group(1))), text[m.end() :]
-    return source, text
+            return source._replace(role=DEVICE, inner=int(m.group(1))), text[m.end() :], False
+    return source, text, False
 
 
 def _host(groups: dict[str, str | None]) -> str | None:
@@ -255,7 +265,7 @@ def _shape_says(groups: dict[str, str | None]) -> tuple[int | None, str | None]:
         return None, value if key in HOST_KEYS and value else None
     if groups["ghost"] is not None:
         return None, groups["ghost"]
-    tag = groups["bracket"] or groups["paren"] or groups["angle"] or groups["brace"]
+    tag = groups["bracket"] or groups["paren"] or groups["angle"] or groups["brace"] or groups["rankword"]
     return (rank_like(tag) if tag else None), None
 
 

@@ -99,21 +99,25 @@ def text_rank(text: str) -> int | None:
 
 def read(part: str) -> Line:
     """The line read as the module docstring says: what logsage knows first, then shapes."""
-    source, text = framing.peel(part)
+    source, text, skipped = framing.peel_known(part)
     found = classify(text)
     named = source.label is not None or source.inner is not None or text_rank(text) is not None
-    if found and named and not framing.holds_json(part):
+    if found and named and not skipped and not framing.holds_json(part):
         return _line(source, text, found, False, part)  # its prefixes or torch's words name it
     shaped_source, shaped_text, shaped = framing.peel_shapes(part)
     if shaped:
         shaped_found = classify(shaped_text)
-        # the template the grammar's reading found must survive the shapes read: the same row reads
-        # the words behind them, or they end before its match (a JSON record's message is all inside it)
+        # the template the grammar's reading found must survive the shapes read: they end before its
+        # match, or the same row reads the same facts behind them (a JSON record's message is all inside it)
         kept = (
             not found
-            or (shaped_found is not None and shaped_found[0] is found[0])
             or not part.endswith(shaped_text)
             or len(shaped_text) >= len(text) - found[1].start()
+            or (
+                shaped_found is not None
+                and shaped_found[0] is found[0]
+                and shaped_found[1].groupdict() == found[1].groupdict()
+            )
         )
         if shaped_found and kept:
             return _guessed(_line(shaped_source, shaped_text, shaped_found, True, part), part)
