@@ -242,6 +242,23 @@ def rank_tags(draw: st.DrawFn) -> Wrapper:
     return Wrapper(f"rank tags {form!r}", lambda lines: [restyle(line) for line in lines])
 
 
+@st.composite
+def words_in_front(draw: st.DrawFn) -> Wrapper:
+    """Words no shape reads between a line's prefixes and the program's words (a tool's own tag,
+    a file name and an arrow): the templates are found behind them."""
+    lead = draw(st.sampled_from(["myjob >>> ", "train.out => ", "stdout ~ ", "app says: ", "worker log -> "]))
+
+    def wrap(lines: Lines) -> Lines:
+        out = []
+        for line in lines:
+            _, words = split_prefix(line)
+            cut = len(line) - len(words)
+            out.append(line[:cut] + lead + line[cut:] if words.strip() else line)
+        return out
+
+    return Wrapper(f"words in front {lead!r}", wrap)
+
+
 WRAPPERS: dict[str, st.SearchStrategy[Wrapper]] = {
     "bracket tags": bracket_tags(),
     "key=value headers": key_value_headers(),
@@ -250,6 +267,7 @@ WRAPPERS: dict[str, st.SearchStrategy[Wrapper]] = {
     "CRI framing": cri_lines(),
     "journald framing": journald_lines(),
     "rank tags": rank_tags(),
+    "words in front": words_in_front(),
 }
 
 
@@ -258,6 +276,6 @@ def stacked(draw: st.DrawFn) -> Wrapper:
     """Two wrappers, one inside the other (a collector's framing around a logger's header), a JSON
     record at most once."""
     inner_name = draw(st.sampled_from(sorted(WRAPPERS)))
-    outers = sorted(name for name in WRAPPERS if name != "rank tags" and name != inner_name)
+    outers = sorted(name for name in WRAPPERS if name not in ("rank tags", "words in front", inner_name))
     inner, outer = draw(WRAPPERS[inner_name]), draw(WRAPPERS[draw(st.sampled_from(outers))])
     return Wrapper(f"{outer.describe} around {inner.describe}", lambda lines: outer(inner(lines)))

@@ -80,9 +80,9 @@ _DAY = (
     rf"(?:{_WEEKDAY}[a-z]*,? )?(?:{_MONTH}[a-z]*[ -]+\d{{1,2}}(?:,? \d{{4}})?|\d{{1,2}}[ -/]{_MONTH}[a-z]*[ -/]\d{{2,4}}"
     r"|\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4})"
 )
-# after a shape: a colon, a pipe, a punctuation mark between blanks (`>`, `-`, `::`), then one blank
+# after a shape: a colon, a pipe, a punctuation mark before a blank (`>`, `::`, ` - `), then one blank
 # at most (the indentation of a traceback's lines follows)
-_SEPARATOR = r"(?::(?![:/]))?(?:[ \t]*(?:\|+|(?:>+|»|-{1,2}|::?|[,;])(?=[ \t]|$)))?[ \t]?"
+_SEPARATOR = r"(?::(?![:/]))?(?:[ \t]*\|+|[ \t]*(?:>+|»|::?|[,;])(?=[ \t]|$)|[ \t]+-(?=[ \t]))?[ \t]?"
 SHAPE_LAYERS: tuple[tuple[str, str], ...] = (
     ("bracket_tag", r"\[(?P<bracket>[^\[\]\n]{1,100})\]"),  # `[job 7f3a]`, `[2026-05-01 10:00]`, `[c10d]`
     ("paren_tag", r"\((?P<paren>[^()\n]{1,100})\)(?=[ \t:|>\[(<{]|$)"),  # `(worker rank=3)`
@@ -104,7 +104,8 @@ SHAPE_LAYERS: tuple[tuple[str, str], ...] = (
     ("stream", r"(?:stdout|stderr|STDOUT|STDERR)(?=[ \t:|>\]])"),
     # a node, pod or container name before a separator (`node07 | `, `trainer-7d9f-x2k4p > `)
     ("host_tag", rf"(?P<ghost>{_HOST}|[A-Za-z][\w.-]*[-_.][\w.-]*\d[\w.-]*)(?=[ \t]*(?:\||>|»|:[ \t]| - ))"),
-    ("logger", r"[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)+:(?= )"),  # a logger's dotted name (`megatron.core.x: `)
+    # a logger's dotted name (`megatron.core.dist_checkpointing: `; never a program's `train.py: `)
+    ("logger", r"[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*){2,}:(?= )"),
     # a rank named bare before a separator (`RANK 3 :: `, `rank=3 | `): never the program's `Rank 1 reached ...`
     ("rank_word", r"(?P<rankword>(?i:(?:global[_ ]?)?rank)[ \t]*[=:#]?[ \t]*\d{1,6})(?=[ \t]*(?:\||>|»|::?[ \t]| - ))"),
 )
@@ -215,6 +216,9 @@ def _peel_layers(text: str, layer_re: re.Pattern[str], source: Source) -> tuple[
         g = m.groupdict()
         if g["label"] is not None and (label is not None or inner is not None):
             break  # srun labels the whole line: a number behind other prefixes is the program's
+        is_shape = m.lastgroup is not None and m.lastgroup.startswith("S_")
+        if is_shape and pos and m.end(m.lastgroup) == m.end() and not text[m.end() :].strip():
+            break  # a shape behind prefixes that ends the line with no separator is the program's words
         pos = m.end()
         if g["label"] is not None:
             label = int(g["label"])
@@ -222,7 +226,7 @@ def _peel_layers(text: str, layer_re: re.Pattern[str], source: Source) -> tuple[
             role, inner = "rank", int(g["mpi"])
         elif g["inner"] is not None:
             role, inner = g["role"], int(g["inner"])
-        elif m.lastgroup is not None and m.lastgroup.startswith("L_"):
+        elif not is_shape:
             named = _host(g)  # a host behind a host (a collector's, then a launcher's): both name the origin
             host = named if host is None else f"{host} {named}" if named else host
         else:

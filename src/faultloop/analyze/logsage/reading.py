@@ -25,12 +25,23 @@ from dataclasses import dataclass
 from faultloop.analyze.logsage import framing, shapes
 from faultloop.analyze.logsage.framing import GUESSED, NO_SOURCE, Source
 from faultloop.analyze.logsage.rules import RULES
-from faultloop.analyze.logsage.vocab import EXCEPTION_KIND, Rule
+from faultloop.analyze.logsage.vocab import (
+    EXCEPTION_KIND,
+    FIRST_EXIT,
+    MISSING,
+    RECORD,
+    STACK_DUMP,
+    SUMMARY,
+    TRACEBACK,
+    Rule,
+)
 
 Found = tuple[Rule, re.Match[str]]
 _COMPILED = tuple((rule, re.compile(rule.pattern)) for rule in RULES)
 # groups with which a row names whose line it is (a rank, a local rank, a pid, srun's tasks)
 _NAMING_GROUPS = ("rank", "rank2", "local", "pid", "tasks")
+# the rows that open a record read after the scan (or, for a summary's record, read with the line above)
+RECORD_KINDS = (TRACEBACK, STACK_DUMP, FIRST_EXIT, MISSING, SUMMARY, RECORD)
 _TEXT_RANK_RE = re.compile(r"\[(?:PG(?: ID)? 0 (?:PG GUID \S+ )?)?Rank (\d+)\]")  # default group only
 
 
@@ -49,22 +60,26 @@ _RULES_BY_ANCHOR = _rules_by_anchor()
 @dataclass(frozen=True, slots=True)
 class Reading:
     """How a line's prefixes were read, so that the other lines of a record it opens (a traceback,
-    a summary) are read the same way: by the grammar or with shapes, behind the shape of an
-    unknown lead, and what their prefixes then say (`shows`: the source before any rank guessed
-    from the lead)."""
+    a summary, a launcher's report) are read the same way: by the grammar or with shapes, behind
+    the shape of the lead its template stood behind (`leads`: that lead, then its shorter starts),
+    and what their prefixes then say (`shows`: the source before any rank guessed from the lead)."""
 
     shaped: bool = False
-    lead: re.Pattern[str] | None = None
+    leads: tuple[re.Pattern[str], ...] = ()
     shows: Source = NO_SOURCE
 
-    def read(self, raw: str) -> tuple[Source | None, str]:
-        """A line's source (None: it does not stand behind the lead) and words, read this way."""
+    def read(self, raw: str, required: bool = True) -> tuple[Source | None, str]:
+        """A line's source and words, read this way. Where the line does not stand behind the
+        whole lead, its source is None (another process's line), or with `required` false (a
+        launcher's report, whose lines do not all repeat the lead) the longest start of the lead
+        it stands behind is taken off."""
         source, text = framing.peel_shapes(raw)[:2] if self.shaped else framing.peel(raw)
-        if self.lead is not None:
-            if (m := self.lead.match(text)) is None:
+        for i, lead in enumerate(self.leads):
+            if i and required:
                 return None, text
-            text = text[m.end() :]
-        return source, text
+            if m := lead.match(text):
+                return source, text[m.end() :]
+        return (None if self.leads and required else source), text
 
 
 @dataclass(slots=True)
@@ -103,34 +118,60 @@ def read(part: str) -> Line:
     found = classify(text)
     named = source.label is not None or source.inner is not None or text_rank(text) is not None
     if found and named and not skipped and not framing.holds_json(part):
-        return _line(source, text, found, False, part)  # its prefixes or torch's words name it
+        return _record_lead(_line(source, text, found, False, part))  # its prefixes or torch's words name it
     shaped_source, shaped_text, shaped = framing.peel_shapes(part)
     if shaped:
         shaped_found = classify(shaped_text)
-        # the template the grammar's reading found must survive the shapes read: they end before its
-        # match, or the same row reads the same facts behind them (a JSON record's message is all inside it)
-        kept = (
-            not found
-            or not part.endswith(shaped_text)
-            or len(shaped_text) >= len(text) - found[1].start()
-            or (
-                shaped_found is not None
-                and shaped_found[0] is found[0]
-                and shaped_found[1].groupdict() == found[1].groupdict()
-            )
-        )
-        if shaped_found and kept:
-            return _guessed(_line(shaped_source, shaped_text, shaped_found, True, part), part)
+        if shaped_found and _kept(part, text, found, shaped_text, shaped_found):
+            return _record_lead(_guessed(_line(shaped_source, shaped_text, shaped_found, True, part), part))
+        if found and part.endswith(text):  # the shapes cut into the template: what stands before it frames it
+            return _record_lead(_framed(part, text, found))
     if found:
-        return _guessed(_line(source, text, found, False, part), part)
+        return _record_lead(_guessed(_line(source, text, found, False, part), part))
     if shaped:
         source, text = shaped_source, shaped_text
     return _by_shape(_line(source, text, None, shaped, part), part)
 
 
+def _kept(part: str, text: str, found: Found | None, shaped_text: str, shaped_found: Found) -> bool:
+    """Whether the template the grammar's reading found survives the shapes read: they end before
+    its match, or the same row reads the same facts behind them (a JSON record's message is all
+    inside the record)."""
+    return (
+        not found
+        or not part.endswith(shaped_text)
+        or len(shaped_text) >= len(text) - found[1].start()
+        or (shaped_found[0] is found[0] and shaped_found[1].groupdict() == found[1].groupdict())
+    )
+
+
+def _framed(part: str, text: str, found: Found) -> Line:
+    """A template found by the grammar's reading behind shapes that reach into it: what stands
+    before the template is framing, read by its shape."""
+    before = part[: len(part) - len(text) + found[1].start()]
+    source, rest, _ = framing.peel_shapes(before)
+    words = text[found[1].start() :]
+    refound = _COMPILED[RULES.index(found[0])][1].match(words)
+    line = Line(
+        source, words, (found[0], refound or found[1]), Reading(True, (), source), before[: len(before) - len(rest)]
+    )
+    return _guessed(line, part, rest)
+
+
 def _line(source: Source, text: str, found: Found | None, shaped: bool, part: str) -> Line:
     prefix = part[: len(part) - len(text)] if part.endswith(text) else ""
-    return Line(source, text, found, Reading(shaped, None, source), prefix)
+    return Line(source, text, found, Reading(shaped, (), source), prefix)
+
+
+def _record_lead(line: Line) -> Line:
+    """A line that opens a record (a traceback, a summary, a launcher's multi-line report) with
+    words before its template: the record's other lines stand behind the same lead."""
+    if line.found and line.found[0].kind in RECORD_KINDS and not line.reading.leads:
+        lead = line.text[: line.found[1].start()]
+        if lead.strip():
+            rank = line.source.inner if line.source.role == GUESSED and line.reading.shows.role != GUESSED else None
+            line.reading = Reading(line.reading.shaped, lead_shapes(lead, rank), line.reading.shows)
+    return line
 
 
 def _named(source: Source, found: Found, text: str) -> bool:
@@ -181,21 +222,25 @@ def _behind(line: Line, words: str, found: Found, part: str) -> Line:
     read = Line(line.source, words, found, line.reading, line.prefix)
     _guessed(read, part, lead)
     rank = read.source.inner if read.source.role == GUESSED and line.source.role != GUESSED else None
-    read.reading = Reading(line.reading.shaped, lead_shape(lead, rank) if lead else None, line.source)
+    read.reading = Reading(line.reading.shaped, lead_shapes(lead, rank) if lead else (), line.source)
     return read
 
 
-def lead_shape(lead: str, rank: int | None) -> re.Pattern[str]:
-    """The shape of a lead no grammar reads, to find it in front of a record's other lines: its
-    digits any number (times and counters move on), but the rank it names; its blanks any run,
-    but the last (a traceback's indentation follows it)."""
-    body = lead.rstrip(" \t")
+def lead_shapes(lead: str, rank: int | None) -> tuple[re.Pattern[str], ...]:
+    """The shape of a lead no grammar reads, to find it in front of a record's other lines, then
+    of its shorter starts (cut at its blanks), longest first: its digits any number (times and
+    counters move on), but the rank it names; its blanks any run, but the last (a traceback's
+    indentation follows it)."""
+    tokens = re.split(r"(\d+|[ \t]+)", lead.rstrip(" \t"))
     parts = []
-    for token in re.split(r"(\d+|[ \t]+)", body):
+    for token in tokens:
         if token.isdigit():
             parts.append(token if rank is not None and int(token) == rank else r"\d+")
         elif token and not token.strip():
             parts.append(r"[ \t]+")
         else:
             parts.append(re.escape(token))
-    return re.compile("".join(parts) + re.escape(lead[len(body) :]))
+    tail = re.escape(lead[len(lead.rstrip(" \t")) :])
+    cuts = [i for i, token in enumerate(tokens) if token and not token.strip()]
+    shorter = [re.compile("".join(parts[:i]) + r"[ \t]") for i in reversed(cuts)]
+    return (re.compile("".join(parts) + tail), *shorter)

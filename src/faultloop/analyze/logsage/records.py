@@ -122,9 +122,9 @@ def _read_block(f: IO[bytes], offset: int) -> Iterator[str]:
         yield raw.rstrip(b"\r\n").decode("utf-8", "replace")
 
 
-def _block_line(block: Block, raw: str) -> tuple[Source | None, str]:
+def _block_line(block: Block, raw: str, required: bool = True) -> tuple[Source | None, str]:
     """A line of a record read as its first line was (None: not behind its first line's lead)."""
-    return (block.reading or Reading(shows=block.source)).read(raw)
+    return (block.reading or Reading(shows=block.source)).read(raw, required)
 
 
 def _same_source(f: IO[bytes], block: Block) -> Iterator[tuple[int, str]]:
@@ -303,7 +303,7 @@ def _first_exit(facts: Facts, f: IO[bytes], block: Block) -> None:
     block itself)."""
     rank = code = None
     for i, raw in enumerate(_read_block(f, block.offset)):
-        _, text = _block_line(block, raw)
+        _, text = _block_line(block, raw, required=False)
         if i > FIRST_EXIT_LINES:
             break
         if i == 0 and (m := open_mpi.WRAPPED_RANK_RE.search(text)):
@@ -337,8 +337,8 @@ def _missing_ranks(facts: Facts, f: IO[bytes], block: Block) -> None:
     for i, raw in enumerate(_read_block(f, block.offset)):
         if i == 0:
             continue
-        source, text = _block_line(block, raw)
-        if i > MISSING_RANK_LINES:
+        source, text = _block_line(block, raw, required=False)
+        if source is None or i > MISSING_RANK_LINES:
             break
         if m := horovod.MISSING_RANK_RE.match(text):
             missing.append(int(m.group(1)))
