@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from faultloop.analyze.logsage.scan import split_prefix
+from faultloop.analyze.logsage.scan import split_prefix, unglue
 
 Lines = list[str]
 _HOSTS = st.sampled_from(
@@ -248,13 +248,13 @@ def words_in_front(draw: st.DrawFn) -> Wrapper:
     a file name and an arrow): the templates are found behind them."""
     lead = draw(st.sampled_from(["myjob >>> ", "train.out => ", "stdout ~ ", "app says: ", "worker log -> "]))
 
-    def wrap(lines: Lines) -> Lines:
-        out = []
-        for line in lines:
-            _, words = split_prefix(line)
-            cut = len(line) - len(words)
-            out.append(line[:cut] + lead + line[cut:] if words.strip() else line)
-        return out
+    def in_front(part: str) -> str:
+        _, words = split_prefix(part)
+        cut = len(part) - len(words)
+        return part[:cut] + lead + part[cut:] if words.strip() else part
+
+    def wrap(lines: Lines) -> Lines:  # (the program's lines a progress bar glued together each have them)
+        return ["".join(in_front(part) for part in unglue(line)) for line in lines]
 
     return Wrapper(f"words in front {lead!r}", wrap)
 

@@ -76,39 +76,35 @@ LAYERS: tuple[tuple[str, str], ...] = (
 # matches at the current position and takes its separator with it; named groups carry what it
 # says: a tag's contents, a key and its value, a host.
 _CLOCK = rf"\d{{1,2}}:\d\d(?::\d\d)?(?:[.,]\d{{1,9}})?(?: ?[AaPp][Mm])?(?: ?{_ZONE})?"
-_DAY = (
-    rf"(?:{_WEEKDAY}[a-z]*,? )?(?:{_MONTH}[a-z]*[ -]+\d{{1,2}}(?:,? \d{{4}})?|\d{{1,2}}[ -/]{_MONTH}[a-z]*[ -/]\d{{2,4}}"
+_DAY = (  # `Fri, May 1 2026`, `01-May-2026`, `2026/05/01`, `05/01/2026`
+    rf"(?:{_WEEKDAY}[a-z]*,? )?(?:{_MONTH}[a-z]*[ -]+\d{{1,2}}(?:,? \d{{4}})?"
+    rf"|\d{{1,2}}[ -/]{_MONTH}[a-z]*[ -/]\d{{2,4}}"
     r"|\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4})"
 )
+_EPOCH = r"\d{10}(?:\d{3})?(?:\.\d{1,9})?"  # seconds (or milliseconds) since 1970
+_VALUE = r"\"[^\"\n]{0,200}\"|'[^'\n]{0,200}'|[^\s\"',;|\]]{0,200}"  # quoted, or up to a blank or separator
+_BEFORE_SEPARATOR = r"(?=[ \t]*(?:\||>|»|::?[ \t]| - ))"
 # after a shape: a colon, a pipe, a punctuation mark before a blank (`>`, `::`, ` - `), then one blank
 # at most (the indentation of a traceback's lines follows)
 _SEPARATOR = r"(?::(?![:/]))?(?:[ \t]*\|+|[ \t]*(?:>+|»|::?|[,;])(?=[ \t]|$)|[ \t]+-(?=[ \t]))?[ \t]?"
+# fmt: off
 SHAPE_LAYERS: tuple[tuple[str, str], ...] = (
     ("bracket_tag", r"\[(?P<bracket>[^\[\]\n]{1,100})\]"),  # `[job 7f3a]`, `[2026-05-01 10:00]`, `[c10d]`
     ("paren_tag", r"\((?P<paren>[^()\n]{1,100})\)(?=[ \t:|>\[(<{]|$)"),  # `(worker rank=3)`
     ("angle_tag", r"<(?P<angle>[^<>\n]{1,60})>"),  # `<node07>`, `<rank 3>`
-    (
-        "brace_tag",
-        r"\{(?![ \t]*\")(?P<brace>[^{}\n]{1,100})\}(?=[ \t:|>\[(<{]|$)",
-    ),  # `{rank: 3}` (a JSON record is read whole)
-    # `ts=... level=info host=node07 `: the value quoted or up to a blank or separator
-    (
-        "key_value",
-        r"(?P<key>[A-Za-z_][\w.-]{0,40})=(?P<value>\"[^\"\n]{0,200}\"|'[^'\n]{0,200}'|[^\s\"',;|\]]{0,200})(?=[\s,;|:]|$)",
-    ),
+    ("brace_tag", r"\{(?![ \t]*\")(?P<brace>[^{}\n]{1,100})\}(?=[ \t:|>\[(<{]|$)"),  # `{rank: 3}`, never JSON
+    ("key_value", rf"(?P<key>[A-Za-z_][\w.-]{{0,40}})=(?P<value>{_VALUE})(?=[\s,;|:]|$)"),  # `level=info host=n07`
     # a time in any common format: `Jan 07 20:36:55`, `01-May-2026 10:00`, `2026/05/01-10:00:00`, epoch seconds
-    (
-        "stamp",
-        rf"(?:{_DAY}[ T_:-]?{_CLOCK}|{_DAY}|{_CLOCK}|\d{{8}}[ T_-]?{_CLOCK}|\d{{10}}(?:\d{{3}})?(?:\.\d{{1,9}})?)(?![\w:.])",
-    ),
+    ("stamp", rf"(?:{_DAY}[ T_:-]?{_CLOCK}|{_DAY}|{_CLOCK}|\d{{8}}[ T_-]?{_CLOCK}|{_EPOCH})(?![\w:.])"),
     ("stream", r"(?:stdout|stderr|STDOUT|STDERR)(?=[ \t:|>\]])"),
-    # a node, pod or container name before a separator (`node07 | `, `trainer-7d9f-x2k4p > `)
-    ("host_tag", rf"(?P<ghost>{_HOST}|[A-Za-z][\w.-]*[-_.][\w.-]*\d[\w.-]*)(?=[ \t]*(?:\||>|»|:[ \t]| - ))"),
+    # a node, pod or container name before a separator (`node07 | `, `trainer-7d9f-x2k4p/trainer > `)
+    ("host_tag", rf"(?P<ghost>(?:{_HOST}|[A-Za-z][\w.-]*[-_.][\w.-]*\d[\w.-]*)(?:/[\w.-]+)*){_BEFORE_SEPARATOR}"),
     # a logger's dotted name (`megatron.core.dist_checkpointing: `; never a program's `train.py: `)
     ("logger", r"[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*){2,}:(?= )"),
-    # a rank named bare before a separator (`RANK 3 :: `, `rank=3 | `): never the program's `Rank 1 reached ...`
-    ("rank_word", r"(?P<rankword>(?i:(?:global[_ ]?)?rank)[ \t]*[=:#]?[ \t]*\d{1,6})(?=[ \t]*(?:\||>|»|::?[ \t]| - ))"),
+    # a rank named bare before a separator (`RANK 3 :: `): never the program's `Rank 1 reached ...`
+    ("rank_word", rf"(?P<rankword>(?i:(?:global[_ ]?)?rank)[ \t]*[=:#]?[ \t]*\d{{1,6}}){_BEFORE_SEPARATOR}"),
 )
+# fmt: on
 _LAYER_RE = re.compile(
     r"[ \t]*(?:" + "|".join(f"(?P<L_{name}>{rx})" for name, rx in LAYERS) + ")",
 )
@@ -128,9 +124,9 @@ _SHAPED_RE = re.compile(
 # Python loop per line): the layers repeated from each line start; the last rank prefix captured
 # is the innermost.
 LINES_RE = re.compile(r"^(?:" + _LAYER_RE.pattern + r")+", re.M)
-# the lines that open with a prefix the grammar does not list, with what follows it: the census
-# reads their ranks through peel_shapes
-SHAPED_LINES_RE = re.compile(r"^[ \t]*(?:" + "|".join(rx for _, rx in SHAPE_LAYERS) + r")[^\n]*", re.M)
+# the lines that open with a prefix the grammar does not list (a JSON record too), with what follows
+# it: the census reads their ranks through peel_shapes
+SHAPED_LINES_RE = re.compile(r"^[ \t]*(?:" + "|".join(rx for _, rx in SHAPE_LAYERS) + r'|\{\s*")[^\n]*', re.M)
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _INNER_IN_LEAD_RE = re.compile(r"\[(rank|default)(\d+)\]: ?")  # a rank prefix behind unknown prefixes
 _NCCL_RE = re.compile(r"[ \t]*[\w.-]+:\d+:\d+ \[(\d+)\] ")  # NCCL's own host:pid:tid [cuda device]
@@ -216,8 +212,9 @@ def _peel_layers(text: str, layer_re: re.Pattern[str], source: Source) -> tuple[
         g = m.groupdict()
         if g["label"] is not None and (label is not None or inner is not None):
             break  # srun labels the whole line: a number behind other prefixes is the program's
-        is_shape = m.lastgroup is not None and m.lastgroup.startswith("S_")
-        if is_shape and pos and m.end(m.lastgroup) == m.end() and not text[m.end() :].strip():
+        layer = m.lastgroup or ""
+        is_shape = layer.startswith("S_")
+        if is_shape and pos and m.end(layer) == m.end() and not text[m.end() :].strip():
             break  # a shape behind prefixes that ends the line with no separator is the program's words
         pos = m.end()
         if g["label"] is not None:
@@ -323,7 +320,10 @@ def split_message(text: str, split: Callable[[str], list[str]]) -> list[str] | N
     key = next((k for k in MESSAGE_KEYS if isinstance(record, dict) and isinstance(record.get(k), str)), None)
     if key is None:
         return None
-    return [text[:start] + json.dumps({**record, key: piece}) for piece in split(record[key])]
+    first, *rest = split(record[key])
+    words = peel_shapes(first, 1)[1]
+    prefix = first[: len(first) - len(words)] if first.endswith(words) else ""  # the rest stands behind it too
+    return [text[:start] + json.dumps({**record, key: piece}) for piece in (first, *(prefix + p for p in rest))]
 
 
 def _merged(outer: Source, inner: Source | dict[str, Any]) -> Source:

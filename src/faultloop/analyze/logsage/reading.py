@@ -13,8 +13,9 @@ ahead of a known template:
 Where nothing else names the line's rank, a rank-like token in what stands before the template
 (`rank=3`, `<rank 3>`) does, with the role framing.GUESSED (the verdict's confidence says so).
 
-A record a line opens (a traceback, a summary) is read the way its first line was (Line.shaped,
-Line.lead), so its other lines are untangled from other ranks' behind the same prefixes.
+A record a line opens (a traceback, a summary, a launcher's report) is read the way its first line
+was (Reading: with shapes or not, behind the same lead), so its other lines are untangled from
+other ranks' behind the same prefixes.
 """
 
 from __future__ import annotations
@@ -202,22 +203,27 @@ def _by_shape(line: Line, part: str) -> Line:
     text = line.text
     candidates = {i for anchor, rules in _RULES_BY_ANCHOR.items() if anchor in text for i in rules}
     for i, _, anywhere in shapes.ANYWHERE:
-        if i in candidates and (m := anywhere.search(text)):
+        if i in candidates and (where := anywhere.search(text)):
             rule, rx = _COMPILED[i]
-            if found := rx.search(words := text[m.start() :]):
-                return _behind(line, words, (rule, found), part)
-    found = shapes.read_shape(text)
-    if found is None:
+            words = text[where.start() :]
+            if m := rx.search(words):
+                return _behind(line, words, (rule, m), part)
+    said = shapes.read_shape(text)
+    if said is None:
         return line
-    if found[0].kind == EXCEPTION_KIND and found[1].start() > 0:  # the exception line starts at its class
-        words = text[found[1].start() :]
-        return _behind(line, words, shapes.read_shape(words) or found, part)
-    line.found = found
+    if said[0].kind == EXCEPTION_KIND and said[1].start() > 0:  # the exception line starts at its class
+        words = text[said[1].start() :]
+        return _behind(line, words, shapes.read_shape(words) or said, part)
+    line.found = said
     return _guessed(line, part)
 
 
 def _behind(line: Line, words: str, found: Found, part: str) -> Line:
-    """The line's template found behind a lead (the start of its words that no shape reads)."""
+    """The line's template found behind a lead (the start of its words that no shape reads; the
+    blank that separates them is the lead's, where the template starts with blanks)."""
+    if words[:1].isspace() and words.strip() and not line.text[: len(line.text) - len(words)][-1:].isspace():
+        words = words[1:]
+        found = (found[0], _COMPILED[RULES.index(found[0])][1].search(words) or found[1])
     lead = line.text[: len(line.text) - len(words)]
     read = Line(line.source, words, found, line.reading, line.prefix)
     _guessed(read, part, lead)

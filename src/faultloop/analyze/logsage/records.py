@@ -150,7 +150,7 @@ def parse_traceback(f: IO[bytes], block: Block) -> Traceback | None:
         indent = len(text) - len(text.lstrip())
         outdented = frames and text.strip() and 0 < indent < frame_indent  # the whole traceback indented
         if outdented and (em := _EXC_RE.match(text.strip())):  # as torchrun's summary prints a child's
-            return Traceback(line, frames, text.strip(), em.group(1), (em.group(2) or "").strip())
+            return Traceback(line, frames, text.strip(), em.group(2) or em.group(1), (em.group(3) or "").strip())
         if text.startswith((" ", "\t")) or not text.strip():
             if frames and not frames[-1].source and text.strip():
                 frames[-1].source = text.strip()

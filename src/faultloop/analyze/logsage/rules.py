@@ -20,7 +20,8 @@ HOW TO PATCH BETWEEN LOOP ITERATIONS
     edit that launcher's adapter in launchers/ (its rows, the files of its tracebacks, the
     exception classes it reports a child with); RULES splices the adapters' rows in.
   * A prefix in front of a program's words hides them (a host label, a timestamp, a logging
-    header) -> add its row to framing.LAYERS, the grammar of line prefixes.
+    header) -> add its row to framing.LAYERS, the grammar of line prefixes (framing.SHAPE_LAYERS
+    reads the prefixes it lacks by their shape; shapes.SHAPES the wordings no row knows).
   * An exception class or OS error means more than "the program raised" -> EXCEPTION_MEANING
     (origin, recoverability, and what it means during setup); what training progress looks like
     -> PROGRESS_RE.

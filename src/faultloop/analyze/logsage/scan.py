@@ -74,6 +74,7 @@ from faultloop.analyze.logsage.vocab import (
 from faultloop.signals import exit_signal, signal_name, srun_signal
 
 CENSUS_BYTES = 2 << 20
+SHAPED_SAMPLE_BYTES = 64 << 10  # a census part whose start has no line behind a shape is read without shapes
 PROGRESS_BYTES = 256 << 10  # how far into the log a sign of training progress is looked for
 # a node label's source holds every rank's dump
 MAX_BLOCKS_PER_SOURCE = {TRACEBACK: 2, STACK_DUMP: 16, SUMMARY: 2, FIRST_EXIT: 1, MISSING: 1}
@@ -148,10 +149,11 @@ def census(path: Path, facts: Facts) -> None:
                 if inner is None and mpi is not None:
                     role, inner = "rank", mpi
                 note_rank(facts, Source(int(label) if label else None, None, role, int(inner) if inner else None))
-        for m in framing.SHAPED_LINES_RE.finditer(text):  # (only lines that open with a prefix read by its shape)
-            source, _, shaped = framing.peel_shapes(m.group())
-            if shaped:
-                note_rank(facts, source)
+        if framing.SHAPED_LINES_RE.search(text, 0, SHAPED_SAMPLE_BYTES):  # lines behind prefixes read by shape
+            for m in framing.SHAPED_LINES_RE.finditer(text):
+                source, _, shaped = framing.peel_shapes(m.group())
+                if shaped:
+                    note_rank(facts, source)
         agent_locals.update(_agent_locals(text))
         # the head's first bytes (a run's first steps; all of an excerpt): their line numbers are the log's
         if part is parts[0] and (launch := LAUNCH_RE.search(text, 0, PROGRESS_BYTES)):

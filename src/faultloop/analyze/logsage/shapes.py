@@ -31,40 +31,42 @@ CPYTHON_SHAPE = ("CPython", "Python/pythonrun.c: `module.Class: message` (print_
 # an exception class by its name's shape; a launcher's report of a child (its own rows read it) is not one
 _CLASS = r"(?:[A-Z][A-Za-z0-9_]*(?:Error|Exception|Timeout|Interrupt|Exit|Failure|Fault)|Exception)"
 _NOT_LAUNCHERS = "".join(f"(?!{name}\\b)" for name in LAUNCHER_EXCEPTIONS)
-# who a launcher reports on: a rank (global), a local rank or a process's index on its node, a pid
-_CHILD = (
-    r"(?:\b[Rr]ank[ #:=]*(?P<rank>\d{1,6})(?!\d)"
-    r"|\b(?:[Ll]ocal[_ ][Rr]ank|[Pp]rocess|[Pp]roc|[Ww]orker|[Tt]ask|[Cc]hild(?: process)?)[ #:=]*(?P<local>\d{1,3})(?![\d.])"
-    r"|\b(?:[Pp]id|PID|[Pp]rocess|[Cc]hild(?: process)?)[ #:=]*\(?(?:[Pp]id[ :=]*)?(?P<pid>\d{4,9})(?!\d))"
-)
-_CLAUSE = r"[^.;!?\n]{0,60}?"  # the rest of the same clause
-_MESSAGE = r": (?!\s*[\d.eE+-]+\s*$)(?=\S)"  # an exception's message, never a metric's value (`MeanSquaredError: 0.1`)
+_MODULE = r"(?:[a-z_]\w*\.)"  # a dotted module path's part
+_MESSAGE = r": (?!\s*[\d.eE+-]+\s*$)(?=\S)"  # an exception's message, never a metric's value (`MSE: 0.1`)
 # where a template or an exception line may start: the line's start, or after a blank, a bracket, a
 # quote, `=` or `,` (never inside a word, a dotted name or C++'s `c10::Error`)
 BOUNDARY = r"(?<![^\s\[\](){}<>|'\"=,])"
+# who a launcher reports on: a rank (global), a local rank or a process's index on its node, a pid
+_PROCESS = r"(?:[Ll]ocal[_ ][Rr]ank|[Pp]rocess|[Pp]roc|[Ww]orker|[Tt]ask|[Cc]hild(?: process)?)"
+_CHILD = (
+    rf"(?:\b[Rr]ank[ #:=]*(?P<rank>\d{{1,6}})(?!\d)|\b{_PROCESS}[ #:=]*(?P<local>\d{{1,3}})(?![\d.])"
+    r"|\b(?:[Pp]id|PID|[Pp]rocess|[Cc]hild(?: process)?)[ #:=]*\(?(?:[Pp]id[ :=]*)?(?P<pid>\d{4,9})(?!\d))"
+    r"[^.;!?\n]{0,60}?"  # and the rest of the same clause
+)
+_ENDED = r"\b(?:exit(?:ed)?|returned|terminated|ended|finished|failed|died|stopped)(?: with)?(?: an?)?"
+_SIGNALLED = r"\b(?:killed|terminated|died|exited|stopped|ended|aborted)(?: by| with| on| due to| from)?(?: the)?"
 # fmt: off
 SHAPES: tuple[Rule, ...] = (
     # a launcher's report of a child: a signal, an exit status, or what became of it
     Rule("child_signalled", DEATH, (),
-         _CHILD + _CLAUSE + r"\b(?:killed|terminated|died|exited|stopped|ended|aborted)(?: by| with| on| due to| from)?"
-         r"(?: the)?(?: signal[ :=]*|[ :=]*(?=SIG[A-Z]))(?P<sig>SIG[A-Z0-9]+|\d{1,2})\b", origin=ANY_PROGRAM),
+         rf"{_CHILD}{_SIGNALLED}(?: signal[ :=]*|[ :=]*(?=SIG[A-Z]))(?P<sig>SIG[A-Z0-9]+|\d{{1,2}})\b",
+         origin=ANY_PROGRAM),
     Rule("child_exit", DEATH, (),
-         _CHILD + _CLAUSE + r"\b(?:exit(?:ed)?|returned|terminated|ended|finished|failed|died|stopped)(?: with)?(?: an?)?"
-         r"(?: (?:exit|return|error|non-?zero))?[ _-]?(?:code|status)[ :=]*\(?(?P<code>-?\d{1,3})\b", origin=ANY_PROGRAM),
-    Rule("child_killed", DEATH, (),
-         _CHILD + _CLAUSE + r"\b(?P<how>killed|segfaulted|segmentation fault|core dumped|aborted)\b", origin=ANY_PROGRAM),
-    Rule("child_crashed", DEATH, (), _CHILD + _CLAUSE + r"\b(?:crashed|non-?zero (?:exit )?status)\b", Cause.CRASH,
-         ANY_PROGRAM),
+         rf"{_CHILD}{_ENDED}(?: (?:exit|return|error|non-?zero))?[ _-]?(?:code|status)[ :=]*\(?(?P<code>-?\d{{1,3}})\b",
+         origin=ANY_PROGRAM),
+    Rule("child_killed", DEATH, (), rf"{_CHILD}\b(?P<how>killed|segfaulted|segmentation fault|core dumped|aborted)\b",
+         origin=ANY_PROGRAM),
+    Rule("child_crashed", DEATH, (), rf"{_CHILD}\b(?:crashed|non-?zero (?:exit )?status)\b", Cause.CRASH, ANY_PROGRAM),
     # Python's exception line anywhere on the line: `pkg.mod.ClassError: message`, `ClassError(...)`,
     # `pkg.mod.Class: message` (a dotted module path names an exception class of any name)
     Rule("exception_shape", EXCEPTION_KIND, (),
-         rf"{BOUNDARY}(?:[a-z_]\w*\.)*{_NOT_LAUNCHERS}{_CLASS}(?:{_MESSAGE}|\((?=[^)]))|{BOUNDARY}(?:[a-z_]\w*\.)+"
-         rf"{_NOT_LAUNCHERS}[A-Z][A-Za-z0-9_]*{_MESSAGE}", Cause.WORKLOAD_EXC, CPYTHON_SHAPE),
+         rf"{BOUNDARY}{_MODULE}*{_NOT_LAUNCHERS}{_CLASS}(?:{_MESSAGE}|\((?=[^)]))"
+         rf"|{BOUNDARY}{_MODULE}+{_NOT_LAUNCHERS}[A-Z][A-Za-z0-9_]*{_MESSAGE}", Cause.WORKLOAD_EXC, CPYTHON_SHAPE),
     # a failure statement, whatever the level it is logged at
     Rule("failure_statement", REPORTED, (),
          r"\b(?:encountered|hit|raised|threw|caught|reported) (?:an? |the )?(?:\w+ )?(?:error|exception|failure)s?\b"
-         r"|\b(?:[Ff]ailed|FAILED|[Cc]rashed|[Aa]borted) (?:with|due to|because)\b|\b[Ee]rror (?:occurred|occured|happened)\b",
-         Cause.PROGRAM_ERROR, ANY_PROGRAM),
+         r"|\b(?:[Ff]ailed|FAILED|[Cc]rashed|[Aa]borted) (?:with|due to|because)\b"
+         r"|\b[Ee]rror (?:occurred|occured|happened)\b", Cause.PROGRAM_ERROR, ANY_PROGRAM),
 )
 # fmt: on
 # the signal a launcher's word for a child's end names (`killed`: strsignal(SIGKILL), as srun and bash print it)
