@@ -194,7 +194,7 @@ TEMPLATE_WRAPPERS = {name: WRAPPERS[name] for name in WRAPPERS if name != "rank 
 def test_every_template_keeps_its_verdict_behind_generated_prefixes(family: str) -> None:
     """Every catalog template, rendered alone, behind prefixes and wrappers no table lists."""
 
-    @_fuzz(suite_examples=1, cost=40)
+    @_fuzz(suite_examples=2, cost=40)
     @given(TEMPLATE_WRAPPERS[family])
     def behind(wrapper: Wrapper) -> None:
         changed = {}
@@ -238,7 +238,7 @@ def changed_behind(wrapper: Wrapper) -> dict[str, tuple[object, object]]:
 @needs_real_logs
 @pytest.mark.parametrize("family", sorted(WRAPPERS))
 def test_the_corpus_keeps_its_verdicts_behind_generated_prefixes(family: str) -> None:
-    @_fuzz(suite_examples=1, cost=100)
+    @_fuzz(suite_examples=2, cost=100)
     @given(WRAPPERS[family])
     def behind(wrapper: Wrapper) -> None:
         changed = changed_behind(wrapper)
@@ -248,7 +248,7 @@ def test_the_corpus_keeps_its_verdicts_behind_generated_prefixes(family: str) ->
 
 
 @needs_real_logs
-@_fuzz(suite_examples=2, cost=100)
+@_fuzz(suite_examples=3, cost=100)
 @given(stacked())
 def test_the_corpus_keeps_its_verdicts_behind_two_generated_wrappers(wrapper: Wrapper) -> None:
     changed = changed_behind(wrapper)
