@@ -16,7 +16,7 @@ import pytest
 from hypothesis import Phase, given, settings
 
 from bounded import fuzz_settings
-from conftest import REAL_LOG_FOLDERS, SHARED, needs_real_logs
+from conftest import REAL_LOG_FOLDERS, needs_real_logs
 from faultloop.analyze.logsage import Settings, analyze_log, framing, messages
 from faultloop.analyze.logsage.framing import GUESSED, NO_SOURCE, Source
 from faultloop.score import corpus as evallogs
@@ -207,14 +207,11 @@ def test_every_template_keeps_its_verdict_behind_generated_prefixes(family: str)
     behind()
 
 
-FOLDERS = tuple(dict.fromkeys(f for f in (*REAL_LOG_FOLDERS, SHARED / "real_logs_b") if f.is_dir()))
-
-
 @cache
 def _cases() -> tuple[tuple[str, tuple[str, ...], tuple[object, ...]], ...]:
-    """(case, its lines, its verdict's key) of every case of the corpus folders."""
+    """(case, its lines, its verdict's key) of every case of the three corpus folders."""
     out = []
-    for case in evallogs.load_cases(*FOLDERS):
+    for case in evallogs.load_cases(*REAL_LOG_FOLDERS):
         lines = tuple(case.log.read_text(errors="replace").splitlines())
         out.append((case.name, lines, _key(list(lines))))
     return tuple(out)

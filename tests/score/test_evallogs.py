@@ -219,13 +219,9 @@ NOT_FOUND_YET: dict[str, str] = {
     "r4_17": "c10d's server socket bind failure (`failed to bind to [::]:22 (errno: 98 - Address already in use)`)",
     "r4_23": "CUDA's device-side assert in a kernel (`Assertion `t >= 0 && t < n_classes` failed`)",
     "r4_24": "NCCL's INFO-level connect retries to exhaustion (`connect returned No route to host, retrying (N/N)`)",
-    "r4_44": "Dask's worker report `Compute Failed` with the exception only in its `Exception:` field",
-    "r5_11": "an exception line behind a Ray actor prefix `(LLMRayActor pid=N)` with no rule of its own",
     "r5_25": "Horovod's stall inspector warning, as in r4_15",
     "r5_26": "c10d's client connect failures (`The client socket has failed to connect to ... (errno: 110 ...)`)",
     "r5_35": "horovodrun's first-failure summary with `Exit code: 137` on its own line",
-    "r5_41": "Megatron's async checkpoint writer `Local process 0 encountered an error: [Errno 5] ...`",
-    "r5_45": "a unittest assertion over the workers' exit codes in a CI log",
 }
 
 
@@ -246,11 +242,11 @@ def test_no_log_labelled_with_a_failure_is_errors_not_found() -> None:
 # lose it unnoticed (the issue's targets and where they stand: benchmarks/README.md). RESTART and
 # STOP are the recalls of the two restart labels.
 FLOORS: dict[str, dict[str, float]] = {
-    "overall": {"category": 0.88, "restart": 0.80, "culprit": 0.92, "RESTART": 0.69, "STOP": 0.83},
+    "overall": {"category": 0.89, "restart": 0.80, "culprit": 0.92, "RESTART": 0.71, "STOP": 0.83},
     "real_logs": {"category": 0.92, "restart": 0.94, "culprit": 0.94, "RESTART": 1.00, "STOP": 0.93},
     "real_logs/gh": {"category": 0.96, "restart": 0.88, "culprit": 1.00, "RESTART": 1.00, "STOP": 0.86},
     "real_logs_ho": {"category": 0.94, "restart": 0.90, "culprit": 0.94, "RESTART": 0.81, "STOP": 0.91},
-    "real_logs_b": {"category": 0.76, "restart": 0.60, "culprit": 0.86, "RESTART": 0.54, "STOP": 0.64},
+    "real_logs_b": {"category": 0.80, "restart": 0.61, "culprit": 0.86, "RESTART": 0.58, "STOP": 0.64},
 }
 CORPUS_CASES = 278
 

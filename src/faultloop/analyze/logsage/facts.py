@@ -63,7 +63,9 @@ class Block:
     offset: int
     source: Source
     headless: bool = False  # it starts at its first frame: the excerpt lost the traceback's header
-    reading: Reading | None = None  # how its first line was read, and so its other lines (None: by the grammar)
+    # how its first line was read, and so its other lines (give it the line's reading.Line.reading;
+    # None: by the grammar alone, which misses the record's lines behind prefixes read by shape)
+    reading: Reading | None = None
 
 
 @dataclass

@@ -386,7 +386,7 @@ def _scan_hits(path: Path, facts: Facts, prefilter_name: str, jobs: int, log: IO
             previous = (hit.line, rank)
             ev = Evidence(hit.line, text.strip(), rule.kind, rank, rule.name, rule.hint)
             if rank is None and rule.kind in _NAMES_ITS_DEVICE and (rule.kind, None) not in facts.first:
-                _device_named(facts, ev, source, hit.offset, block_count)
+                _device_named(facts, ev, source, hit.offset, block_count, line.reading)
             if rule.kind in (TRACEBACK, STACK_DUMP):
                 headless = rule.name == "traceback_frame"
                 run_goes_on = hit.line - last_traceback_line.get(source, -FRAME_RUN_LINES) < FRAME_RUN_LINES
@@ -459,7 +459,12 @@ def _keep(facts: Facts, rule: Rule, m: re.Match[str], ev: Evidence, source: Sour
 
 
 def _device_named(
-    facts: Facts, ev: Evidence, source: Source, offset: int, block_count: dict[tuple[str, Source], int]
+    facts: Facts,
+    ev: Evidence,
+    source: Source,
+    offset: int,
+    block_count: dict[tuple[str, Source], int],
+    how: reading.Reading,
 ) -> None:
     """The GPU a rank-less failure's message names (culprits.device_rank reads it): on its line, or
     for an exception, on the lines its message runs on to (read after the scan)."""
@@ -467,7 +472,7 @@ def _device_named(
         facts.named_device[ev.line] = gpu
     elif ev.kind == EXCEPTION_KIND and block_count.get((EXCEPTION_KIND, source), 0) < 1:
         block_count[(EXCEPTION_KIND, source)] = 1
-        facts.blocks.append(Block(EXCEPTION_KIND, ev.line, offset, source))
+        facts.blocks.append(Block(EXCEPTION_KIND, ev.line, offset, source, False, how))
 
 
 def named_gpu(text: str) -> int | None:
