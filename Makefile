@@ -22,6 +22,7 @@ PYTEST_ARGS ?=
 BENCH_ARGS ?=
 # Examples per fuzz property in `make fuzz` (the suite runs 25-40, deterministically); 2000 take
 # about half an hour on two cores. Inputs Hypothesis finds breaking a bound are kept in .hypothesis/.
+# The unknown-shape properties (each example reads the whole corpus) run a hundredth of them.
 FUZZ_EXAMPLES ?= 2000
 
 .PHONY: run test test-fast fuzz bench-logs setup system-deps lint fmt clean-results docs-screenshot
@@ -63,7 +64,7 @@ test-fast: setup lint
 
 fuzz: setup
 	FAULTLOOP_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -ra tests/analyze/test_fuzz_dumps.py \
-		tests/analyze/test_fuzz_logs.py $(PYTEST_ARGS)
+		tests/analyze/test_fuzz_logs.py tests/analyze/test_logsage_shapes.py $(PYTEST_ARGS)
 
 # One table: a log flood against an ordinary log of its size, and the 1 GB log against the analyzer
 # before issue 27 (BENCH_ARGS: e.g. --repeats 5). Nice'd: the ratios are same-run.

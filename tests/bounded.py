@@ -128,15 +128,17 @@ def in_child(work: Callable[[], str], *, memory_bytes: int, timeout_s: float) ->
     return ChildOutcome(**json.loads(payload))
 
 
-def fuzz_settings(*, suite_examples: int) -> settings:
+def fuzz_settings(*, suite_examples: int, cost: int = 1) -> settings:
     """Hypothesis's settings for a fuzz test: `suite_examples` per property in the suite,
-    deterministic and offline; FAULTLOOP_FUZZ_EXAMPLES more (`make fuzz`), then with fresh
-    randomness and the example database. The time bound is the child's, not Hypothesis's."""
-    examples = int(os.environ.get("FAULTLOOP_FUZZ_EXAMPLES", str(suite_examples)))
+    deterministic and offline; FAULTLOOP_FUZZ_EXAMPLES more (`make fuzz`; divided by `cost`, what
+    one example costs against one of the byte fuzzers), then with fresh randomness and the example
+    database. The time bound is the child's, not Hypothesis's."""
+    fuzz = os.environ.get("FAULTLOOP_FUZZ_EXAMPLES")
+    examples = max(suite_examples, int(fuzz) // cost) if fuzz else suite_examples
     return settings(
         max_examples=examples,
         deadline=None,
-        derandomize=examples <= 100,
+        derandomize=fuzz is None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-        database=None if examples <= 100 else settings.default.database,
+        database=None if fuzz is None else settings.default.database,
     )

@@ -11,7 +11,10 @@ Deterministic and offline by default. The package, by concern:
   messages.py   the message catalog (catalog/*.tsv): the templates RULES are written against
   sources.py    the catalog's coverage: a program's templates read from its sources, against the rows
   prefilter.py  finds the lines worth a look (ripgrep, GNU grep or Python)
-  scan.py       reads each line's prefixes and rank and classifies it into bounded facts
+  framing.py    the grammar of line prefixes, and of the prefixes it does not list, by their shape
+  reading.py    reads one line: the grammar and RULES first, then by shape
+  shapes.py     what programs say, by its shape where no row knows the wording (the fallback of RULES)
+  scan.py       reads each prefiltered line and classifies it into bounded facts
   records.py    multi-line records: tracebacks (whole, cut off, a launcher's), stack dumps,
                 torchrun's summary records (their failure times), launchers' multi-line reports
   attribute.py  the decisions, from the facts to a cause and the ranks at fault (DECISIONS: their

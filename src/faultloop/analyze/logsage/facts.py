@@ -7,6 +7,7 @@ from typing import Any
 
 from faultloop.analyze.logsage.framing import NO_SOURCE as NO_SOURCE  # where a line came from
 from faultloop.analyze.logsage.framing import Source as Source
+from faultloop.analyze.logsage.reading import Reading
 
 NEVER = 1 << 62  # a line number after every line
 MAX_EVIDENCE = 60
@@ -62,6 +63,9 @@ class Block:
     offset: int
     source: Source
     headless: bool = False  # it starts at its first frame: the excerpt lost the traceback's header
+    # how its first line was read, and so its other lines (give it the line's reading.Line.reading;
+    # None: by the grammar alone, which misses the record's lines behind prefixes read by shape)
+    reading: Reading | None = None
 
 
 @dataclass

@@ -26,6 +26,7 @@ from faultloop.analyze.logsage.launchers import (
     horovod,
     open_mpi,
 )
+from faultloop.analyze.logsage.reading import Reading, classify
 from faultloop.analyze.logsage.rules import (
     COLLECTIVE_FRAMES,
     DATA_FRAMES,
@@ -33,7 +34,7 @@ from faultloop.analyze.logsage.rules import (
     MAIN_FIRST_FRAMES,
     SETUP_FRAMES,
 )
-from faultloop.analyze.logsage.scan import add, classify, drop, named_gpu, record_exit, resolve_rank, split_prefix
+from faultloop.analyze.logsage.scan import add, drop, named_gpu, record_exit, resolve_rank
 from faultloop.analyze.logsage.vocab import (
     DEATH,
     EXCEPTION_KIND,
@@ -123,11 +124,16 @@ def _read_block(f: IO[bytes], offset: int) -> Iterator[str]:
         yield raw.rstrip(b"\r\n").decode("utf-8", "replace")
 
 
+def _block_line(block: Block, raw: str, required: bool = True) -> tuple[Source | None, str]:
+    """A line of a record read as its first line was (None: not behind its first line's lead)."""
+    return (block.reading or Reading(shows=block.source)).read(raw, required)
+
+
 def _same_source(f: IO[bytes], block: Block) -> Iterator[tuple[int, str]]:
     """(line number, text without prefixes) of the block's lines that come from its source."""
     for i, raw in enumerate(_read_block(f, block.offset)):
-        source, text = split_prefix(raw)
-        if (i or block.headless) and source == block.source:
+        source, text = _block_line(block, raw)
+        if (i or block.headless) and source == (block.reading.shows if block.reading else block.source):
             yield block.line + i, text
 
 
@@ -146,7 +152,7 @@ def parse_traceback(f: IO[bytes], block: Block) -> Traceback | None:
         indent = len(text) - len(text.lstrip())
         outdented = frames and text.strip() and 0 < indent < frame_indent  # the whole traceback indented
         if outdented and (em := _EXC_RE.match(text.strip())):  # as torchrun's summary prints a child's
-            return Traceback(line, frames, text.strip(), em.group(1), (em.group(2) or "").strip())
+            return Traceback(line, frames, text.strip(), em.group(2) or em.group(1), (em.group(3) or "").strip())
         if text.startswith((" ", "\t")) or not text.strip():
             if frames and not frames[-1].source and text.strip():
                 frames[-1].source = text.strip()
@@ -301,7 +307,7 @@ def _first_exit(facts: Facts, f: IO[bytes], block: Block) -> None:
     text_above = ""
     named = False  # the report named its process (horovodrun's elastic `host[local]` names no rank)
     for i, raw in enumerate(_read_block(f, block.offset)):
-        _, text = split_prefix(raw)
+        _, text = _block_line(block, raw, required=False)
         if i > FIRST_EXIT_LINES:
             break
         if i == 0 and (m := open_mpi.WRAPPED_RANK_RE.search(text)):
@@ -338,8 +344,8 @@ def _missing_ranks(facts: Facts, f: IO[bytes], block: Block) -> None:
     for i, raw in enumerate(_read_block(f, block.offset)):
         if i == 0:
             continue
-        source, text = split_prefix(raw)
-        if i > MISSING_RANK_LINES:
+        source, text = _block_line(block, raw, required=False)
+        if source is None or i > MISSING_RANK_LINES:
             break
         if m := horovod.MISSING_RANK_RE.match(text):
             missing.append(int(m.group(1)))

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from operator import itemgetter
 
-from faultloop.analyze.logsage import framing
+from faultloop.analyze.logsage import reading
 from faultloop.analyze.logsage.framing import Source
 from faultloop.analyze.logsage.rules import RULES, WORK_RE
 from faultloop.analyze.logsage.vocab import (
@@ -152,10 +152,11 @@ class Repeats:
 
 
 def _names_source(line: str, run: re.Match[str], source: Source) -> bool:
-    """Whether a digit run of the line's prefixes names its source: framing reads another source
-    where the run holds another number of the same length."""
+    """Whether a digit run of the line's prefixes names its source: the line's reading (its
+    prefixes by the grammar or by their shape, a rank-like token) finds another source where the
+    run holds another number of the same length."""
     other = "".join(str((int(digit) + 1) % 10) for digit in run.group())
-    return framing.peel(line[: run.start()] + other + line[run.end() :])[0] != source
+    return reading.read(line[: run.start()] + other + line[run.end() :]).source != source
 
 
 def _groups_at(work: re.Match[str]) -> Callable[[str], tuple[str, ...]]:

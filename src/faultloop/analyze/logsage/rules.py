@@ -20,7 +20,8 @@ HOW TO PATCH BETWEEN LOOP ITERATIONS
     edit that launcher's adapter in launchers/ (its rows, the files of its tracebacks, the
     exception classes it reports a child with); RULES splices the adapters' rows in.
   * A prefix in front of a program's words hides them (a host label, a timestamp, a logging
-    header) -> add its row to framing.LAYERS, the grammar of line prefixes.
+    header) -> add its row to framing.LAYERS, the grammar of line prefixes (framing.SHAPE_LAYERS
+    reads the prefixes it lacks by their shape; shapes.SHAPES the wordings no row knows).
   * An exception class or OS error means more than "the program raised" -> EXCEPTION_MEANING
     (origin, recoverability, and what it means during setup); what training progress looks like
     -> PROGRESS_RE.
@@ -339,7 +340,8 @@ RULES: tuple[Rule, ...] = (
     Rule("shell_abort", FATAL, ("borted",), r"Aborted\s+\(core dumped\)", Cause.OS_ABORT, SHELL),
     # -- a Python traceback (classified by its exception line, read after the scan) ----------
     Rule("traceback", TRACEBACK, ("Traceback",), r"^Traceback \(most recent call last\):", origin=CPYTHON),
-    Rule("traceback_frame", TRACEBACK, ('File "',), r'^\s+File "[^"]*", line \d+, in ', origin=CPYTHON),  # lost header
+    # (its anchor without the quote, which a JSON log record escapes: `File \"`)
+    Rule("traceback_frame", TRACEBACK, ("File ",), r'^\s+File "[^"]*", line \d+, in ', origin=CPYTHON),  # lost header
     # -- launchers and orchestrators: their reports of the children's ends and of signals to them
     *torchrun.REPORT_ROWS,
     *spawn.REPORT_ROWS,

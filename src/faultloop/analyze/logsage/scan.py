@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from faultloop.analyze.logsage import framing, prefilter
+from faultloop.analyze.logsage import framing, prefilter, reading, shapes
 from faultloop.analyze.logsage.facts import (
     MAX_EVIDENCE,
     MAX_HOSTS,
@@ -26,8 +26,9 @@ from faultloop.analyze.logsage.facts import (
     Facts,
     Source,
 )
-from faultloop.analyze.logsage.framing import DEVICE
+from faultloop.analyze.logsage.framing import DEVICE, GUESSED
 from faultloop.analyze.logsage.launchers import WHY_ABOVE, torchrun
+from faultloop.analyze.logsage.reading import classify as classify  # the line table's reading (tests use it)
 from faultloop.analyze.logsage.repeats import Repeats
 from faultloop.analyze.logsage.rules import (
     DEFAULT_GROUP_RE,
@@ -37,7 +38,6 @@ from faultloop.analyze.logsage.rules import (
     LAUNCH_RE,
     OOM_DEVICE_RE,
     PROGRESS_RE,
-    RULES,
     SCATTERS,
     SIGNAL_FAULT,
     STOP_SIGNALS,
@@ -77,6 +77,7 @@ from faultloop.analyze.logsage.vocab import (
 from faultloop.signals import exit_signal, signal_name, srun_signal
 
 CENSUS_BYTES = 2 << 20
+SHAPED_SAMPLE_BYTES = 64 << 10  # a census part whose start has no line behind a shape is read without shapes
 PROGRESS_BYTES = 256 << 10  # how far into the log a sign of training progress is looked for
 # a node label's source holds every rank's dump
 MAX_BLOCKS_PER_SOURCE = {TRACEBACK: 2, STACK_DUMP: 16, SUMMARY: 2, FIRST_EXIT: 1, MISSING: 1, EXCEPTION_KIND: 1}
@@ -85,24 +86,10 @@ FRAME_RUN_LINES = 6  # frame lines this close together belong to one traceback
 # faulthandler's header of a dump_traceback_later dump (CPython's faulthandler.c, "Timeout (%s)!")
 DUMP_HEADER_RE = re.compile(r"Timeout \(\d+:\d\d:\d\d(?:\.\d+)?\)!")
 
-_COMPILED = tuple((rule, re.compile(rule.pattern)) for rule in RULES)
-
-
-def _rules_by_anchor() -> dict[str, list[int]]:
-    """anchor -> the rules (table positions) that name it: a line is tried only against those."""
-    index: dict[str, list[int]] = {}
-    for position, rule in enumerate(RULES):
-        for anchor in rule.anchors:
-            index.setdefault(anchor, []).append(position)
-    return index
-
-
-_RULES_BY_ANCHOR = _rules_by_anchor()
 _LABEL_AT_RE = re.compile(r"[ \t]*(\d+): ")  # srun --label, matched at a line start inside a block
 _DEVICE_OWN_KINDS = (GPU, OOM_KIND, GPU_HARDWARE)  # what NCCL reports about its own GPU, not about a peer
 _NAMES_ITS_DEVICE = (EXCEPTION_KIND, FATAL, GPU, OOM_KIND)  # a process's own failures, whose message may name its GPU
 _GLUE_RE = re.compile(r"(?:/s|/it)[^\]\n]{0,60}\](?=\S)")  # a progress bar's end with the next line glued on
-_TEXT_RANK_RE = re.compile(r"\[(?:PG(?: ID)? 0 (?:PG GUID \S+ )?)?Rank (\d+)\]")  # default group only
 # world size statements; each starts with a literal, so the regex engine's fast prefix search applies
 _WORLD_RES = tuple(
     re.compile(p)
@@ -138,6 +125,8 @@ def unglue(text: str) -> list[str]:
     """A line split where a progress bar ended without a newline and the next output followed."""
     if "/s" not in text and "/it" not in text:
         return [text]
+    if framing.holds_json(text) and (records := framing.split_message(text, unglue)) is not None:  # its message
+        return records
     parts, start = [], 0
     for m in _GLUE_RE.finditer(text):
         parts.append(text[start : m.end()])
@@ -164,6 +153,11 @@ def census(path: Path, facts: Facts) -> None:
                 if inner is None and mpi is not None:
                     role, inner = "rank", mpi
                 note_rank(facts, Source(int(label) if label else None, None, role, int(inner) if inner else None))
+        if framing.SHAPED_LINES_RE.search(text, 0, SHAPED_SAMPLE_BYTES):  # lines behind prefixes read by shape
+            for m in framing.SHAPED_LINES_RE.finditer(text):
+                source, _, shaped = framing.peel_shapes(m.group())
+                if shaped:
+                    note_rank(facts, source)
         agent_locals.update(_agent_locals(text))
         # the head's first bytes (a run's first steps; all of an excerpt): their line numbers are the log's
         if part is parts[0] and (launch := LAUNCH_RE.search(text, 0, PROGRESS_BYTES)):
@@ -272,28 +266,17 @@ def resolve_rank(facts: Facts, source: Source, text: str) -> int | None:
     if inner is not None and role == "rank" and not rank_is_local:
         return inner
     if label is not None and node_labels:
-        return label * per_node + inner if inner is not None and per_node else _text_rank(text)
+        return label * per_node + inner if inner is not None and per_node else reading.text_rank(text)
     if label is not None:
         return label
     if inner is not None:
+        if role == GUESSED:
+            facts.assumed.setdefault(
+                inner,
+                ("medium", f"rank {inner} read from a rank-like token in a prefix logsage's grammar does not list"),
+            )
         return inner
-    return _text_rank(text)
-
-
-def _text_rank(text: str) -> int | None:
-    m = _TEXT_RANK_RE.search(text)
-    return int(m.group(1)) if m else None
-
-
-def classify(text: str) -> tuple[Rule, re.Match[str]] | None:
-    """The first rule (in table order) whose anchor is in the text and whose regex matches it."""
-    candidates = sorted({i for anchor, rules in _RULES_BY_ANCHOR.items() if anchor in text for i in rules})
-    for i in candidates:
-        rule, rx = _COMPILED[i]
-        m = rx.search(text)
-        if m:
-            return rule, m
-    return None
+    return reading.text_rank(text)
 
 
 def add(facts: Facts, ev: Evidence) -> None:
@@ -344,9 +327,9 @@ def record_exit(
         ex.stopped |= stopped
         if pid is not None:
             facts.pid_rank[pid] = rank
-    if signal or exitcode:
-        kind = DEATH if signal else EXITED
-        add(facts, Evidence(ev.line, ev.text, kind, rank, ev.rule, SIGNAL_FAULT.get(signal or "")))
+    if signal or exitcode or ev.hint:  # (a hint: what the report says became of it, a crash)
+        kind = DEATH if signal or ev.hint else EXITED
+        add(facts, Evidence(ev.line, ev.text, kind, rank, ev.rule, SIGNAL_FAULT.get(signal or "") or ev.hint))
 
 
 def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
@@ -373,15 +356,18 @@ def _scan_hits(path: Path, facts: Facts, prefilter_name: str, jobs: int, log: IO
                     drop(facts, terminate)
                 previous, terminate = (hit.line, repeat.rank), None
             continue
+        prefix = ""  # the prefix of a line a progress bar glued others onto: theirs too
         for part in unglue(hit.text):
-            source, text = split_prefix(part)
+            line = reading.read(prefix + part)
+            prefix = prefix or line.prefix
+            source, text = line.source, line.text
             note_rank(facts, source)
             if "Timeout (" in text and (headers := len(DUMP_HEADER_RE.findall(text))):  # literal first: a hot loop
                 facts.dump_headers[source.label] = facts.dump_headers.get(source.label, 0) + headers
             if source.host is not None and len(facts.hosts) < MAX_HOSTS:
                 facts.hosts.add(source.host)
                 facts.several_processes |= len(facts.hosts) > 1  # several nodes, containers or workers
-            found = classify(text)
+            found = line.found
             if not found:
                 repeats.learn(part, source, text, len(facts.label_pairs), None, None, hit.line)
                 continue
@@ -392,14 +378,15 @@ def _scan_hits(path: Path, facts: Facts, prefilter_name: str, jobs: int, log: IO
                 rank = _device_rank(facts, source)
             if rank is None and rule.kind == OOM_KIND and (gpu := OOM_DEVICE_RE.search(text)):
                 rank = _device_rank(facts, source._replace(role=DEVICE, inner=int(gpu.group(1) or gpu.group(2))))
-            if rank is None and rule.kind == COLLECTIVE and unranked(facts, source) and previous[0] == hit.line - 1:
+            wrapped = rule.kind == COLLECTIVE and unranked(facts, source) and previous[0] == hit.line - 1
+            if rank is None and wrapped:
                 rank = previous[1]  # the rest of a wrapped line
-            if "Rank " not in text or (rank is not None and rank == resolve_rank(facts, source, "")):
+            if not wrapped and ("Rank " not in text or (rank is not None and rank == resolve_rank(facts, source, ""))):
                 repeats.learn(part, source, text, len(facts.label_pairs), rule, rank, hit.line)  # its rank: prefixes'
             previous = (hit.line, rank)
             ev = Evidence(hit.line, text.strip(), rule.kind, rank, rule.name, rule.hint)
             if rank is None and rule.kind in _NAMES_ITS_DEVICE and (rule.kind, None) not in facts.first:
-                _device_named(facts, ev, source, hit.offset, block_count)
+                _device_named(facts, ev, source, hit.offset, block_count, line.reading)
             if rule.kind in (TRACEBACK, STACK_DUMP):
                 headless = rule.name == "traceback_frame"
                 run_goes_on = hit.line - last_traceback_line.get(source, -FRAME_RUN_LINES) < FRAME_RUN_LINES
@@ -408,24 +395,25 @@ def _scan_hits(path: Path, facts: Facts, prefilter_name: str, jobs: int, log: IO
                 key = (rule.kind, source)
                 if not (headless and run_goes_on) and block_count.get(key, 0) < MAX_BLOCKS_PER_SOURCE[rule.kind]:
                     block_count[key] = block_count.get(key, 0) + 1
-                    facts.blocks.append(Block(rule.kind, hit.line, hit.offset, source, headless))
+                    facts.blocks.append(Block(rule.kind, hit.line, hit.offset, source, headless, line.reading))
                 if rule.kind == TRACEBACK:
                     continue
             if rule.kind in (FIRST_EXIT, MISSING):  # a launcher's multi-line report, read after the scan
                 if block_count.get((rule.kind, source), 0) < MAX_BLOCKS_PER_SOURCE[rule.kind]:
                     block_count[(rule.kind, source)] = 1
-                    facts.blocks.append(Block(rule.kind, hit.line, hit.offset, source))
+                    facts.blocks.append(Block(rule.kind, hit.line, hit.offset, source, False, line.reading))
                 facts.several_processes = True
                 continue
             if rule.kind == SUMMARY and block_count.get((SUMMARY, source), 0) < MAX_BLOCKS_PER_SOURCE[SUMMARY]:
                 block_count[(SUMMARY, source)] = block_count.get((SUMMARY, source), 0) + 1
-                facts.blocks.append(Block(SUMMARY, hit.line, hit.offset, source))  # its records' times
+                facts.blocks.append(Block(SUMMARY, hit.line, hit.offset, source, False, line.reading))
             if terminate and ev.line - terminate.line <= 2:
                 drop(facts, terminate)  # its what() line says why, and is kept instead
             terminate = ev if rule.kind == TERMINATE else None
             if rule.kind == RECORD and m.groupdict().get("rank") is None:  # its rank stands on the line above
-                _summary_rank(facts, source, next(_lines_above(log, hit.offset), split_prefix("")))
-            if (why := WHY_ABOVE.get(rule.name)) and (said := _said_above(log, hit.offset, why, m)):
+                above = next(_lines_above(log, hit.offset, line.reading), (None, ""))
+                _summary_rank(facts, source, line.reading.shows, above)
+            if (why := WHY_ABOVE.get(rule.name)) and (said := _said_above(log, hit.offset, why, m, line.reading)):
                 add(facts, Evidence(hit.line, said, why.kind, ev.rank, why.name, why.hint))  # says more than the line
                 facts.several_processes = True  # a launcher's word on one of its workers
                 continue
@@ -474,7 +462,12 @@ def _keep(facts: Facts, rule: Rule, m: re.Match[str], ev: Evidence, source: Sour
 
 
 def _device_named(
-    facts: Facts, ev: Evidence, source: Source, offset: int, block_count: dict[tuple[str, Source], int]
+    facts: Facts,
+    ev: Evidence,
+    source: Source,
+    offset: int,
+    block_count: dict[tuple[str, Source], int],
+    how: reading.Reading,
 ) -> None:
     """The GPU a rank-less failure's message names (culprits.device_rank reads it): on its line, or
     for an exception, on the lines its message runs on to (read after the scan)."""
@@ -482,7 +475,7 @@ def _device_named(
         facts.named_device[ev.line] = gpu
     elif ev.kind == EXCEPTION_KIND and block_count.get((EXCEPTION_KIND, source), 0) < 1:
         block_count[(EXCEPTION_KIND, source)] = 1
-        facts.blocks.append(Block(EXCEPTION_KIND, ev.line, offset, source))
+        facts.blocks.append(Block(EXCEPTION_KIND, ev.line, offset, source, False, how))
 
 
 def named_gpu(text: str) -> int | None:
@@ -545,7 +538,7 @@ def _death(facts: Facts, rule: Rule, groups: dict[str, str | None], ev: Evidence
         _srun_tasks(facts, groups["tasks"] or "", (groups.get("what") or "").strip(), ev)
         return
     code = _number(groups, "code")
-    sig = groups.get("sig")
+    sig = groups.get("sig") or shapes.HOW_SIGNAL.get(groups.get("how") or "")
     if sig and sig.isdigit():
         sig = signal_name(int(sig))
     pid = _number(groups, "pid")
@@ -599,31 +592,32 @@ def _summary(facts: Facts, rule: Rule, groups: dict[str, str | None], ev: Eviden
         facts.root_cause.add(rank)
 
 
-def _lines_above(log: IO[bytes], offset: int) -> Iterator[tuple[Source, str]]:
+def _lines_above(log: IO[bytes], offset: int, how: reading.Reading) -> Iterator[tuple[Source | None, str]]:
     """The lines above the line at `offset` that have words after their prefixes (pasted logs
-    double their newlines), nearest first, as split_prefix gives them, within LINE_ABOVE_BYTES."""
+    double their newlines), nearest first, read as that line was (its prefixes by the grammar, or
+    by their shape), within LINE_ABOVE_BYTES."""
     start = max(0, offset - LINE_ABOVE_BYTES)
     log.seek(start)
     for raw in reversed(log.read(offset - start).splitlines()[int(start > 0) :]):
-        source, text = split_prefix(raw.decode("utf-8", "replace"))
+        source, text = how.read(raw.decode("utf-8", "replace"))
         if text.strip():
             yield source, text
 
 
-def _said_above(log: IO[bytes], offset: int, why: Rule, m: re.Match[str]) -> str | None:
+def _said_above(log: IO[bytes], offset: int, why: Rule, m: re.Match[str], how: reading.Reading) -> str | None:
     """The nearest line above a launcher's line that says why it happened (launchers.WHY_ABOVE),
     for the same process where both name its pid."""
-    for _, text in _lines_above(log, offset):
+    for _, text in _lines_above(log, offset, how):
         if (said := re.search(why.pattern, text)) and said.groupdict().get("pid") in (None, m.groupdict().get("pid")):
             return text.strip()
     return None
 
 
-def _summary_rank(facts: Facts, source: Source, above: tuple[Source, str]) -> None:
+def _summary_rank(facts: Facts, source: Source, shows: Source, above: tuple[Source | None, str]) -> None:
     """A summary record's rank, from its `rank : R (local_rank: L)` line above its exit line (torchrun
-    prints them in that order), where that line comes from the same source."""
+    prints them in that order), where that line's prefixes show what the record's do."""
     above_source, text = above
-    if above_source == source and (m := torchrun.RECORD_RANK_RE.match(text)):
+    if above_source == shows and (m := torchrun.RECORD_RANK_RE.match(text)):
         facts.pending_record[source] = int(m.group("rank"))
 
 
