@@ -13,6 +13,7 @@ Readers take chunks of dumps as they finish their last, so a slow core holds up 
 
 from __future__ import annotations
 
+import faulthandler
 import math
 import os
 import pickle
@@ -147,6 +148,7 @@ def _start(paths: Sequence[str], read: Callable[[str], Any], readers: dict[Conne
 def _serve(conn: Connection, paths: Sequence[str], read: Callable[[str], Any]) -> None:
     """The reader: chunks of indices in, one answer per dump out, each dump under its CPU bound."""
     signal.signal(signal.SIGXCPU, signal.SIG_DFL)
+    faulthandler.disable()  # a reader's crash is a dump's refusal, not a fault to trace
     resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
     _, hard = resource.getrlimit(resource.RLIMIT_CPU)
     while (chunk := conn.recv()) is not None:
