@@ -170,13 +170,13 @@ def _reduce_entries(
     pg_ids = _scalars([e["pg_id"] for e in entries], "pg_id")
     index_to_name = {str(i): n for i, n in set(zip(pg_ids, names, strict=False))}
     descs = {}
-    for e, n in zip(entries, names, strict=False):
-        if n not in descs:
-            descs[n] = str(e["process_group"][1]) if len(e["process_group"]) > 1 else ""
+    for n in dict.fromkeys(names):  # each group's desc from its first entry
+        group = entries[names.index(n)]["process_group"]
+        descs[n] = str(group[1]) if len(group) > 1 else ""
     coll: dict[str, list[int]] = {}
     p2p: dict[str, list[int]] = {}
     if len(descs) == 1 and not any(p2p_flags):  # the common case: one group, collectives only
-        coll[names[0]] = _scalars([e["collective_seq_id"] for e in entries], "collective_seq_id")
+        coll[names[0]] = [e["collective_seq_id"] for e in entries]
     else:
         for e, n, is_p2p in zip(entries, names, p2p_flags, strict=False):
             if is_p2p:
