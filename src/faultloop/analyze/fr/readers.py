@@ -97,7 +97,7 @@ def read_each(
                         _give(reader, todo.popleft())
                     else:
                         del readers[reader.conn]
-                        reader.conn.send(None)
+                        _send(reader, None)
                         _reap(reader)
             while emitted in done:
                 yield done.pop(emitted)
@@ -110,7 +110,14 @@ def read_each(
 
 def _give(reader: _Reader, chunk: list[int]) -> None:
     reader.pending.extend(chunk)
-    reader.conn.send(chunk)
+    _send(reader, chunk)
+
+
+def _send(reader: _Reader, message: list[int] | None) -> None:
+    try:
+        reader.conn.send(message)
+    except OSError:  # it was killed from outside (the kernel's OOM killer): its EOF tells
+        pass
 
 
 def _reap(reader: _Reader) -> int:
