@@ -2,9 +2,10 @@
 
 On the same dumps in the same process, interleaved, best of --repeats: `pickle.load` of each file
 (the C unpickler, unbounded: what the issue's 9-byte dump took 12.6 GB through), the opcode walk
-alone (`pickle_bounds.check`), and `dumps.load_dump` (read, walk, restricted unpickler: what
-`fr` and the copies for other tools do). Dumps: `fr_synth`'s NCCL-shaped ones at --entries per
-rank, and the shared real NCCL dumps where present.
+alone (`pickle_bounds.check`: what naming the bound of a refused dump costs), and
+`dumps.load_dump` (the size check, the memory bound, the restricted unpickler and the structural
+check: what `fr`'s readers and the copies for other tools do to every dump). Dumps: `fr_synth`'s
+NCCL-shaped ones at --entries per rank, and the shared real NCCL dumps where present.
 
     python benchmarks/bench_dump_reads.py [--entries 2000 20000] [--files 64]
 """

@@ -1,9 +1,10 @@
 """Running a reader of untrusted input in a child process and holding it to stated bounds.
 
 `run_bounded` starts a fresh interpreter for a list of files; `in_child` forks one per input
-(for property-based tests). The child measures itself (`resource.getrusage(RUSAGE_SELF).ru_maxrss` before and after the work)
-and runs under an address-space limit, so a regression fails the test instead of taking the
-machine; the parent enforces the time bound with a timeout.
+(for property-based tests). The child measures itself (`resource.getrusage(RUSAGE_SELF).ru_maxrss`
+before and after the work; `in_child` also the processes it started, FR's dump readers) and runs
+under an address-space limit, so a regression fails the test instead of taking the machine; the
+parent enforces the time bound with a timeout.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def run_bounded(setup: str, call: str, refusals: str, paths: list[Path], timeout
 class ChildOutcome:
     outcome: str  # what `work` returned, or "crashed: <exception>" / "killed: <why>"
     seconds: float
-    grew_kib: int  # growth of the child's own peak RSS while it ran `work`
+    grew_kib: int  # growth of the peak RSS of the child, or of a process it started, while it ran `work`
 
 
 def _virtual_size() -> int:
@@ -105,6 +106,8 @@ def in_child(work: Callable[[], str], *, memory_bytes: int, timeout_s: float) ->
                 outcome = f"crashed: {type(exc).__name__}: {exc}"[:2000]
             seconds = time.perf_counter() - start
             grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+            # a process it started (a dump reader) begins with its RSS: what it grew is its peak less that
+            grew = max(grew, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss - before)
             payload = json.dumps({"outcome": outcome, "seconds": seconds, "grew_kib": grew}).encode()
             os.write(write_fd, payload)
         finally:

@@ -1,44 +1,39 @@
-"""Reading flight-recorder dumps safely and at scale: each pickle's opcode stream checked against
-its bytes before anything is built (`pickle_bounds`: memo slots, declared lengths, nesting, object
-count), a restricted unpickler that refuses every global (dumps are untrusted files: only plain
-containers and scalars can be built), and each dump reduced to a small per-rank summary right
-after it is read (in worker processes when there are many), so memory stays bounded at tens of
-thousands of ranks.
+"""Flight-recorder dumps reduced to what the analysis needs: each dump read within its bounds
+(`reading`: no code runs, memory and size bounded, the restricted unpickler) in reader processes
+that bound its CPU time (`readers`), and reduced there to a small per-rank summary right after
+it is read, so memory stays bounded at tens of thousands of ranks. The columns the reduction
+hashes or compares must hold scalars (the structural check of what was built).
 """
 
 from __future__ import annotations
 
 import fnmatch
-import gc
 import hashlib
-import io
-import json
 import os
 import pickle
 import re
-import sys
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from multiprocessing import get_all_start_methods, get_context
+from functools import partial
 from pathlib import Path
+from types import NoneType
 from typing import Any, NamedTuple
 
-from faultloop.analyze.fr import pickle_bounds
+from faultloop.analyze.fr import readers
+from faultloop.analyze.fr.reading import UnsafeDumpError as UnsafeDumpError
+from faultloop.analyze.fr.reading import load_dump as load_dump
+from faultloop.analyze.fr.reading import read_dump
 from faultloop.contracts import SkippedFile
 
 DEFAULT_PATTERN = "_dump_*"
 # Collectives kept per (rank, group) for cross-rank comparison: enough to cover the lag of a hang
 # (one to a few dozen collectives) while keeping each summary small.
 TAIL = 32
-# Below this many files, reading in-process is faster than starting workers.
-PARALLEL_MIN_FILES = 48
-CHUNK = 32
-# A dump is read whole before it is checked. torch's default ring buffer (2000 entries) writes
-# about 350 KB; 256 MiB is a buffer of more than a million entries.
-MAX_DUMP_BYTES = 256 << 20
 _RANK_IN_NAME = re.compile(r"(\d+)(?:\.json)?$")
 INT_RE = re.compile(r"-?\d+")
+# What the columns the reduction hashes or compares may hold: scalars, whose hash and comparison
+# cost no recursion (a tuple's hash recurses through its items, in C, with no depth limit).
+_SCALARS = frozenset({str, int, float, bool, NoneType, bytes})
 
 
 class Sig(NamedTuple):
@@ -55,76 +50,6 @@ class TailEntry(NamedTuple):
     seq: int
     sig: Sig
     time_ns: int
-
-
-class UnsafeDumpError(pickle.UnpicklingError):
-    """A dump asked for a Python global: it could run code if loaded plainly."""
-
-
-class _PlainUnpickler(pickle.Unpickler):
-    """Builds only what pickle opcodes build without globals: dicts, lists, tuples, scalars."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        raise UnsafeDumpError(f"refused global {module}.{name}")
-
-    def persistent_load(self, pid: Any) -> Any:
-        raise UnsafeDumpError("refused persistent id")
-
-
-def load_dump(path: str) -> dict[str, Any]:
-    """Read one dump (torch pickle or JSON) without executing anything and within the bounds of
-    `pickle_bounds` and MAX_DUMP_BYTES; every refusal is one line naming the file."""
-    try:
-        with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            if size > MAX_DUMP_BYTES:
-                raise ValueError(f"{path}: refused: larger than {MAX_DUMP_BYTES >> 20} MiB")
-            data = fh.read(size)  # read(n) allocates n up front: the file's size, not the bound
-        if not data:
-            raise ValueError(f"{path}: empty file")
-        if path.endswith(".json") or data[:1] == b"{":
-            dump = json.loads(data)
-        else:
-            pickle_bounds.check(data)
-            # A buffered reader over the checked bytes: the C unpickler reads it as fast as
-            # pickle.loads (a bare BytesIO costs 3x). GC off: unpickling builds millions of
-            # containers the cyclic GC would rescan for nothing.
-            gc_was_on = gc.isenabled()
-            gc.disable()
-            try:
-                dump = _PlainUnpickler(io.BufferedReader(io.BytesIO(data))).load()
-            finally:
-                if gc_was_on:
-                    gc.enable()
-    except pickle_bounds.UnsafePickleError as exc:
-        raise UnsafeDumpError(f"{path}: unsafe pickle: {exc}") from None
-    except UnsafeDumpError as exc:
-        raise UnsafeDumpError(f"{path}: unsafe pickle: {exc}") from None
-    except pickle_bounds.PickleBoundError as exc:
-        raise ValueError(f"{path}: refused before unpickling: {exc}") from None
-    except (
-        pickle.UnpicklingError,
-        EOFError,
-        ValueError,
-        TypeError,
-        IndexError,
-        KeyError,
-        AttributeError,
-        OverflowError,
-        RecursionError,
-    ) as exc:
-        if str(exc).startswith(path):
-            raise
-        raise ValueError(f"{path}: not a readable dump ({type(exc).__name__}: {exc})") from None
-    is_dump = (
-        isinstance(dump, dict)
-        and ("entries" in dump or "pg_config" in dump)
-        and isinstance(dump.get("entries", []), list)
-        and isinstance(dump.get("pg_config", {}), dict)
-    )
-    if not is_dump:
-        raise ValueError(f"{path}: not a flight-recorder dump (no entries/pg_config)")
-    return dump
 
 
 # ---- per-rank reduction (workers) ---------------------------------------------------------
@@ -151,7 +76,7 @@ class RankSummary:
     file: str
     backend: str
     groups: dict[str, GroupView]
-    ranks_texts: dict[str, str]  # digest -> ranks text, sent once per worker per analysis
+    ranks_texts: dict[str, str]  # digest -> ranks text, sent once per reader per analysis
 
 
 _sent_texts: tuple[str, set[str]] = ("", set())
@@ -165,7 +90,7 @@ def _rank_from_name(path: str) -> int | None:
 def _as_int(value: Any) -> int | None:
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 
@@ -178,26 +103,17 @@ def _sig_of(entry: dict[str, Any], intern: dict[Sig, Sig]) -> Sig:
     return intern.setdefault(sig, sig)
 
 
-def _too_deep(path: str) -> str:
-    """Nesting built through memo references, which the opcode walk cannot bound, meets the
-    interpreter's recursion limit where the dump is read further: a refusal like the walk's."""
-    return f"{path}: refused: nested deeper than the interpreter's recursion limit ({sys.getrecursionlimit()})"
-
-
 def summarize(path: str, token: str) -> RankSummary:
-    """Read one dump and reduce it; `token` scopes the once-per-worker ranks-text cache."""
-    try:
-        return _summarize(path, token)
-    except RecursionError:
-        raise ValueError(_too_deep(path)) from None
+    """Read one dump and reduce it (under its memory bound); `token` scopes the once-per-reader
+    ranks-text cache."""
+    return read_dump(path, partial(_summarize, path, token))
 
 
-def _summarize(path: str, token: str) -> RankSummary:
+def _summarize(path: str, token: str, dump: dict[str, Any]) -> RankSummary:
     global _sent_texts
     if _sent_texts[0] != token:
         _sent_texts = (token, set())
     sent = _sent_texts[1]
-    dump = load_dump(path)
     rank = _rank_from_name(path)
     if rank is None:
         rank = _as_int(dump.get("rank"))
@@ -233,7 +149,7 @@ def _summarize(path: str, token: str) -> RankSummary:
 
     try:
         index_to_name = _reduce_entries(entries, config, groups, ranks_key)
-    except (KeyError, TypeError, IndexError, AttributeError, ValueError) as exc:
+    except (KeyError, TypeError, IndexError, AttributeError, ValueError, OverflowError) as exc:
         raise ValueError(f"{path}: malformed entries ({type(exc).__name__}: {exc})") from None
 
     if backend != "gloo":
@@ -249,13 +165,14 @@ def _reduce_entries(
     Written as comprehensions and builtins over plain columns because this runs for every entry
     of every rank (65 M entries at 32k ranks x 2000) and must stay close to unpickling speed.
     """
-    names = [e["process_group"][0] for e in entries]
+    names = _scalars([e["process_group"][0] for e in entries], "process group names")
     p2p_flags = [bool(e["is_p2p"]) for e in entries]
-    index_to_name = {str(i): n for i, n in set(zip([e["pg_id"] for e in entries], names, strict=False))}
+    pg_ids = _scalars([e["pg_id"] for e in entries], "pg_id")
+    index_to_name = {str(i): n for i, n in set(zip(pg_ids, names, strict=False))}
     descs = {}
-    for e, n in zip(entries, names, strict=False):
-        if n not in descs:
-            descs[n] = str(e["process_group"][1]) if len(e["process_group"]) > 1 else ""
+    for n in dict.fromkeys(names):  # each group's desc from its first entry
+        group = entries[names.index(n)]["process_group"]
+        descs[n] = str(group[1]) if len(group) > 1 else ""
     coll: dict[str, list[int]] = {}
     p2p: dict[str, list[int]] = {}
     if len(descs) == 1 and not any(p2p_flags):  # the common case: one group, collectives only
@@ -275,10 +192,10 @@ def _reduce_entries(
         if not view.desc:
             view.desc = desc
         if name in coll:
-            seqs = coll[name]
+            seqs = _scalars(coll[name], "collective_seq_id")
             view.first_seq, view.last_seq = int(min(seqs)), int(max(seqs))
         if name in p2p:
-            view.last_p2p = int(max(p2p[name]))
+            view.last_p2p = int(max(_scalars(p2p[name], "p2p_seq_id")))
     # the last TAIL collectives of each group, newest first, for cross-rank comparison
     need = {n: min(TAIL, len(v)) for n, v in coll.items()}
     left = sum(need.values())
@@ -294,6 +211,13 @@ def _reduce_entries(
             TailEntry(int(e["collective_seq_id"]), _sig_of(e, intern), _as_int(e.get("time_created_ns")) or 0)
         )
     return index_to_name
+
+
+def _scalars(column: list[Any], what: str) -> list[Any]:
+    """The column, if it holds only scalars: it is about to be hashed or compared (a C-speed check)."""
+    if not set(map(type, column)) <= _SCALARS:
+        raise TypeError(f"{what} must be scalars")
+    return column
 
 
 def _apply_nccl_status(
@@ -323,14 +247,19 @@ def _apply_nccl_status(
             view.enqueued = _as_int(info.get("last_enqueued_collective"))
 
 
-def _summarize_chunk(paths: list[str], token: str) -> list[RankSummary | SkippedFile]:
-    out: list[RankSummary | SkippedFile] = []
-    for path in paths:
-        try:
-            out.append(summarize(path, token))
-        except (OSError, ValueError, pickle.UnpicklingError) as exc:
-            out.append(SkippedFile(path, str(exc), _rank_from_name(path)))
-    return out
+def _summary_or_refusal(token: str, path: str) -> RankSummary | SkippedFile:
+    try:
+        return summarize(path, token)
+    except (OSError, ValueError, pickle.UnpicklingError) as exc:
+        return SkippedFile(path, str(exc), _rank_from_name(path))
+
+
+def _refusal(path: str, why: str) -> SkippedFile:
+    return SkippedFile(path, why, _rank_from_name(path))
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def find_dumps(fr_path: str, pattern: str = DEFAULT_PATTERN) -> list[str]:
@@ -351,51 +280,54 @@ def find_dumps(fr_path: str, pattern: str = DEFAULT_PATTERN) -> list[str]:
 
 
 def read_all(paths: list[str], workers: int | None) -> Iterator[RankSummary | SkippedFile]:
+    """Each dump's summary, or why it was skipped, in the order of `paths` (`readers`)."""
     token = os.urandom(8).hex()
-    if workers is None:
-        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    if workers <= 1 or len(paths) < PARALLEL_MIN_FILES:
-        yield from _summarize_chunk(paths, token)
-        return
-    chunks = [paths[i : i + CHUNK] for i in range(0, len(paths), CHUNK)]
-    # fork: workers start in milliseconds and need no importable __main__ (forkserver/spawn
-    # re-run the caller's main module); they only run the pure reduction above.
-    method = "fork" if "fork" in get_all_start_methods() else "spawn"
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context(method)) as pool:
-        for chunk in pool.map(_summarize_chunk, chunks, [token] * len(chunks)):
-            yield from chunk
+    read = partial(_summary_or_refusal, token)
+    yield from readers.read_each(paths, read, _refusal, usable_cores() if workers is None else workers)
 
 
 def rewrite_dumps(
-    paths: list[str], dest: Path, normalise: Callable[[dict[str, Any]], list[str]] | None = None
+    paths: list[str],
+    dest: Path,
+    normalise: Callable[[dict[str, Any]], list[str]] | None = None,
+    workers: int | None = None,
 ) -> tuple[list[int], list[SkippedFile], list[str]]:
     """Copies another tool may `pickle.load` (it would execute an untrusted original): each dump read
-    by the restricted unpickler, optionally normalised, and pickled again as `_dump_<rank>` in
-    `dest`. The ranks copied, the files left out with why, and the normalisation's notes."""
+    within its bounds by the restricted unpickler, optionally normalised, and pickled again as
+    `_dump_<rank>` in `dest`, in reader processes like `read_all`. The ranks copied, the files
+    left out with why, and the normalisation's notes."""
     ranks: list[int] = []
     skipped: list[SkippedFile] = []
     notes: list[str] = []
-    for path in paths:
-        match = _RANK_IN_NAME.search(os.path.basename(path))
-        if match is None:
-            skipped.append(SkippedFile(path, "no rank in the file name"))
-            continue
-        try:
-            dump = load_dump(path)
-        except (ValueError, pickle.UnpicklingError) as exc:
-            skipped.append(SkippedFile(path, str(exc)))
-            continue
+    copy = partial(_copy, dest, normalise)
+    for item in readers.read_each(paths, copy, _refusal, usable_cores() if workers is None else workers):
+        if isinstance(item, SkippedFile):
+            skipped.append(item)
+        else:
+            ranks.append(item[0])
+            notes += item[1]
+    return sorted(ranks), skipped, notes
+
+
+def _copy(
+    dest: Path, normalise: Callable[[dict[str, Any]], list[str]] | None, path: str
+) -> tuple[int, list[str]] | SkippedFile:
+    """One dump's copy in `dest` (in a reader): its rank and the normalisation's notes."""
+    match = _RANK_IN_NAME.search(os.path.basename(path))
+    if match is None:
+        return SkippedFile(path, "no rank in the file name")
+
+    def normalised(dump: dict[str, Any]) -> tuple[list[str], bytes]:
         try:
             changes = normalise(dump) if normalise is not None else []
-            copy = pickle.dumps(dump, protocol=pickle.HIGHEST_PROTOCOL)
-        except RecursionError:
-            skipped.append(SkippedFile(path, _too_deep(path)))
-            continue
+            return changes, pickle.dumps(dump, protocol=pickle.HIGHEST_PROTOCOL)
         except (TypeError, ValueError, AttributeError, KeyError) as exc:  # a dump of odd shape
-            skipped.append(SkippedFile(path, f"{path}: refused: cannot be normalised ({type(exc).__name__}: {exc})"))
-            continue
-        notes += [f"{os.path.basename(path)}: {note}" for note in changes]
-        rank = int(match.group(1))
-        (dest / f"_dump_{rank}").write_bytes(copy)
-        ranks.append(rank)
-    return sorted(ranks), skipped, notes
+            raise ValueError(f"{path}: refused: cannot be normalised ({type(exc).__name__}: {exc})") from None
+
+    try:
+        changes, data = read_dump(path, normalised)
+    except (OSError, ValueError, pickle.UnpicklingError) as exc:
+        return SkippedFile(path, str(exc))
+    rank = int(match.group(1))
+    (dest / f"_dump_{rank}").write_bytes(data)
+    return rank, [f"{os.path.basename(path)}: {note}" for note in changes]

@@ -1,10 +1,12 @@
-"""Checking a pickle's opcode stream against its own bytes before anything is built.
+"""Checking a pickle's opcode stream against its own bytes, to name the bound it breaks.
 
 The C unpickler trusts what a pickle declares: a memo slot index sizes its memo array (a 9-byte
 pickle naming slot 805,306,368 costs 12 GB), a declared length is allocated before it is read.
-Flight-recorder dumps are untrusted and often truncated by a crash, so each one is walked first,
-without building objects, and refused at the first bound it breaks (`PickleBoundError`, one line).
-The walk is one pass over the bytes with a table lookup per opcode.
+`reading` holds it to a memory bound per dump instead, which costs an honest dump nothing; a dump
+it refuses is walked here, without building objects, to say which bound its bytes break and at
+which opcode (`PickleBoundError`, one line). The walk is one pass over the bytes with a table
+lookup per opcode, in Python: about 8 ms for torch's default 350 KB dump, which is why honest
+dumps are not walked.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """torch's own flight-recorder analyzer (`python -m torch.distributed.flight_recorder.fr_trace`).
 
 Dumps are untrusted, and torchfrtrace reads them with a plain `pickle.load`. So it never sees
-the originals: each dump is read with faultloop's restricted unpickler (`dumps.load_dump`, which
-builds only plain containers) and written again into a temporary folder, which torchfrtrace reads.
+the originals: each dump is read within its bounds by faultloop's restricted unpickler
+(`dumps.rewrite_dumps`, which builds only plain containers) and written again into a temporary
+folder, which torchfrtrace reads.
 Copies are normalised where torch's tool expects what gloo does not write (see `sanitize`).
 
 torchfrtrace prints one report per collective it cannot match; its suspects are taken as a
