@@ -20,7 +20,7 @@ RUN_CONFIG ?= pool_file=config/pools/quick.tsv session=quick
 SNAKEMAKE_ARGS ?=
 PYTEST_ARGS ?=
 # pytest-xdist workers for make test and test-fast: one per core of the 2-core machines the suite
-# is sized for (tests/scheduling.py keeps a shared fixture's tests on one worker).
+# is sized for (tests/scheduling.py: a module runs on one worker, slow modules first).
 TEST_WORKERS ?= 2
 BENCH_ARGS ?=
 # Examples per fuzz property in `make fuzz` (the suite runs 25-40, deterministically); 2000 take

@@ -90,7 +90,8 @@ def run_gloo_job(out: Path, mode: str) -> None:
 
 @pytest.fixture(scope="session")
 def gloo_hang(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Real gloo dumps of a hang (rank 1 stalls), one job for every test that reads them (read-only)."""
+    """Real gloo dumps of a hang (rank 1 stalls), read-only: one job serves every test of a test process
+    (of an xdist worker) that reads them."""
     out = tmp_path_factory.mktemp("gloo_hang")
     run_gloo_job(out, "hang")
     return out

@@ -6,10 +6,8 @@ running.
 The processes agree through one lock file beside the cluster's folder: each holds it shared while
 it uses the cluster, and takes it exclusively only to start a cluster that is down or to find out,
 at the end, that it is the last user (a non-blocking exclusive lock succeeds only when no other
-process holds it).
-`scheduling.py` also puts every `slurm` test in one xdist group, so in `make test` one worker uses
-it; the lock is what keeps any other split (`--dist load`, two sessions) from stopping it under a
-test.
+process holds it). So two xdist workers, or two pytest sessions, may both use it, and neither
+stops it under the other's test.
 """
 
 from __future__ import annotations
