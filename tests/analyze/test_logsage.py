@@ -272,9 +272,10 @@ def test_every_rule_names_the_program_and_source_of_its_template() -> None:
     assert hints <= set(vocab.Cause), hints - set(vocab.Cause)
 
 
-def test_attribute_holds_no_cause_literals() -> None:
-    """Causes are vocab.Cause members, their meaning policy.POLICY: attribute.py only decides."""
-    text = (Path(rules.__file__).parent / "attribute.py").read_text()
+@pytest.mark.parametrize("module", ["attribute", "timeline", "causes", "culprits", "confidence"])
+def test_attribution_holds_no_cause_literals(module: str) -> None:
+    """Causes are vocab.Cause members, their meaning policy.POLICY: attribution only decides."""
+    text = (Path(rules.__file__).parent / f"{module}.py").read_text()
     quoted = {name for name in vocab.Cause if f'"{name}"' in text or f"'{name}'" in text}
     assert not quoted, quoted
 

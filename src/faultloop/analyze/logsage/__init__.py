@@ -14,7 +14,10 @@ Deterministic and offline by default. The package, by concern:
   scan.py       reads each line's prefixes and rank and classifies it into bounded facts
   records.py    multi-line records: tracebacks (whole, cut off, a launcher's), stack dumps,
                 torchrun's summary records (their failure times), launchers' multi-line reports
-  attribute.py  symptom vs origin, culprits, the cause and the confidence (DECISIONS: their order)
+  attribute.py  the decisions, from the facts to a cause and the ranks at fault (DECISIONS: their
+                order), made of: timeline.py (symptom vs origin per rank, in time), causes.py (the
+                cause a rank's evidence names), culprits.py (which rank the evidence singles out),
+                confidence.py (the finding and how sure it is)
   engine.py     analyze_log and the Verdict (the logsage.json contract)
   modes.py      LLM and upstream modes (the command line is faultloop.cli.logsage)
 """

@@ -13,7 +13,7 @@ from typing import Any
 
 from faultloop import faults
 from faultloop.analyze import llm
-from faultloop.analyze.logsage.attribute import LOW, MEDIUM
+from faultloop.analyze.logsage.confidence import LOW, MEDIUM
 from faultloop.analyze.logsage.engine import Settings, Verdict, analyze_log, analyzer_fingerprint, fingerprint_settings
 from faultloop.analyze.logsage.policy import POLICY
 from faultloop.faults import ERRORS_NOT_FOUND, NO_LOGS, OTHER, RESTART, STOP
