@@ -53,8 +53,11 @@ def _restyle(line: str, source: Source, text: str, labels_are_nodes: bool, rank_
         return f"{source.label}: {inner.replace('[rank', '[default')}{text}"
     if labels_are_nodes:
         return f"10.0.0.{source.label}: {inner}{text}"
-    if source.label is not None:
-        return f"[rank{source.label}]:{text}"
+    if source.label is not None:  # the line's rank: a global [rankN] under the label where it has one
+        rank = (
+            source.inner if source.role == "rank" and source.inner is not None and not rank_is_local else source.label
+        )
+        return f"[rank{rank}]:{text}"
     return f"{source.inner}: {text}"
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from conftest import REAL_LOG_FOLDERS, REAL_LOGS, REAL_LOGS_HO, needs_real_logs
+from conftest import REAL_LOG_FOLDERS, REAL_LOGS, REAL_LOGS_B, REAL_LOGS_HO, needs_real_logs
 from faultloop.analyze import registry as analyzers
 from faultloop.cli import eval_logs as eval_logs_cli
 from faultloop.contracts import LogVerdict
@@ -213,31 +213,51 @@ def test_any_configured_analyzer_is_graded_and_the_baseline_is_the_floor(tmp_pat
 
 
 # Failure logs logsage still answers ERRORS NOT FOUND on, and why (each a template it cannot yet
-# prefilter or read): none since NCCL's WARN lines and Rust's allocator message are read (issue 25)
-NOT_FOUND_YET: dict[str, str] = {}
+# prefilter or read); the test fails once one is read, so that it leaves this list
+NOT_FOUND_YET: dict[str, str] = {
+    "r4_15": "Horovod's stall inspector warning (`One or more tensors were submitted to be reduced ...`)",
+    "r4_17": "c10d's server socket bind failure (`failed to bind to [::]:22 (errno: 98 - Address already in use)`)",
+    "r4_23": "CUDA's device-side assert in a kernel (`Assertion `t >= 0 && t < n_classes` failed`)",
+    "r4_24": "NCCL's INFO-level connect retries to exhaustion (`connect returned No route to host, retrying (N/N)`)",
+    "r4_44": "Dask's worker report `Compute Failed` with the exception only in its `Exception:` field",
+    "r5_11": "an exception line behind a Ray actor prefix `(LLMRayActor pid=N)` with no rule of its own",
+    "r5_25": "Horovod's stall inspector warning, as in r4_15",
+    "r5_26": "c10d's client connect failures (`The client socket has failed to connect to ... (errno: 110 ...)`)",
+    "r5_35": "horovodrun's first-failure summary with `Exit code: 137` on its own line",
+    "r5_41": "Megatron's async checkpoint writer `Local process 0 encountered an error: [Errno 5] ...`",
+    "r5_45": "a unittest assertion over the workers' exit codes in a CI log",
+}
 
 
 @needs_real_logs
 def test_no_log_labelled_with_a_failure_is_errors_not_found() -> None:
     """A log whose only lines are plain failures is evidence, not `ERRORS NOT FOUND` (issue 20),
-    in both corpus folders; the ones listed above are known and fail this test once they are read."""
+    in every corpus folder; the ones listed above are known and fail this test once they are read."""
     analyze = analyzers.resolve("faultloop", {}).analyze
+    cases = evallogs.load_cases(*REAL_LOG_FOLDERS)
     found_nothing = {
-        case.name
-        for case in evallogs.load_cases(*REAL_LOG_FOLDERS)
-        if "none" not in case.categories and analyze(case.log).restart == ERRORS_NOT_FOUND
+        case.name for case in cases if "none" not in case.categories and analyze(case.log).restart == ERRORS_NOT_FOUND
     }
-    assert found_nothing == set(NOT_FOUND_YET) & {c.name for c in evallogs.load_cases(*REAL_LOG_FOLDERS)}
+    assert found_nothing == set(NOT_FOUND_YET) & {c.name for c in cases}
 
 
-# The measured floor on all 188 cases (both folders): what this version reaches, held so that a change
-# cannot lose it unnoticed (the issue's targets and where they stand: benchmarks/README.md)
-FLOOR_188 = {"category": 0.93, "restart": 0.91, "culprit": 0.95, "RESTART": 0.88, "STOP": 0.91}
+# The measured floors on the corpus, overall and per folder (real_logs and its gh/ part, real_logs_ho,
+# real_logs_b): what this version reaches, rounded down to a point, held so that a change cannot
+# lose it unnoticed (the issue's targets and where they stand: benchmarks/README.md). RESTART and
+# STOP are the recalls of the two restart labels.
+FLOORS: dict[str, dict[str, float]] = {
+    "overall": {"category": 0.88, "restart": 0.80, "culprit": 0.92, "RESTART": 0.69, "STOP": 0.83},
+    "real_logs": {"category": 0.92, "restart": 0.94, "culprit": 0.94, "RESTART": 1.00, "STOP": 0.93},
+    "real_logs/gh": {"category": 0.96, "restart": 0.88, "culprit": 1.00, "RESTART": 1.00, "STOP": 0.86},
+    "real_logs_ho": {"category": 0.94, "restart": 0.90, "culprit": 0.94, "RESTART": 0.81, "STOP": 0.91},
+    "real_logs_b": {"category": 0.76, "restart": 0.60, "culprit": 0.86, "RESTART": 0.54, "STOP": 0.64},
+}
+CORPUS_CASES = 278
 
 
 @needs_real_logs
-@pytest.mark.skipif(not REAL_LOGS_HO.is_dir(), reason=f"{REAL_LOGS_HO} not found")
-def test_logsage_holds_its_floor_on_both_corpus_folders() -> None:
+@pytest.mark.skipif(len(REAL_LOG_FOLDERS) < 3, reason=f"{REAL_LOGS_HO} or {REAL_LOGS_B} not found")
+def test_logsage_holds_its_floors_on_every_corpus_folder() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "faultloop.cli", "eval-logs", *map(str, REAL_LOG_FOLDERS), "--format", "json"],
         capture_output=True,
@@ -245,15 +265,18 @@ def test_logsage_holds_its_floor_on_both_corpus_folders() -> None:
         timeout=600,
     )
     summary = json.loads(proc.stdout)
-    overall = summary["overall"]
     report = json.dumps({k: summary[k] for k in ("overall", "by_folder", "misses")}, indent=1)
-    assert summary["cases"] == 188, report
-    assert set(summary["by_folder"]) == {"real_logs", "real_logs/gh", "real_logs_ho"}, report
-    for measure in ("category", "restart", "culprit"):
-        assert overall[measure]["rate"] >= FLOOR_188[measure], (measure, report)
-    for label in ("RESTART", "STOP"):
-        assert overall["restart_recall"][label]["rate"] >= FLOOR_188[label], (label, report)
-    assert overall["unknown_culprit_high_confidence"]["rate"] <= evallogs.Thresholds().unknown_high, report
+    assert summary["cases"] == CORPUS_CASES, report
+    assert set(summary["by_folder"]) == set(FLOORS) - {"overall"}, report
+    for scope, floors in FLOORS.items():
+        scores = summary["overall"] if scope == "overall" else summary["by_folder"][scope]
+        for measure, floor in floors.items():
+            tally = (
+                scores[measure] if measure in ("category", "restart", "culprit") else scores["restart_recall"][measure]
+            )
+            assert tally["rate"] >= floor, (scope, measure, tally, report)
+    overall = summary["overall"]
+    assert overall["unknown_culprit_high_confidence"]["named_high"] == 0, report
     assert overall["errors_not_found_on_failure_logs"]["not_found"] <= len(NOT_FOUND_YET), report
 
 

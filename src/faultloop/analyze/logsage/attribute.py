@@ -29,16 +29,19 @@ from faultloop.analyze.logsage.confidence import (
 )
 from faultloop.analyze.logsage.culprits import (
     busy_rank,
+    device_rank,
     first_by_failure_time,
     first_to_lose_peers,
     hang_culprits,
     odd_collective,
     odd_collective_out,
+    odd_first_collective,
+    store_publisher,
 )
 from faultloop.analyze.logsage.facts import NEVER, Evidence, Facts
 from faultloop.analyze.logsage.policy import SCHEDULER_CAUSES
 from faultloop.analyze.logsage.rules import BUSY_WINDOW_LINES, FIRST_SEQ, SETUP_SEQ
-from faultloop.analyze.logsage.scan import seen_ranks
+from faultloop.analyze.logsage.scan import labels_are_nodes, seen_ranks
 from faultloop.analyze.logsage.timeline import Timeline, evidence_of, first_line, read_timeline, reinterpret
 from faultloop.analyze.logsage.vocab import (
     DONE,
@@ -170,6 +173,28 @@ def _gpu_hardware(facts: Facts, tl: Timeline) -> Attribution | None:
     )
 
 
+def _node_lost(facts: Facts, tl: Timeline) -> Attribution | None:
+    """NODE_FAIL: a launcher's agent lost the rest of the job mid-run (its keep-alive to the
+    rendezvous, sent only once the rendezvous completed and its workers ran, failed: the node that
+    hosts the rendezvous, or the way to it, was lost) before any rank failed on its own. A node that
+    died mid-run is the infrastructure's, which a restart on healthy nodes passes (RESTART); what
+    the survivors report after it is its consequence."""
+    lost = [ev for ev in evidence_of(facts, PEER_LOST) if ev.hint == Cause.NODE_FAIL]
+    first_origin = min((e.line for e in (*tl.origin_at.values(), *tl.weak_at.values())), default=NEVER)
+    if not lost or lost[0].line > first_origin:
+        return None
+    return attribution(
+        Cause.NODE_FAIL,
+        [],
+        tl.victims,
+        lost[:3],
+        f"a node was lost while the job ran (line {lost[0].line}: {lost[0].text[:120]}) before any rank failed "
+        "on its own",
+        MEDIUM,
+        "an agent lost its rendezvous with the other nodes mid-run; the log does not say which node died",
+    )
+
+
 def _crash(facts: Facts, tl: Timeline) -> Attribution | None:
     first_timeout = first_line(facts, [TIMEOUT])
     origins = {r: e for r, e in tl.origin_at.items() if e.line < first_timeout}
@@ -182,14 +207,15 @@ def _crash(facts: Facts, tl: Timeline) -> Attribution | None:
     if not ranked:
         ev = origins[None]
         cause, meaning = with_meaning(facts, crash_cause(facts, None), ev)
+        owner = device_rank(facts)
         return attribution(
             cause,
-            [],
+            [owner[0]] if owner else [],
             tl.victims,
             [ev],
-            f"a failure that names no rank ({ev.rule}, line {ev.line}){meaning}",
+            f"a failure that names no rank ({ev.rule}, line {ev.line}){meaning}" + (f"; {owner[1]}" if owner else ""),
             MEDIUM,
-            "the failing line carries no rank prefix in a log of several processes",
+            owner[1] if owner else "the failing line carries no rank prefix in a log of several processes",
         )
     early = sorted(r for r, e in ranked.items() if e.line < tl.first_symptom)
     primary = first_by_failure_time(facts, early) if len(early) > 1 else [min(ranked, key=lambda r: ranked[r].line)]
@@ -204,11 +230,14 @@ def _crash(facts: Facts, tl: Timeline) -> Attribution | None:
     return attribution(cause, primary, others, keys, why, *crash_confidence(facts, tl, primary, ranked, weak))
 
 
-def _hang(facts: Facts, tl: Timeline) -> Attribution | None:
-    first_timeout = first_line(facts, [TIMEOUT])
-    if first_timeout == NEVER:
-        return None
+def _desync(facts: Facts, tl: Timeline) -> Attribution | None:
+    """DESYNC: the ranks that timed out were in different collectives, as their reports show (at one
+    SeqNum, on the first one they timed out on where torch numbers none, a reported mismatch, the
+    call their tracebacks end in); the one rank whose collective differs from all the others' took
+    another code path, which it takes again (STOP)."""
     timeouts = evidence_of(facts, TIMEOUT)
+    if not timeouts:
+        return None
     keys, hints = timeouts[:3], {ev.hint for ev in timeouts if ev.hint}
     desynced = {seq: ops for seq, ops in facts.collectives.items() if len(ops) > 1}
     if Cause.DESYNC in hints or desynced:
@@ -232,27 +261,78 @@ def _hang(facts: Facts, tl: Timeline) -> Attribution | None:
             if odd
             else "the timed-out collectives disagree; no rank is singled out",
         )
-    if odd_call := odd_collective(facts):
-        rank, mine, theirs = odd_call
-        return attribution(
-            Cause.DESYNC,
-            [rank],
-            tl.victims,
-            keys,
-            f"rank {rank} waited in {mine} while every other rank waited in {theirs}",
-            HIGH,
+    for calls, odd_call, alone, apart in (
+        (
+            facts.waited_in,
+            odd_collective(facts),
             "the only rank whose traceback ends in another collective than the others'",
-        )
-    if len(set(facts.waited_in.values())) > 1:
-        return attribution(
-            Cause.DESYNC,
-            [],
-            tl.victims,
-            keys,
-            "ranks waited in different collectives: " + ", ".join(sorted(set(facts.waited_in.values()))),
-            MEDIUM,
             "the ranks' tracebacks end in different collectives; none is the odd one out",
-        )
+        ),
+        (
+            facts.unnumbered_ops,
+            odd_first_collective(facts),
+            "the only rank that first timed out on another collective than the others (torch < 1.10 numbers none)",
+            "the ranks first timed out on different collectives; none is the odd one out",
+        ),
+    ):
+        if odd_call:
+            rank, mine, theirs = odd_call
+            return attribution(
+                Cause.DESYNC,
+                [rank],
+                tl.victims,
+                keys,
+                f"rank {rank} waited in {mine} while every other rank waited in {theirs}",
+                HIGH if calls is facts.waited_in else MEDIUM,
+                alone,
+            )
+        if len(set(calls.values())) > 1:
+            return attribution(
+                Cause.DESYNC,
+                [],
+                tl.victims,
+                keys,
+                "ranks waited in different collectives: " + ", ".join(sorted(set(calls.values()))),
+                MEDIUM,
+                apart,
+            )
+    return None
+
+
+def _one_rank_first(facts: Facts, tl: Timeline) -> Attribution | None:
+    """SLOW_RANK: ranks timed out waiting inside a one-rank-first section (rules.MAIN_FIRST_FRAMES:
+    the main process runs the block while the others wait at its barrier), so the main rank's
+    one-rank work outlasted the timeout, which it does again at the same place (a one-rank path
+    visible in the log recurs: STOP). The main rank is rank 0 where the log shows one node (a
+    section may be each node's own) and rank 0 did not time out itself."""
+    timeouts = evidence_of(facts, TIMEOUT)
+    if not facts.main_first or not timeouts:
+        return None
+    timed_out = {r for r in tl.symptom_at if r is not None}
+    if 0 in timed_out | facts.main_first:
+        return None  # the main rank waited too: its section was done
+    one_node = len(facts.hosts) < 2 and not labels_are_nodes(facts)
+    waiters = sorted(r for r in facts.main_first if r is not None)
+    who = f"rank{'s' if len(waiters) > 1 else ''} {join_ranks(waiters)}" if waiters else "a rank"
+    return attribution(
+        Cause.SLOW_RANK,
+        [0] if one_node else [],
+        tl.victims,
+        timeouts[:3],
+        f"{who} timed out waiting inside a one-rank-first section (the main process runs it first while the "
+        "others wait at its barrier): the main rank's one-rank work outlasted the timeout",
+        MEDIUM,
+        "the waiters' tracebacks pass through a one-rank-first section; the main process is rank 0"
+        + ("" if one_node else ", or each node's local rank 0: the log shows several nodes"),
+    )
+
+
+def _hang(facts: Facts, tl: Timeline) -> Attribution | None:
+    first_timeout = first_line(facts, [TIMEOUT])
+    if first_timeout == NEVER:
+        return None
+    timeouts = evidence_of(facts, TIMEOUT)
+    keys, hints = timeouts[:3], {ev.hint for ev in timeouts if ev.hint}
     if (link := _link_down(facts, tl)) is not None:
         return link
     early = facts.first_seq is not None and (
@@ -272,6 +352,9 @@ def _hang(facts: Facts, tl: Timeline) -> Attribution | None:
                 MEDIUM,
                 "the one member of the world the waiting ranks do not include",
             )
+        if publisher := store_publisher(facts):
+            rank, why = publisher
+            return attribution(Cause.SETUP_HANG, [rank], tl.victims, keys, why, MEDIUM, why)
         return attribution(
             Cause.SETUP_HANG,
             [],
@@ -393,12 +476,22 @@ DECISIONS: tuple[Callable[[Facts, Timeline], Attribution | None], ...] = (
     #              SHUTDOWN_HANG when the application had said it was done)
     _stopped_from_outside,  # 2. CANCELLED: it was stopped from outside before any rank failed
     _gpu_hardware,  # 3. GPU_ERROR: a GPU hardware fault (kernel or driver report) anywhere in the log
-    _crash,  # 4. a crash: some rank failed on its own before anyone timed out -> the earliest such
+    _node_lost,  # 4. NODE_FAIL: a launcher's agent lost the rest of the job mid-run before any rank failed
+    #              on its own (a node that died mid-run passes: RESTART)
+    _crash,  # 5. a crash: some rank failed on its own before anyone timed out -> the earliest such
     #          rank and its evidence's cause (a cut-off traceback, a bare exit status, a plain
-    #          `error:` line or a diverged run counts only if nothing stronger does)
-    _hang,  # 5. a hang: ranks timed out first -> DESYNC, SETUP_HANG, SHUTDOWN_HANG, SLOW_RANK (one
-    #         busy rank: STOP), WATCHDOG_HANG, the odd rank out's GPU_SLEEP / LOCK_GIL / SIGSTOP, or
-    #         HANG with no culprit (RESTART)
-    _peer_lost,  # 6. peers were lost and nobody failed visibly -> a rank that died silently, else NETWORK
+    #          `error:` line or a diverged run counts only if nothing stronger does); an error's
+    #          meaning and time decide its restart (a configuration or usage error, or an unreachable
+    #          endpoint during setup, recurs: STOP); a failure that names no rank but its GPU names
+    #          the rank driving it on one node
+    _desync,  # 6. DESYNC: ranks timed out in different collectives -> the one rank whose collective
+    #           differs from all the others' (a desync visible in the log recurs: STOP)
+    _one_rank_first,  # 7. SLOW_RANK: ranks timed out waiting inside a one-rank-first section -> the main
+    #                   rank's one-rank work (a one-rank path visible in the log recurs: STOP)
+    _hang,  # 8. a hang: ranks timed out first -> SETUP_HANG (the rank every waiter fetches the
+    #         communicator's id from, or the one member the waiters lack), SHUTDOWN_HANG, SLOW_RANK
+    #         (one busy rank: a one-rank path recurs, STOP), WATCHDOG_HANG, the odd rank out's
+    #         GPU_SLEEP / LOCK_GIL / SIGSTOP, or HANG with no culprit (RESTART)
+    _peer_lost,  # 9. peers were lost and nobody failed visibly -> a rank that died silently, else NETWORK
 )
-# 7. otherwise (_quiet_end): DONE when the application finished, else no errors found
+# 10. otherwise (_quiet_end): DONE when the application finished, else no errors found

@@ -68,12 +68,15 @@ def crash_confidence(
 
 def with_confidence_caps(facts: Facts, found: Attribution) -> Attribution:
     """A rank named under an assumption (a local rank read as global, a log read as one
-    process) is only as sure as that assumption."""
+    process, a GPU's index read as the rank) is only as sure as that assumption, which the
+    reasoning states."""
     for rank in found.primary:
         if rank in facts.assumed:
             level, reason = facts.assumed[rank]
             if _LEVELS.index(level) < _LEVELS.index(found.confidence):
                 found.confidence, found.confidence_reason = level, reason
+            if reason not in found.reasoning:
+                found.reasoning += f" ({reason})"
     return found
 
 

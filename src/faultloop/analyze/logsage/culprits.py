@@ -1,15 +1,17 @@
 """Culprits: which rank the evidence singles out where several ranks came to grief. The first to
 fail by torchrun's clock, a hang's odd rank out (the one that never timed out, stalled outside a
 collective, behind in enqueued work or named missing by a barrier), the one rank in another
-collective, the rank doing one-rank work, the first to lose its connections. Where the log cannot
-tell candidates apart, none is named."""
+collective, the rank doing one-rank work, the first to lose its connections, the rank every
+waiter fetches a store key from, the rank whose GPU a rank-less failure names. Where the log
+cannot tell candidates apart, none is named."""
 
 from __future__ import annotations
 
 from faultloop.analyze.logsage.confidence import HIGH, LOW, MEDIUM, join_ranks
 from faultloop.analyze.logsage.facts import Evidence, Facts
 from faultloop.analyze.logsage.records import in_collective
-from faultloop.analyze.logsage.scan import seen_ranks
+from faultloop.analyze.logsage.rules import STORE_FETCH_RE
+from faultloop.analyze.logsage.scan import labels_are_nodes, seen_ranks
 from faultloop.analyze.logsage.timeline import Timeline, first_line, ranks_with
 from faultloop.analyze.logsage.vocab import (
     ORIGINS,
@@ -82,7 +84,20 @@ def hang_culprits(facts: Facts, tl: Timeline) -> tuple[list[int], str, str]:
 def odd_collective(facts: Facts) -> tuple[int, str, str] | None:
     """(rank, its call, everyone else's) where one rank's traceback ends in another torch.distributed
     call than every other rank's (three ranks at least: of two, neither is the odd one out)."""
-    calls = facts.waited_in
+    return _odd_one_out(facts.waited_in)
+
+
+def odd_first_collective(facts: Facts) -> tuple[int, str, str] | None:
+    """(rank, its collective, everyone else's) where one rank first timed out on another collective
+    than every other rank, in torch < 1.10's reports, which number none: a rank's first report is
+    its oldest collective still pending, which no peer can have finished without it, so ranks
+    whose first ones differ issued different collectives (the odd one took another code path)."""
+    return _odd_one_out(facts.unnumbered_ops)
+
+
+def _odd_one_out(calls: dict[int, str]) -> tuple[int, str, str] | None:
+    """(rank, its call, everyone else's) where one rank's call differs from all the others', which
+    agree (three ranks at least: of two, neither is the odd one out)."""
     if len(calls) < 3 or len(set(calls.values())) != 2:
         return None
     odd = [r for r, call in calls.items() if sum(c == call for c in calls.values()) == 1]
@@ -137,3 +152,50 @@ def first_to_lose_peers(facts: Facts, tl: Timeline) -> int | None:
     stalled = first_line(facts, [STALL, STACK_DUMP, TIMEOUT])  # its own timeout too: then it waited, not lost
     # other ranks in view that came to grief after it (a lone reporter in an excerpt says nothing)
     return rank if others and line < min(others) and line < min(facts.stop_line, stalled) else None
+
+
+def store_publisher(facts: Facts) -> tuple[int, str] | None:
+    """(rank, why) of the rank every waiter fetches its communicator's id from, where they timed out
+    fetching it (rules.STORE_FETCH_RE): a group's rank 0 publishes the id of each of its
+    communicators on the store, the lower rank of a point-to-point pair the pair's; a publisher
+    that never published it never got there. Named only for the default group (a waiter's rank in
+    its message is its rank in the log, where the log says), where every waiter names the same
+    publisher and the publisher is not among them."""
+    waiters: set[int] = set()
+    publishers: set[int] = set()
+    for (kind, rank), ev in facts.first.items():
+        if kind != TIMEOUT or not (fetch := STORE_FETCH_RE.search(ev.text)):
+            continue
+        waiter = int(fetch.group(1))
+        if rank is not None and rank != waiter:
+            return None  # a subgroup's ranks: its rank 0 is not the job's
+        waiters.add(waiter)
+        publishers.add(int(fetch.group(2) or 0))
+    if len(publishers) != 1 or publishers & waiters:
+        return None
+    rank = publishers.pop()
+    return rank, (
+        f"rank{'s' if len(waiters) > 1 else ''} {join_ranks(sorted(waiters))} timed out fetching the "
+        f"communicator's id that rank {rank} publishes on the store: rank {rank} never got there"
+    )
+
+
+def device_rank(facts: Facts) -> tuple[int, str] | None:
+    """(rank, the assumption) of the process whose GPU the rank-less failures name (torch's
+    `device='cuda:1'`, rules.DEVICE_NAMED_RE): one GPU per process, a GPU's index is its process's
+    local rank, which is the rank on one node. Only where the log shows one node (no node labels,
+    one host at most) and the failures name one GPU that the world size, where known, allows."""
+    gpus = {
+        facts.named_device[ev.line]
+        for (_, rank), ev in facts.first.items()
+        if rank is None and ev.line in facts.named_device
+    }
+    if len(gpus) != 1 or len(facts.hosts) > 1 or labels_are_nodes(facts):
+        return None
+    gpu = gpus.pop()
+    if facts.world_size and gpu >= facts.world_size:
+        return None
+    return (
+        gpu,
+        f"the failure names GPU {gpu} (cuda:{gpu}), read as local rank {gpu} and so rank {gpu} (one node assumed)",
+    )

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from faultloop.analyze.logsage import records, scan
+from faultloop.analyze.logsage import culprits, records, scan
 from faultloop.analyze.logsage.attribute import attribute
 from faultloop.analyze.logsage.facts import MAX_EVIDENCE, Evidence, Facts
 from faultloop.analyze.logsage.policy import POLICY
@@ -85,7 +85,7 @@ def _analyze_path(path: Path, settings: Settings) -> Verdict:
     scan.scan(path, facts, settings.prefilter, settings.jobs)
     scan.resolve_deaths(facts)
     records.read_blocks(path, facts)
-    scan.single_process(facts)
+    scan.single_process(facts, culprits.device_rank(facts))
     found = attribute(facts)
     checkpoint = any(k == CHECKPOINT for k, _ in facts.first)
     if not found.cause:

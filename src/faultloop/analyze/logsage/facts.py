@@ -93,6 +93,9 @@ class Facts:
     collectives: dict[int, set[tuple[str, str | None]]] = field(default_factory=dict)  # SeqNum -> (op, numel)
     # (SeqNum, op, numel) -> the ranks that timed out on it: the odd collective out names its rank
     collective_ranks: dict[tuple[int, str, str | None], set[int]] = field(default_factory=dict)
+    unnumbered_ops: dict[int, str] = field(
+        default_factory=dict
+    )  # rank -> its first timed-out collective (torch < 1.10)
     first_seq: int | None = None  # the lowest collective number a rank timed out on
     last_busy: Evidence | None = None  # the latest one-rank work (evaluation, saving...) before any timeout
     summary_section: dict[Source, str] = field(default_factory=dict)  # "first" / "others"
@@ -105,4 +108,8 @@ class Facts:
     root_cause: set[int] = field(default_factory=set)  # ranks torchrun's `Root Cause (first observed failure)` names
     failure_time: dict[int, str] = field(default_factory=dict)  # rank -> when torchrun's summary says it failed
     repeated_lines: int = 0  # lines that repeated a known template: counted, not analysed (scan's repeats)
+    named_device: dict[int, int] = field(
+        default_factory=dict
+    )  # a rank-less failure's line -> the GPU its message names
+    main_first: set[int | None] = field(default_factory=set)  # ranks that timed out inside a one-rank-first section
     waited_in: dict[int, str] = field(default_factory=dict)  # rank -> the torch.distributed call its traceback ended in

@@ -29,9 +29,10 @@ from faultloop.analyze.logsage.rules import (
     COLLECTIVE_FRAMES,
     DATA_FRAMES,
     EXCEPTION_CAUSES,
+    MAIN_FIRST_FRAMES,
     SETUP_FRAMES,
 )
-from faultloop.analyze.logsage.scan import add, classify, drop, record_exit, resolve_rank, split_prefix
+from faultloop.analyze.logsage.scan import add, classify, drop, named_gpu, record_exit, resolve_rank, split_prefix
 from faultloop.analyze.logsage.vocab import (
     DEATH,
     EXCEPTION_KIND,
@@ -346,6 +347,17 @@ def _missing_ranks(facts: Facts, f: IO[bytes], block: Block) -> None:
         add(facts, Evidence(block.line, text, TIMEOUT, resolve_rank(facts, block.source, ""), "horovod_missing_ranks"))
 
 
+def _device_below(facts: Facts, f: IO[bytes], block: Block) -> None:
+    """The GPU a rank-less exception's message names on the lines it runs on to (its first line
+    named none), up to a blank line, a traceback or MESSAGE_LINES."""
+    for _, text in itertools.islice(_same_source(f, block), MESSAGE_LINES):
+        if not text.strip() or text.startswith("Traceback") or _FRAME_RE.match(text):
+            return
+        if (gpu := named_gpu(text)) is not None:
+            facts.named_device[block.line] = gpu
+            return
+
+
 def read_blocks(path: Path, facts: Facts) -> None:
     """Parse the tracebacks, stack dumps and torchrun summary sections found by the scan; turn them
     into evidence (and the summaries' failure times)."""
@@ -356,6 +368,9 @@ def read_blocks(path: Path, facts: Facts) -> None:
                 continue
             if block.kind == MISSING:
                 _missing_ranks(facts, f, block)
+                continue
+            if block.kind == EXCEPTION_KIND:
+                _device_below(facts, f, block)
                 continue
             if block.kind == SUMMARY:
                 for failed, when in summary_times(f, block).items():
@@ -372,6 +387,15 @@ def read_blocks(path: Path, facts: Facts) -> None:
             ev = _traceback_evidence(facts, tb, block.source) if tb else None
             if tb and ev and ev.rank is not None and (api := _collective_called(tb)):
                 facts.waited_in.setdefault(ev.rank, api)
+            if tb and ev and ev.kind == TIMEOUT and any(MAIN_FIRST_FRAMES.search(fr.func) for fr in tb.frames):
+                facts.main_first.add(ev.rank)
+            if (
+                tb
+                and ev
+                and ev.rank is None
+                and (gpu := named_gpu(" ".join([tb.exc_text, *tb.message_rest]))) is not None
+            ):
+                facts.named_device.setdefault(ev.line, gpu)
             if ev:
                 # the exception line read alone: the whole traceback says more (and a launcher's own
                 # failure is that, however its exception line read alone)

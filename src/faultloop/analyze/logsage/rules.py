@@ -95,6 +95,7 @@ NCCL_BOOTSTRAP = ("NCCL", "src/bootstrap.cc")
 NCCL_CONNECTIONS = ("NCCL", "src/misc/socket.cc, src/transport/net_socket.cc, src/proxy.cc, src/misc/ipcsocket.cc")
 NCCL_SIZE_CHECKS = ("NCCL", "src/transport/net_socket.cc, src/transport/net_ib.cc")
 NCCL_INIT = ("NCCL", "src/init.cc (src/graph/topo.cc in 2.30.3 and 2.30.4)")
+NCCL_ENQUEUE = ("NCCL", "src/enqueue.cc (getAlgoInfo; topoGetAlgoInfo from 2.24)")
 NCCL_INTERFACES = ("NCCL", "src/bootstrap.cc, src/misc/socket.cc, src/transport/net_socket.cc")
 CUDA_RUNTIME = ("CUDA runtime", "cuda_runtime_api.h (cudaGetErrorString), via c10/cuda/CUDAException.h")
 NVIDIA_DRIVER = ("NVIDIA driver", "nvidia.ko (NVRM: Xid), nvidia-smi / NVML (nvmlErrorString)")
@@ -163,8 +164,10 @@ RULES: tuple[Rule, ...] = (
     # the C++ backtrace of the watchdog's timeout exception (c10::Error's `frame #N:` lines), what is
     # left where the excerpt cut its what() line
     Rule("nccl_timeout_frame", TIMEOUT, ("Timeout",), r"ProcessGroupNCCL::WorkNCCL::checkTimeout\(", origin=C10D_NCCL),
-    Rule("setup_store_timeout", TIMEOUT, ("Timeout", "imed out"),
-         r"is setting up NCCL communicator and retrieving ncclUniqueId.*(?:Timeout|timed out)", Cause.SETUP_HANG, C10D_NCCL),
+    # (the store's error: `Socket Timeout`, `timed out`, torch >= 2.5's `wait timeout after {ms}ms, keys: ...`)
+    Rule("setup_store_timeout", TIMEOUT, ("Timeout", "imed out", "rror"),
+         r"is setting up NCCL communicator and retrieving ncclUniqueId.*(?:[Tt]imeout|timed out)", Cause.SETUP_HANG,
+         C10D_NCCL),
     Rule("dist_timeout", TIMEOUT, ("rror",), r"DistBackendError.*[Tt]ime(?:d ?out)", origin=C10D_BACKEND),
     # the store's server waited for its clients at startup (TCPStore's waitForWorkers): setup never completed
     Rule("store_clients", TIMEOUT, ("imed out",), r"Timed out after \d+ seconds waiting for clients\. \d+/\d+ clients joined",
@@ -257,6 +260,11 @@ RULES: tuple[Rule, ...] = (
     Rule("nccl_duplicate_gpu", FATAL, ("NCCL WARN",),
          r"NCCL WARN (?:Duplicate GPU detected : rank \d+ and rank \d+|Multiple [Rr]anks (?:are|detected) using the same GPU)",
          Cause.CONFIG_ERROR, NCCL_INIT),
+    # no algorithm and protocol NCCL may use for a collective: the job's NCCL_ALGO / NCCL_PROTO (or the
+    # topology they meet) admit none, and NCCL returns ncclInvalidUsage where they are set (2.5 to 2.23 bare;
+    # from 2.24 `... for function F with datatype T.` and the settings; `No algorithm` from 2.30)
+    Rule("nccl_no_algorithm", FATAL, ("NCCL WARN",), r"NCCL WARN (?:Error : no|No) algorithm/protocol available",
+         Cause.CONFIG_ERROR, NCCL_ENQUEUE),
     # -- peer lost: the rank's partner died or the link broke --------------------------------
     Rule("nccl_peer_closed", PEER_LOST, ("peer",), r"Connection closed by remote peer", origin=NCCL_SOCKET),
     Rule("peer_closed", PEER_LOST, ("peer",), r"[Cc]onnection closed by peer|reset by peer|remote peer", origin=GLOO_TCP),
@@ -266,8 +274,10 @@ RULES: tuple[Rule, ...] = (
          r"possible application crash on rank|Did the remote server shutdown or crash", origin=C10D_STORE),
     Rule("broken_pipe", PEER_LOST, ("rror",), r"BrokenPipeError|Broken pipe", origin=CPYTHON),
     *horovod.VICTIM_ROWS,  # a launcher's word that a survivor lost its peers
-    Rule("nccl_usage", FATAL, ("rror",), r"NCCL error.*invalid (?:usage|argument) \(run with NCCL_DEBUG", Cause.WORKLOAD_EXC,
-         C10D_NCCL_UTILS),
+    # the caller's misuse of NCCL (ncclInvalidUsage, ncclInvalidArgument): ncclGetErrorString's words, with
+    # `(run with NCCL_DEBUG=WARN for details)` from NCCL 2.18, bare before, then torch's `, NCCL version`
+    Rule("nccl_usage", FATAL, ("rror",), r"NCCL error.*invalid (?:usage|argument)(?: \(run with NCCL_DEBUG|, NCCL version|$)",
+         Cause.WORKLOAD_EXC, C10D_NCCL_UTILS),
     Rule("nccl_error", PEER_LOST, ("rror",), r"NCCL error", origin=C10D_NCCL_UTILS),
     # -- the job is misconfigured or its launch environment failed: every rank fails the same way
     # a port taken on the node (c10d's socket: `name: EADDRINUSE`; Python's `[Errno 98]`): the launch's settings
@@ -423,12 +433,31 @@ COLLECTIVE_FRAMES = re.compile(
     r"distributed_c10d|\b(?:all_reduce|allreduce|all_gather|reduce_scatter|broadcast|"
     r"barrier|monitored_barrier|all_to_all)\b|main_process_first|wait_for_everyone"
 )
+# a one-rank-first section: the main process runs the block while the others wait at its barrier, then
+# they run it (transformers' TrainingArguments.main_process_first, accelerate's PartialState.main_process_first
+# and local_main_process_first, Lightning Fabric's rank_zero_first, YOLOv5's and ultralytics'
+# torch_distributed_zero_first); a rank that timed out inside one waited for the main rank's one-rank work
+MAIN_FIRST_FRAMES = re.compile(r"\b(?:(?:local_)?main_process_first|rank_zero_first|torch_distributed_zero_first)\b")
 # a frame reading data: an exception there is a data error
 DATA_FRAMES = re.compile(r"torch/utils/data/|__getitem__|(?i:data_?loader)")
 # a frame waiting on the device: a stalled rank stuck there hangs on the GPU
 DEVICE_WAIT_FRAMES = re.compile(r"synchroni[sz]e|cuda|wait_stream|\bEvent\b|_sleep")
-# a timed-out collective as NCCL describes it; ranks that disagree at one SeqNum desynchronized
-WORK_RE = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)(?:, NumelIn=(\d+))?(?:, NumelOut=(\d+))?")
+# a timed-out collective as ProcessGroupNCCL describes it (torch < 1.10 numbers none: `WorkNCCL(OpType=ALLREDUCE,
+# TensorShape=[..], Timeout(ms)=..)`); ranks that disagree at one SeqNum, or on the first collective they time
+# out on, desynchronized
+WORK_RE = re.compile(r"WorkNCCL\((?:SeqNum=(\d+), )?OpType=(\w+)(?:, NumelIn=(\d+))?(?:, NumelOut=(\d+))?")
+# a rank fetching a communicator's id from the rank that publishes it on the store (ProcessGroupNCCL's
+# broadcastUniqueNCCLID, torch >= 1.13): `[waiter] is setting up NCCL communicator and retrieving ncclUniqueId
+# from [0] via c10d key-value store by key 'K'`; K counts a group's communicators (published by its rank 0), or
+# names a point-to-point pair `low:high` (published by the lower rank)
+STORE_FETCH_RE = re.compile(
+    r"\[(\d+)\] is setting up NCCL communicator and retrieving ncclUniqueId from \[\d+\] via c10d key-value store "
+    r"by key '(?:\d+|(\d+):\d+)'"
+)
+# the GPU a failure's message names: torch's tensor repr (torch/_tensor_str.py, `device='cuda:1'`: printed for a
+# tensor off the current device, and by older releases for every CUDA tensor), aten's device check (`found at
+# least two devices, cuda:1 and cpu!`); one GPU per process, its index is the process's local rank
+DEVICE_NAMED_RE = re.compile(r"device='cuda:(\d+)'|two devices, (?:cuda:(\d+) and cpu|cpu and cuda:(\d+))!")
 # a gather's output is its input times the group's size, a reduce-scatter's the other way round
 GATHERS = ("ALLGATHER", "_ALLGATHER_BASE", "ALLGATHER_COALESCED")
 SCATTERS = ("REDUCE_SCATTER", "_REDUCE_SCATTER_BASE")

@@ -31,6 +31,7 @@ from faultloop.analyze.logsage.launchers import WHY_ABOVE, torchrun
 from faultloop.analyze.logsage.repeats import Repeats
 from faultloop.analyze.logsage.rules import (
     DEFAULT_GROUP_RE,
+    DEVICE_NAMED_RE,
     DIVERGED_SKIP_SHARE,
     GATHERS,
     LAUNCH_RE,
@@ -50,7 +51,9 @@ from faultloop.analyze.logsage.vocab import (
     COLLECTIVE,
     DEATH,
     DIVERGED,
+    EXCEPTION_KIND,
     EXITED,
+    FATAL,
     FIRST_EXIT,
     GPU,
     GPU_HARDWARE,
@@ -76,7 +79,7 @@ from faultloop.signals import exit_signal, signal_name, srun_signal
 CENSUS_BYTES = 2 << 20
 PROGRESS_BYTES = 256 << 10  # how far into the log a sign of training progress is looked for
 # a node label's source holds every rank's dump
-MAX_BLOCKS_PER_SOURCE = {TRACEBACK: 2, STACK_DUMP: 16, SUMMARY: 2, FIRST_EXIT: 1, MISSING: 1}
+MAX_BLOCKS_PER_SOURCE = {TRACEBACK: 2, STACK_DUMP: 16, SUMMARY: 2, FIRST_EXIT: 1, MISSING: 1, EXCEPTION_KIND: 1}
 LINE_ABOVE_BYTES = 4096  # how far back the line above a record's line is looked for
 FRAME_RUN_LINES = 6  # frame lines this close together belong to one traceback
 # faulthandler's header of a dump_traceback_later dump (CPython's faulthandler.c, "Timeout (%s)!")
@@ -97,6 +100,7 @@ def _rules_by_anchor() -> dict[str, list[int]]:
 _RULES_BY_ANCHOR = _rules_by_anchor()
 _LABEL_AT_RE = re.compile(r"[ \t]*(\d+): ")  # srun --label, matched at a line start inside a block
 _DEVICE_OWN_KINDS = (GPU, OOM_KIND, GPU_HARDWARE)  # what NCCL reports about its own GPU, not about a peer
+_NAMES_ITS_DEVICE = (EXCEPTION_KIND, FATAL, GPU, OOM_KIND)  # a process's own failures, whose message may name its GPU
 _GLUE_RE = re.compile(r"(?:/s|/it)[^\]\n]{0,60}\](?=\S)")  # a progress bar's end with the next line glued on
 _TEXT_RANK_RE = re.compile(r"\[(?:PG(?: ID)? 0 (?:PG GUID \S+ )?)?Rank (\d+)\]")  # default group only
 # world size statements; each starts with a literal, so the regex engine's fast prefix search applies
@@ -394,6 +398,8 @@ def _scan_hits(path: Path, facts: Facts, prefilter_name: str, jobs: int, log: IO
                 repeats.learn(part, source, text, len(facts.label_pairs), rule, rank, hit.line)  # its rank: prefixes'
             previous = (hit.line, rank)
             ev = Evidence(hit.line, text.strip(), rule.kind, rank, rule.name, rule.hint)
+            if rank is None and rule.kind in _NAMES_ITS_DEVICE and (rule.kind, None) not in facts.first:
+                _device_named(facts, ev, source, hit.offset, block_count)
             if rule.kind in (TRACEBACK, STACK_DUMP):
                 headless = rule.name == "traceback_frame"
                 run_goes_on = hit.line - last_traceback_line.get(source, -FRAME_RUN_LINES) < FRAME_RUN_LINES
@@ -464,6 +470,24 @@ def _keep(facts: Facts, rule: Rule, m: re.Match[str], ev: Evidence, source: Sour
     add(facts, ev)
 
 
+def _device_named(
+    facts: Facts, ev: Evidence, source: Source, offset: int, block_count: dict[tuple[str, Source], int]
+) -> None:
+    """The GPU a rank-less failure's message names (culprits.device_rank reads it): on its line, or
+    for an exception, on the lines its message runs on to (read after the scan)."""
+    if (gpu := named_gpu(ev.text)) is not None:
+        facts.named_device[ev.line] = gpu
+    elif ev.kind == EXCEPTION_KIND and block_count.get((EXCEPTION_KIND, source), 0) < 1:
+        block_count[(EXCEPTION_KIND, source)] = 1
+        facts.blocks.append(Block(EXCEPTION_KIND, ev.line, offset, source))
+
+
+def named_gpu(text: str) -> int | None:
+    """The index of the GPU a failure's text names (rules.DEVICE_NAMED_RE), None where it names none."""
+    gpu = DEVICE_NAMED_RE.search(text)
+    return next(int(g) for g in gpu.groups() if g is not None) if gpu else None
+
+
 def _diverged(step: int, skipped: int) -> bool:
     """Most steps so far skipped on overflow, beyond what loss-scale warm-up skips."""
     return skipped > WARMUP_SKIPS and skipped >= DIVERGED_SKIP_SHARE * step
@@ -480,6 +504,10 @@ def count_collective(facts: Facts, work: tuple[str, ...], text: str, rank: int |
     """One timed-out collective: WORK_RE's groups (SeqNum, op, NumelIn, NumelOut; an absent one
     None or '') read from `text`."""
     number, op, numel_in, numel_out = work
+    if not number:  # torch < 1.10 numbers no collective: each rank's first timed-out one is compared
+        if rank is not None and len(facts.unnumbered_ops) < MAX_EVIDENCE:
+            facts.unnumbered_ops.setdefault(rank, op)
+        return
     seq, size = int(number), numel_in or None
     if len(facts.collectives) < MAX_EVIDENCE:
         facts.collectives.setdefault(seq, set()).add((op, size))
@@ -619,18 +647,23 @@ def resolve_deaths(facts: Facts) -> None:
         record_exit(facts, rank, death.evidence, death.exitcode, death.signal, death.pid, stopped=stopped)
 
 
-def single_process(facts: Facts) -> None:
-    """Unlabelled logs from one process: give rank-less evidence to rank 0 (an assumption, so the
-    verdict's confidence stays low). Not when the log shows several processes or a collective
-    failure (which needs peers): rank-less lines are then nobody's in particular."""
+def single_process(facts: Facts, owner: tuple[int, str] | None = None) -> None:
+    """Unlabelled logs from one process: give rank-less evidence to its rank, `owner` where the log
+    says which one (the rank and why, an assumption: medium confidence), else rank 0 (low). Not
+    when the log shows several processes or a collective failure (which needs peers): rank-less
+    lines are then nobody's in particular."""
     if facts.labelled or facts.several_processes or any(k in SYMPTOMS for k, _ in facts.first):
         return
+    rank_of, assumed = owner[0] if owner else 0, ("medium", owner[1]) if owner else ("low", ONE_PROCESS)
     moved: dict[tuple[str, int | None], Evidence] = {}
     for (kind, rank), ev in facts.first.items():
         if rank is None and kind not in (SLURM, JOB_SIGNAL, CLOSED, KILLED, SUMMARY, STOPPING):
-            ev.rank = 0
-            moved.setdefault((kind, 0), ev)
-            facts.assumed.setdefault(0, ("low", "the log has no rank prefixes; it was read as one process (rank 0)"))
+            ev.rank = rank_of
+            moved.setdefault((kind, rank_of), ev)
+            facts.assumed.setdefault(rank_of, assumed)
         else:
             moved.setdefault((kind, rank), ev)
     facts.first = moved
+
+
+ONE_PROCESS = "the log has no rank prefixes; it was read as one process (rank 0)"

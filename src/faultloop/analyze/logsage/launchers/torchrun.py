@@ -28,6 +28,7 @@ from faultloop.analyze.logsage.vocab import (
     FATAL,
     JOB_SIGNAL,
     KILLED,
+    PEER_LOST,
     RECORD,
     SUMMARY,
     Cause,
@@ -42,6 +43,10 @@ RENDEZVOUS = ("torch", "torch/distributed/elastic/rendezvous/api.py, dynamic_ren
 # fmt: off
 # the agent could not rendezvous with its peers: no worker was started (a launch failure)
 FAILURE_ROWS: tuple[Rule, ...] = (
+    # an agent's keep-alive to the rendezvous failed (dynamic_rendezvous, torch >= 1.9): sent only once a
+    # rendezvous completed and its workers run, so the node hosting it, or the way there, was lost mid-run
+    Rule("keep_alive_failed", PEER_LOST, ("ailed",), r"has failed to send a keep-alive heartbeat to the rendezvous",
+         Cause.NODE_FAIL, RENDEZVOUS),
     Rule("rendezvous_failed", FATAL, ("rror",), r"Rendezvous(?:Connection|Timeout|Closed|State|)Error\b", Cause.LAUNCH_ENV,
          RENDEZVOUS),
 )
