@@ -17,6 +17,7 @@ from faultloop.analyze.running import Outcome, run_with_reuse
 from faultloop.contracts import FrVerdict, LogVerdict, Manifest, write_index
 from faultloop.core import layout
 from faultloop.core.cell import Cell
+from job_slots import job_slots
 from scheduling import pytest_collection_modifyitems
 from slurm_fixture import slurm_cluster
 
