@@ -19,6 +19,9 @@ PY_SOURCES := src tests benchmarks workflow/scripts
 RUN_CONFIG ?= pool_file=config/pools/quick.tsv session=quick
 SNAKEMAKE_ARGS ?=
 PYTEST_ARGS ?=
+# pytest-xdist workers for make test and test-fast: one per core of the 2-core machines the suite
+# is sized for (tests/scheduling.py: a module runs on one worker, slow modules first).
+TEST_WORKERS ?= 2
 BENCH_ARGS ?=
 # Examples per fuzz property in `make fuzz` (the suite runs 25-40, deterministically); 2000 take
 # about half an hour on two cores. Inputs Hypothesis finds breaking a bound are kept in .hypothesis/.
@@ -56,11 +59,11 @@ system-deps:
 	  apt-get install -y -qq --no-install-recommends chromium)
 
 test: setup system-deps lint
-	$(BIN)/python -m pytest -ra --durations=30 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -ra -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # The edit-test loop: no Debian packages, no real jobs, SLURM or browser (the slow and slurm marks).
 test-fast: setup lint
-	$(BIN)/python -m pytest -ra -m "not slow and not slurm" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -ra -n $(TEST_WORKERS) -m "not slow and not slurm" $(PYTEST_ARGS)
 
 fuzz: setup
 	FAULTLOOP_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -ra tests/analyze/test_fuzz_dumps.py \

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,9 @@ from faultloop.analyze.running import Outcome, run_with_reuse
 from faultloop.contracts import FrVerdict, LogVerdict, Manifest, write_index
 from faultloop.core import layout
 from faultloop.core.cell import Cell
+from job_slots import job_slots
+from scheduling import pytest_collection_modifyitems
+from slurm_fixture import slurm_cluster
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -71,6 +75,28 @@ def snakemake(workdir: Path, *args: str, timeout: float = 600, check: bool = Tru
 @pytest.fixture
 def workflow_copy(tmp_path: Path) -> Path:
     return copy_workflow(tmp_path / "wf")
+
+
+def run_gloo_job(out: Path, mode: str) -> None:
+    """tests/fr_gloo_job.py: a real 4-rank gloo job whose rank 1 hangs or crashes, dumping to out."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    subprocess.run(
+        [sys.executable, str(TESTS / "fr_gloo_job.py"), str(out), mode, str(port)],
+        check=True,
+        timeout=300,
+        capture_output=True,
+    )
+
+
+@pytest.fixture(scope="session")
+def gloo_hang(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Real gloo dumps of a hang (rank 1 stalls), read-only: one job serves every test of a test process
+    (of an xdist worker) that reads them."""
+    out = tmp_path_factory.mktemp("gloo_hang")
+    run_gloo_job(out, "hang")
+    return out
 
 
 def cell_manifest(cell: Cell, job_id: str = "local-1", *, valid: bool = True, **fields: Any) -> Manifest:

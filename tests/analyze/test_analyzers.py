@@ -403,27 +403,6 @@ def test_parse_torchfrtrace_reports() -> None:
     assert reports[0]["group"] == "72:EXPERT_MODEL_PARALLEL_GROUP" and undecided == [1, 2]
 
 
-def fr_gloo_job(out: Path, mode: str) -> None:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    subprocess.run(
-        [sys.executable, str(TESTS / "fr_gloo_job.py"), str(out), mode, str(port)],
-        check=True,
-        timeout=300,
-    )
-
-
-@pytest.fixture(scope="module")
-def gloo_hang(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Real gloo dumps of a hang (rank 1 stalls), shared by the FR peer tests."""
-    out = tmp_path_factory.mktemp("gloo_hang")
-    fr_gloo_job(out, "hang")
-    return out
-
-
 @needs_nvrx_dumps
 def test_torchfrtrace_on_real_nccl_dumps() -> None:
     verdict, _ = frpeers.analyze_torchfrtrace(

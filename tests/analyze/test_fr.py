@@ -6,7 +6,6 @@ import json
 import os
 import pickle
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,18 +13,12 @@ from typing import Any
 
 import pytest
 
-from conftest import NVRX_FR, TESTS, needs_nvrx_dumps
+from conftest import NVRX_FR, needs_nvrx_dumps, run_gloo_job
 from faultloop.analyze.fr import analysis as fr
 from faultloop.analyze.fr.dumps import UnsafeDumpError, load_dump
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = NVRX_FR
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def copy_case(case: str, dest: Path) -> Path:
@@ -271,24 +264,14 @@ def test_cli_prefix_path_and_outputs(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- real gloo jobs
 
 
-def run_gloo_job(out: Path, mode: str) -> None:
-    subprocess.run(
-        [sys.executable, str(TESTS / "fr_gloo_job.py"), str(out), mode, str(free_port())],
-        check=True,
-        timeout=120,
-        capture_output=True,
-    )
-
-
 @pytest.mark.slow
-def test_gloo_hang_names_the_stalled_rank(tmp_path: Path) -> None:
-    run_gloo_job(tmp_path, "hang")
-    dumps = sorted(p.name for p in tmp_path.glob("_dump_*"))
+def test_gloo_hang_names_the_stalled_rank(gloo_hang: Path) -> None:
+    dumps = sorted(p.name for p in gloo_hang.glob("_dump_*"))
     assert dumps == ["_dump_0", "_dump_1", "_dump_2", "_dump_3"]
-    raw = plain_load(tmp_path / "_dump_1")
+    raw = plain_load(gloo_hang / "_dump_1")
     assert "" in raw["pg_config"]  # the gloo key mismatch the analyzer must bridge
     assert all(e["retired"] for e in raw["entries"])  # gloo's state lies; only seq ids tell
-    result = fr.analyze_dir(str(tmp_path))
+    result = fr.analyze_dir(str(gloo_hang))
     assert result.backend == "gloo"
     assert result.expected_ranks == [0, 1, 2, 3]
     assert result.suspect_ranks == [1] and result.scope == "rank"

@@ -31,6 +31,7 @@ from faultloop.faults import CLUSTER_FAULT_NAMES, FAULTS
 from faultloop.marker import strip_markers
 from faultloop.run import memcg
 from faultloop.run.launch import CELL_ENV
+from job_slots import JobSlots
 
 NODES, PER_NODE, RANK, ITER = 2, 2, 1, 3
 WORLD = NODES * PER_NODE
@@ -98,7 +99,7 @@ def _run(cell_dir: Path, fault: str, launcher: str) -> Cell:
 
 
 @pytest.fixture(scope="module")
-def cells(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Cell]:
+def cells(tmp_path_factory: pytest.TempPathFactory, job_slots: JobSlots) -> dict[str, Cell]:
     root = tmp_path_factory.mktemp("cluster")
     jobs = {
         key: (
@@ -108,8 +109,13 @@ def cells(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Cell]:
         )
         for key in ALL_CELLS
     }
+
+    def run(cell_dir: Path, fault: str, launcher: str) -> Cell:
+        with job_slots.held():
+            return _run(cell_dir, fault, launcher)
+
     with ThreadPoolExecutor(max_workers=4) as pool:
-        futures = {key: pool.submit(_run, d, f, lay) for key, (d, f, lay) in jobs.items()}
+        futures = {key: pool.submit(run, *job) for key, job in jobs.items()}
         return {key: fut.result() for key, fut in futures.items()}
 
 

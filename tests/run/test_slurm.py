@@ -24,13 +24,11 @@ import pytest
 import yaml
 
 from faultloop.core.cell import Cell
+from slurm_fixture import CLUSTER, REPO, SLURM_DIR
 
 pytestmark = pytest.mark.slurm
 
-REPO = Path(__file__).resolve().parents[2]
-CLUSTER = REPO / "scripts" / "slurm-cluster.sh"
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
-SLURM_DIR = Path(os.environ.get("FAULTLOOP_SLURM_DIR", "/tmp/faultloop-slurm"))
 RUN_TIMEOUT_S = 900  # the whole snakemake run; a healthy run takes 2-4 minutes on 2 cores
 
 # Fast polling for the test only; the profile keeps production-friendly intervals.
@@ -49,20 +47,6 @@ def env_with_venv() -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
     return env
-
-
-@pytest.fixture(scope="session")
-def slurm_cluster():
-    """Start the loopback cluster (unless one is already up) and stop it only if we started it."""
-    if not Path("/usr/sbin/slurmctld").exists():
-        pytest.skip("slurmctld is not installed: run `bash scripts/slurm-cluster.sh install` (make test does)")
-    if os.geteuid() != 0:
-        pytest.skip("the local SLURM cluster needs root (daemons run as SlurmUser=root)")
-    already_up = subprocess.run(["bash", str(CLUSTER), "status"], capture_output=True).returncode == 0
-    subprocess.run(["bash", str(CLUSTER), "start"], check=True, timeout=120)
-    yield SLURM_DIR
-    if not already_up:
-        subprocess.run(["bash", str(CLUSTER), "stop"], timeout=120)
 
 
 class QueueSampler(threading.Thread):

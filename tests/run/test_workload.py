@@ -26,6 +26,7 @@ from faultloop.faults import FAULT_NAMES, FAULTS
 from faultloop.marker import strip_markers
 from faultloop.run.launch import read_srun_report, read_worker_events
 from faultloop.run.srun import JobLog, LocalSrun, Task
+from job_slots import JobSlots
 
 NODES, PER_NODE, RANK, ITER = 2, 2, 1, 3
 HANGS = [name for name in FAULT_NAMES if FAULTS[name].hangs]
@@ -89,7 +90,7 @@ def run_job(cell_dir: Path, *extra: str, fault: str = "SIGKILL", iter_: int = IT
 
 
 @pytest.fixture(scope="module")
-def cells(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Cell]:
+def cells(tmp_path_factory: pytest.TempPathFactory, job_slots: JobSlots) -> dict[str, Cell]:
     """Every fault under torchrun (hangs first: they are the longest), a few under srun, and a
     cell whose fault is never reached."""
     root = tmp_path_factory.mktemp("cells")
@@ -102,8 +103,13 @@ def cells(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Cell]:
         f"srun/{name}": (root / "srun" / f"n{NODES}_{name}_r{RANK}_i{ITER}", name, ITER, "srun") for name in SRUN_FAULTS
     }
     jobs["never_fires"] = (root / "never_fires", "SIGKILL", 99, "torchrun")
+
+    def run(cell_dir: Path, fault: str, iter_: int, launcher: str) -> Cell:
+        with job_slots.held():
+            return run_job(cell_dir, fault=fault, iter_=iter_, launcher=launcher)
+
     with ThreadPoolExecutor(max_workers=6) as pool:
-        futures = {key: pool.submit(run_job, d, fault=f, iter_=i, launcher=lay) for key, (d, f, i, lay) in jobs.items()}
+        futures = {key: pool.submit(run, *job) for key, job in jobs.items()}
         return {key: fut.result() for key, fut in futures.items()}
 
 
