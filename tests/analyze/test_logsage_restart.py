@@ -1,0 +1,80 @@
+"""logsage's restart decisions from what the printing program means (issue 32), each on lines
+rendered from that program's template, never a corpus excerpt: a call on a communicator torch had
+aborted is a victim's (the failure it suffered is elsewhere), and a traceback whose frame lines a
+terminal or a paste wrapped still ends in its exception line."""
+
+from __future__ import annotations
+
+import pytest
+
+from faultloop.analyze import logsage
+from faultloop.faults import RESTART, STOP
+
+PYTHON = logsage.Settings(prefilter="python")
+
+
+def analyze(lines: list[str]) -> logsage.Verdict:
+    return logsage.analyze_log(lines, PYTHON)
+
+
+# -- a communicator torch had aborted ------------------------------------------------------------
+# torch/csrc/distributed/c10d/NCCLUtils.hpp, getNcclComm on a communicator the watchdog aborted after a
+# collective on it failed or timed out: `NCCL communicator was aborted.` (< 1.10), `NCCL communicator was
+# aborted on rank {rank}. ` then `Original reason for failure was: {reason}` where torch kept one (>= 1.10)
+
+
+def _backward(error: str, prefix: str = "") -> list[str]:
+    return [
+        f"{prefix}Traceback (most recent call last):",
+        f'{prefix}  File "train.py", line 40, in <module>',
+        f"{prefix}    loss.backward()",
+        f'{prefix}  File "/usr/lib/python3/site-packages/torch/autograd/__init__.py", line 200, in backward',
+        f"{prefix}    Variable._execution_engine.run_backward(",
+        f"{prefix}RuntimeError: {error}",
+    ]
+
+
+@pytest.mark.parametrize(
+    "error", ["NCCL communicator was aborted.", "NCCL communicator was aborted on rank 2. "], ids=["<1.10", ">=1.10"]
+)
+def test_a_call_on_an_aborted_communicator_is_a_victim_of_a_failure_it_does_not_name(error: str) -> None:
+    v = analyze(["epoch 3 step 120 loss 2.31", *_backward(error)])
+    assert (v.fault_category, v.restart, v.primary_ranks) == ("network", RESTART, []), v.detail
+
+
+def test_the_reason_torch_kept_for_the_abort_decides() -> None:
+    reason = "NCCL communicator was aborted on rank 1. Original reason for failure was: NCCL error: invalid usage"
+    v = analyze(["epoch 3 step 120 loss 2.31", *_backward(reason, "[rank1]:")])
+    assert (v.restart, v.primary_ranks) == (STOP, [1]), v.detail
+
+
+def test_the_rank_that_failed_first_is_the_culprit_not_the_aborted_communicator() -> None:
+    lines = [
+        "[rank3]:Traceback (most recent call last):",
+        '[rank3]:  File "train.py", line 3, in <module>',
+        "[rank3]:    raise ValueError('bad batch')",
+        "[rank3]:ValueError: bad batch",
+        *_backward("NCCL communicator was aborted on rank 0. ", "[rank0]:"),
+    ]
+    v = analyze(lines)
+    assert (v.fault_category, v.restart, v.primary_ranks) == ("exception", STOP, [3]), v.detail
+
+
+# -- wrapped frame lines -------------------------------------------------------------------------
+
+
+def test_frame_lines_a_terminal_wrapped_do_not_cut_the_traceback_off_its_exception_line() -> None:
+    """A cut-off traceback would be a failure of its own ahead of the exception line that says the
+    rank only suffered one."""
+    call = "    n_iters = one_epoch(model, criterion, opt, config, train_dataloader, val_dataloader, device, epoch)"
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "train.py", line 727, in main',
+        call[:80],
+        call[80:],
+        '  File "train.py", line 398, in one_epoch',
+        "    total_loss.backward()",
+        "RuntimeError: NCCL communicator was aborted.",
+    ]
+    v = analyze(lines)
+    assert (v.fault_category, v.restart, v.primary_ranks) == ("network", RESTART, []), v.detail
