@@ -78,3 +78,52 @@ def test_frame_lines_a_terminal_wrapped_do_not_cut_the_traceback_off_its_excepti
     ]
     v = analyze(lines)
     assert (v.fault_category, v.restart, v.primary_ranks) == ("network", RESTART, []), v.detail
+
+
+# -- torch's distributed test harness names a rank that never ended --------------------------------
+# torch/testing/_internal/common_distributed.py (MultiProcessTestCase._check_return_codes: `Process {i}
+# terminated or timed out after {elapsed} seconds`; MultiThreadedTestCase: `Thread {i} ...`) and
+# test/test_distributed.py before 1.5 (`Timeout waiting for rank %d to terminate`): the harness's time ran
+# out with that rank still running; a rank that raised is reported with its exception instead
+
+
+def _harness(error: str, raised_at: str) -> list[str]:
+    return [
+        "======================================================================",
+        "ERROR: test_allreduce_sum (__main__.TestDistBackendWithSpawn)",
+        "----------------------------------------------------------------------",
+        "Traceback (most recent call last):",
+        '  File "/opt/conda/lib/python3.10/site-packages/torch/testing/_internal/common_distributed.py", line 540, '
+        "in wrapper",
+        "    self._join_processes(fn)",
+        f'  File "/opt/conda/lib/python3.10/site-packages/torch/testing/_internal/common_distributed.py", line 760, '
+        f"in {raised_at}",
+        "    raise RuntimeError(",
+        error,
+    ]
+
+
+@pytest.mark.parametrize(
+    "error, raised_at",
+    [
+        ("RuntimeError: Process 2 terminated or timed out after 300.0312 seconds", "_check_return_codes"),
+        ("RuntimeError: Thread 2 terminated or timed out after 300 seconds", "_join_threads"),
+        ("AssertionError: True is not false : Timeout waiting for rank 2 to terminate", "_join_and_reduce"),
+    ],
+)
+def test_the_rank_a_test_harness_timed_out_on_hung(error: str, raised_at: str) -> None:
+    v = analyze(_harness(error, raised_at))
+    assert (v.fault_category, v.restart, v.primary_ranks) == ("hang", RESTART, [2]), v.detail
+
+
+def test_a_rank_the_harness_reports_with_its_exception_raised() -> None:
+    error = "RuntimeError: Process 2 exited with error code 10 and exception:"
+    lines = [
+        *_harness(error, "_check_return_codes"),
+        "Traceback (most recent call last):",
+        '  File "test_c10d.py", line 88, in test_allreduce_sum',
+        "    self.assertEqual(t, expected)",
+        "AssertionError: Tensor-likes are not equal!",
+    ]
+    v = analyze(lines)
+    assert v.restart == STOP and v.fault_category != "hang", v.detail

@@ -44,6 +44,7 @@ from faultloop.analyze.logsage.launchers import (
     spawn,
     srun,
     submitit,
+    torch_tests,
     torchrun,
 )
 from faultloop.analyze.logsage.vocab import (
@@ -197,6 +198,7 @@ RULES: tuple[Rule, ...] = (
     Rule("monitored_barrier_root", TIMEOUT, ("arrier",),
          r"successfully reached monitoredBarrier, but received errors while waiting for send/recv from rank (?P<missing>\d+)",
          origin=C10D_GLOO),
+    *torch_tests.STALL_ROWS,  # torch's test harness names a rank that never ended
     Rule("collective_mismatch", TIMEOUT, ("rror",), r"Error: Detected mismatch between collectives", Cause.DESYNC,
          C10D_WRAPPER),
     # -- OOM and GPU errors (before the generic NCCL/CUDA rows) ------------------------------
