@@ -127,3 +127,41 @@ def test_a_rank_the_harness_reports_with_its_exception_raised() -> None:
     ]
     v = analyze(lines)
     assert v.restart == STOP and v.fault_category != "hang", v.detail
+
+
+# -- a checkpoint write the storage failed ---------------------------------------------------------
+# an I/O error of the storage (EIO 5, EREMOTEIO 121) means the same wherever it is printed: Megatron's async
+# checkpoint writer (megatron/core/dist_checkpointing/strategies/filesystem_async.py: `Local process {i}
+# encountered an error: {e}`) or the exception a save raised after training progress (Python's
+# `OSError: [Errno N] message`); a full volume (ENOSPC 28) stays full
+
+
+def _megatron(error: str) -> str:
+    return (
+        "ERROR:megatron.core.dist_checkpointing.strategies.filesystem_async:Local process 0 encountered an error: "
+        + error
+    )
+
+
+def _save_raised(error: str) -> list[str]:
+    return [
+        "Traceback (most recent call last):",
+        '  File "train.py", line 90, in save_checkpoint',
+        "    torch.save(state, path)",
+        f"OSError: {error}",
+    ]
+
+
+@pytest.mark.parametrize("error", ["[Errno 5] Input/output error", "[Errno 121] Remote I/O error"])
+def test_the_storages_io_error_passes_wherever_it_is_printed(error: str) -> None:
+    progress = " iteration      200/   10000 | consumed samples: 51200 | lm loss: 2.31"
+    written, raised = analyze([progress, _megatron(error)]), analyze([progress, *_save_raised(error)])
+    assert (written.restart, written.fault_category, written.primary_ranks) == (RESTART, "other", []), written.detail
+    assert raised.restart == RESTART, raised.detail
+
+
+@pytest.mark.parametrize("lines", [[_megatron("[Errno 28] No space left on device")],
+                                   _save_raised("[Errno 28] No space left on device")])
+def test_a_full_volume_stays_full(lines: list[str]) -> None:
+    v = analyze([" iteration      200/   10000 | lm loss: 2.31", *lines])
+    assert v.restart == STOP, v.detail

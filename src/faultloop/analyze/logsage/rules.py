@@ -390,7 +390,7 @@ RULES: tuple[Rule, ...] = (
     Rule("trainer_done", DONE, ("completed",), r"[Tt]raining completed", Cause.DONE, TRANSFORMERS),
     # -- a rank's own write or step failed (before the plain exception line reads it as a code bug)
     # Megatron's async checkpoint writer: a write process's exception, logged by the coordinator (core 0.8 to 0.12);
-    # an I/O error (EIO 5, EREMOTEIO 121) is the storage's
+    # an I/O error (EIO 5, EREMOTEIO 121) is the storage's, which clears (EXCEPTION_MEANING); a full volume is the next row's
     Rule("checkpoint_io_error", FATAL, ("rror",), r"Local process \d+ encountered an error: .*\[Errno (?:5|121)\]",
          Cause.STORAGE_ERROR, MEGATRON_ASYNC_CKPT),
     Rule("disk_full", FATAL, ("rror",), r"No space left on device|\bENOSPC\b", Cause.STORAGE_FULL, LIBC_ERRNO),
