@@ -307,7 +307,7 @@ RULES: tuple[Rule, ...] = (
     # failed: NCCL reported an error, or the collective timed out; `NCCL communicator was aborted.` before 1.10,
     # `... on rank N.` from 1.10, with the original reason where torch kept one, which its own row reads first):
     # the rank that raises it only suffered a failure elsewhere, which the bare wording does not name
-    Rule("nccl_comm_aborted", PEER_LOST, ("aborted",), r"NCCL communicator was aborted(?: on rank (?P<rank>\d+))?\.",
+    Rule("nccl_comm_aborted", PEER_LOST, ("borted",), r"NCCL communicator was aborted(?: on rank (?P<rank>\d+))?\.",
          origin=C10D_NCCL_UTILS),
     # -- the job is misconfigured or its launch environment failed: every rank fails the same way
     # a port taken on the node (c10d's socket: `name: EADDRINUSE`; Python's `[Errno 98]`): the launch's settings

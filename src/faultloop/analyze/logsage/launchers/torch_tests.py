@@ -19,7 +19,7 @@ HARNESS = ("torch", "torch/testing/_internal/common_distributed.py; test/test_di
 # fmt: off
 # the harness waited for the rank it names: a barrier's missing rank
 STALL_ROWS: tuple[Rule, ...] = (
-    Rule("test_rank_timed_out", TIMEOUT, ("to terminate", "timed out after"),
+    Rule("test_rank_timed_out", TIMEOUT, ("Timeout", "imed out"),
          r"(?:Timeout waiting for rank |(?:Process|Thread) )(?P<missing>\d+) "
          r"(?:to terminate|terminated or timed out after [\d.]+ seconds)", origin=HARNESS),
 )
