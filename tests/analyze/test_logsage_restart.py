@@ -160,8 +160,9 @@ def test_the_storages_io_error_passes_wherever_it_is_printed(error: str) -> None
     assert raised.restart == RESTART, raised.detail
 
 
-@pytest.mark.parametrize("lines", [[_megatron("[Errno 28] No space left on device")],
-                                   _save_raised("[Errno 28] No space left on device")])
+@pytest.mark.parametrize(
+    "lines", [[_megatron("[Errno 28] No space left on device")], _save_raised("[Errno 28] No space left on device")]
+)
 def test_a_full_volume_stays_full(lines: list[str]) -> None:
     v = analyze([" iteration      200/   10000 | lm loss: 2.31", *lines])
     assert v.restart == STOP, v.detail
