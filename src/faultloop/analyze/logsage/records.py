@@ -132,12 +132,18 @@ def _block_line(block: Block, raw: str, required: bool = True) -> tuple[Source |
     return (block.reading or Reading(shows=block.source)).read(raw, required)
 
 
-def _same_source(f: IO[bytes], block: Block) -> Iterator[tuple[int, str]]:
-    """(line number, text without prefixes) of the block's lines that come from its source."""
+def _block_lines(f: IO[bytes], block: Block) -> Iterator[tuple[int, str | None]]:
+    """(line number, text without prefixes) of the block's lines after its first, the text None on a
+    line of another source (interleaved ranks), so that a reader can bound its window in lines read."""
     for i, raw in enumerate(_read_block(f, block.offset)):
         source, text = _block_line(block, raw)
-        if (i or block.headless) and source == (block.reading.shows if block.reading else block.source):
-            yield block.line + i, text
+        if i or block.headless:
+            yield block.line + i, text if source == (block.reading.shows if block.reading else block.source) else None
+
+
+def _same_source(f: IO[bytes], block: Block) -> Iterator[tuple[int, str]]:
+    """(line number, text without prefixes) of the block's lines that come from its source."""
+    return ((line, text) for line, text in _block_lines(f, block) if text is not None)
 
 
 def parse_traceback(f: IO[bytes], block: Block) -> Traceback | None:
@@ -146,8 +152,10 @@ def parse_traceback(f: IO[bytes], block: Block) -> Traceback | None:
     frames: list[Frame] = []
     frame_indent = 0
     wrapped = 0  # unindented lines in a row inside the frames
-    lines = _same_source(f, block)
+    lines = _block_lines(f, block)
     for line, text in lines:
+        if text is None:
+            continue
         indented = text.startswith((" ", "\t"))
         wrapped = 0 if indented else wrapped + 1
         if frames and not indented and wrapped <= WRAPPED_LINES and not text.startswith("Traceback") and text.strip():
@@ -174,11 +182,14 @@ def parse_traceback(f: IO[bytes], block: Block) -> Traceback | None:
     return Traceback(block.line, frames, first_line=block.line) if frames else None
 
 
-def _message_rest(lines: Iterator[tuple[int, str]]) -> list[str]:
+def _message_rest(lines: Iterator[tuple[int, str | None]]) -> list[str]:
     """The lines an exception's message runs on to after its first, up to a blank line (Ray's
-    ActorDiedError lists the actor, then why it died)."""
+    ActorDiedError lists the actor, then why it died), within MESSAGE_LINES lines of the log: other
+    ranks' lines between count, so that a message is never looked for far from its exception line."""
     rest = []
     for _, text in itertools.islice(lines, MESSAGE_LINES):
+        if text is None:
+            continue
         if not text.strip() or text.startswith("Traceback"):
             break
         rest.append(text.strip())
