@@ -48,16 +48,18 @@ def _ere_escape(literal: str) -> str:
 
 
 def _teddy_order(literals: tuple[str, ...]) -> list[str]:
-    """The literals in the order ripgrep's SIMD search (Teddy, ripgrep 13) costs least: it sorts
-    them into 16 buckets by their place in the list (the place modulo 16), and a literal that
-    starts with a digit makes its bucket stop at every digit of a log. Such literals take the
-    places that share buckets (0, 16, 32, 1, 17, ...): the ten `N%|` in 4 buckets instead of 10
-    cost the 1 GB log nothing instead of a quarter more."""
-    digit_first = [literal for literal in literals if literal[:1].isdigit()]
-    rest = iter(literal for literal in literals if not literal[:1].isdigit())
-    places = sorted(range(len(literals)), key=lambda place: (place % 16, place))[: len(digit_first)]
-    by_place = dict(zip(places, digit_first, strict=True))
-    return [by_place[place] if place in by_place else next(rest) for place in range(len(literals))]
+    """The literals in the order ripgrep's SIMD search (Teddy, ripgrep 13 with 33 to 64 literals)
+    costs least. The literals at places i, i + 16, i + 32, ... share one of its 16 buckets (one that
+    shares an earlier literal's first three bytes' low nibbles joins that one's) and it stops at every
+    byte whose two nibbles each match some literal of a bucket's at each of three places: literals
+    with unlike bytes in one bucket make it stop at bytes none of them holds (the ten `N%|` in ten
+    buckets made the 1 GB log a quarter slower). Sorted by their bytes, the literals fall into 16
+    runs of neighbours (each run what one bucket's places can take), one run a bucket: a quarter
+    less of ripgrep's time on an ordinary log than the places of issue 27's order."""
+    ordered = sorted(literals, key=str.encode)
+    sizes = [len(range(bucket, len(ordered), 16)) for bucket in range(16)]
+    runs = [ordered[sum(sizes[:bucket]) : sum(sizes[: bucket + 1])] for bucket in range(16)]
+    return [runs[place % 16][place // 16] for place in range(len(ordered))]
 
 
 def _tool_command(tool: str, anchors: tuple[str, ...] = ANCHORS) -> list[str]:

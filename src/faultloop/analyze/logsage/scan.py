@@ -147,8 +147,8 @@ def census(path: Path, facts: Facts) -> None:
     agent_locals: set[tuple[int, int]] = set()
     for part in parts:  # whole-block regexes: a Python loop per line would cost more than the scan
         text = part.decode("utf-8", "replace")
-        for m in framing.LINES_RE.finditer(text):
-            label, mpi, role, inner = m.group("label", "mpi", "role", "inner")
+        prefixes = (m.group("label", "mpi", "role", "inner") for m in framing.LINES_RE.finditer("\n" + text))
+        for label, mpi, role, inner in dict.fromkeys(prefixes):  # each once, in order: thousands of lines
             if label or mpi or inner:
                 if inner is None and mpi is not None:
                     role, inner = "rank", mpi
