@@ -25,6 +25,7 @@ ANCHORS: tuple[str, ...] = tuple(sorted({a for rule in RULES for a in rule.ancho
 CHUNK = 8 << 20
 MIN_RANGE_BYTES = 64 << 20  # below this one grep does the whole file
 _SENTINEL = b"\x01faultloop-logsage-range-end\x01"
+_SENTINEL_TEXT = _SENTINEL.decode()
 
 
 @dataclass(slots=True)
@@ -41,6 +42,15 @@ def hits(path: Path, prefilter: str = "auto", jobs: int = 0, anchors: tuple[str,
     chosen prefilter."""
     tool = find_tool(prefilter)
     return scan_tool(path, tool, jobs, anchors) if tool else scan_python(path, anchors)
+
+
+def rows(path: Path, prefilter: str = "auto", jobs: int = 0) -> Iterator[tuple[int, int, str]]:
+    """The rules' hits as (line, offset, text) tuples: a flood's million lines are each one
+    object fewer to build (the scan's loop)."""
+    tool = find_tool(prefilter)
+    if tool:
+        return _tool_rows(path, tool, jobs, ANCHORS)
+    return ((hit.line, hit.offset, hit.text) for hit in scan_python(path))
 
 
 def _ere_escape(literal: str) -> str:
@@ -94,7 +104,12 @@ def find_tool(prefilter: str) -> str | None:
 
 
 def scan_tool(path: Path, tool: str, jobs: int = 0, anchors: tuple[str, ...] = ANCHORS) -> Iterator[Hit]:
-    """An external prefilter (rg or grep) over `jobs` line-aligned byte ranges at once.
+    """An external prefilter (rg or grep) over `jobs` line-aligned byte ranges at once (_tool_rows)."""
+    return itertools.starmap(Hit, _tool_rows(path, tool, jobs, anchors))
+
+
+def _tool_rows(path: Path, tool: str, jobs: int, anchors: tuple[str, ...]) -> Iterator[tuple[int, int, str]]:
+    """An external prefilter's hits as (line, offset, text), over `jobs` line-aligned byte ranges.
 
     Each range but the last is fed to its own process through a pipe (sendfile: no copy in
     Python) and ends with a sentinel line whose number says how many lines the range had; the
@@ -126,12 +141,12 @@ def scan_tool(path: Path, tool: str, jobs: int = 0, anchors: tuple[str, ...] = A
             assert proc.stdout is not None
             lines_in_range = 0
             for raw in _output_lines(proc.stdout):
-                line_no, offset, text = raw.split(b":", 2)
-                text = text.rstrip(b"\r")
-                if text == _SENTINEL:
+                line_no, offset, text = raw.split(":", 2)
+                text = text.rstrip("\r")
+                if text == _SENTINEL_TEXT:
                     lines_in_range = int(line_no) - 1
                     continue
-                yield Hit(line_base + int(line_no), start + int(offset), text.decode("utf-8", "replace"))
+                yield line_base + int(line_no), start + int(offset), text
             rc = proc.wait()
             if feeder:
                 feeder.join()
@@ -147,16 +162,19 @@ def scan_tool(path: Path, tool: str, jobs: int = 0, anchors: tuple[str, ...] = A
                 proc.stdout.close()
 
 
-def _output_lines(stream: IO[bytes]) -> Iterator[bytes]:
-    """A prefilter's output lines without their newlines, split a megabyte at a time (a flood
-    prints a million: reading them one by one costs more than the split)."""
+def _output_lines(stream: IO[bytes]) -> Iterator[str]:
+    """A prefilter's output lines without their newlines, decoded and split a megabyte at a time
+    (a flood prints a million: reading or decoding them one by one costs more; UTF-8 decodes
+    alike either way, a newline never being part of a character)."""
     carry = b""
     while block := os.read(stream.fileno(), 1 << 20):
-        lines = (carry + block).split(b"\n")
-        carry = lines.pop()
-        yield from lines
+        data = carry + block
+        cut = data.rfind(b"\n") + 1
+        carry = data[cut:]
+        if cut:
+            yield from data[: cut - 1].decode("utf-8", "replace").split("\n")
     if carry:
-        yield carry
+        yield carry.decode("utf-8", "replace")
 
 
 def _line_bounds(path: Path, size: int, parts: int) -> list[int]:
