@@ -14,7 +14,7 @@ import re
 import shutil
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -44,12 +44,13 @@ def hits(path: Path, prefilter: str = "auto", jobs: int = 0, anchors: tuple[str,
     return scan_tool(path, tool, jobs, anchors) if tool else scan_python(path, anchors)
 
 
-def rows(path: Path, prefilter: str = "auto", jobs: int = 0) -> Iterator[tuple[int, int, str]]:
+def rows(path: Path, prefilter: str = "auto", jobs: int = 0) -> Generator[tuple[int, int, str]]:
     """The rules' hits as (line, offset, text) tuples: a flood's million lines are each one
-    object fewer to build (the scan's loop)."""
+    object fewer to build (the scan's loop). An external prefilter is running when this returns,
+    so that it reads while the caller does other work (the census); close() stops it."""
     tool = find_tool(prefilter)
     if tool:
-        return _tool_rows(path, tool, jobs, ANCHORS)
+        return _started(_tool_rows(path, tool, jobs, ANCHORS))
     return ((hit.line, hit.offset, hit.text) for hit in scan_python(path))
 
 
@@ -105,11 +106,18 @@ def find_tool(prefilter: str) -> str | None:
 
 def scan_tool(path: Path, tool: str, jobs: int = 0, anchors: tuple[str, ...] = ANCHORS) -> Iterator[Hit]:
     """An external prefilter (rg or grep) over `jobs` line-aligned byte ranges at once (_tool_rows)."""
-    return itertools.starmap(Hit, _tool_rows(path, tool, jobs, anchors))
+    return itertools.starmap(Hit, _started(_tool_rows(path, tool, jobs, anchors)))
 
 
-def _tool_rows(path: Path, tool: str, jobs: int, anchors: tuple[str, ...]) -> Iterator[tuple[int, int, str]]:
-    """An external prefilter's hits as (line, offset, text), over `jobs` line-aligned byte ranges.
+def _started(running: Generator[tuple[int, int, str]]) -> Generator[tuple[int, int, str]]:
+    """_tool_rows with its processes started (its first item says so)."""
+    next(running)
+    return running
+
+
+def _tool_rows(path: Path, tool: str, jobs: int, anchors: tuple[str, ...]) -> Generator[tuple[int, int, str]]:
+    """An external prefilter's hits as (line, offset, text), over `jobs` line-aligned byte ranges,
+    after a first item (0, 0, "") once every process has started.
 
     Each range but the last is fed to its own process through a pipe (sendfile: no copy in
     Python) and ends with a sentinel line whose number says how many lines the range had; the
@@ -136,6 +144,7 @@ def _tool_rows(path: Path, tool: str, jobs: int, anchors: tuple[str, ...]) -> It
             assert proc.stdout is not None
             _grow_pipe(proc.stdout)
             ranges.append((start, proc, feeder))
+        yield 0, 0, ""
         line_base = 0
         for start, proc, feeder in ranges:
             assert proc.stdout is not None

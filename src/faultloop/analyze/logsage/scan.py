@@ -332,21 +332,24 @@ def record_exit(
         add(facts, Evidence(ev.line, ev.text, kind, rank, ev.rule, SIGNAL_FAULT.get(signal or "") or ev.hint))
 
 
-def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
-    """Classify every prefiltered line and keep its facts."""
+def scan(
+    path: Path, facts: Facts, prefilter_name: str, jobs: int, rows: Iterator[tuple[int, int, str]] | None = None
+) -> None:
+    """Classify every prefiltered line and keep its facts (`rows`: the prefilter's, when started
+    before the census; else started here)."""
     repeats = Repeats()
     with open(path, "rb") as log:
-        _scan_hits(path, facts, prefilter_name, jobs, log, repeats)
+        _scan_hits(facts, prefilter.rows(path, prefilter_name, jobs) if rows is None else rows, log, repeats)
     facts.repeated_lines = repeats.counted()
 
 
-def _scan_hits(path: Path, facts: Facts, prefilter_name: str, jobs: int, log: IO[bytes], repeats: Repeats) -> None:
+def _scan_hits(facts: Facts, rows: Iterator[tuple[int, int, str]], log: IO[bytes], repeats: Repeats) -> None:
     """The scan's loop over the prefiltered lines (`log` is open for the few lines read around a hit)."""
     block_count: dict[tuple[str, Source], int] = {}
     last_traceback_line: dict[Source, int] = {}  # per source: the latest traceback header or frame
     previous: tuple[int, int | None] = (0, None)  # (line, rank) of the last classified line
     terminate: Evidence | None = None  # a C++ terminate line waiting for its what() line
-    for hit_line, hit_offset, hit_text in prefilter.rows(path, prefilter_name, jobs):
+    for hit_line, hit_offset, hit_text in rows:
         if (counted := repeats.seen(hit_text, len(facts.label_pairs), hit_line)) is not None:
             repeat, text = counted
             if repeat.rule is not None:  # a flood: counted, not classified again
