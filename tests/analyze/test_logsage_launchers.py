@@ -154,6 +154,12 @@ CASES: dict[str, list[tuple[str, str | None, tuple[str, str, list[int], str | No
         ("this job is preempted.", ">=1.4.0", ("external_signal", RESTART, [], None)),
         ("this job is timed-out.", ">=1.4.0", ("other", STOP, [], None)),
     ],
+    "torch_tests": [
+        # the test harness's time ran out with the rank it names still running: that rank hung
+        ("Timeout waiting for rank {rank} to terminate", ">=1.0,<1.5", ("hang", RESTART, [5], None)),
+        ("Process {rank} terminated or timed out", ">=1.5", ("hang", RESTART, [5], None)),
+        ("Thread {rank} terminated or timed out", ">=2.0", ("hang", RESTART, [5], None)),
+    ],
 }
 PARAMS = [(adapter, words, versions, want) for adapter, cases in CASES.items() for words, versions, want in cases]
 

@@ -132,8 +132,7 @@ def test_the_programs_own_words_are_no_shape(line: str) -> None:
         (["INFO Local process 0 encountered an error: invalid literal for int() with base 10"], "other",
          "STOP - DONT RESTART IMMEDIATE", [0]),
         # where a row knows the words, the row decides: Megatron's async writer's I/O error is the storage's
-        (["INFO Local process 0 encountered an error: [Errno 5] Input/output error"], "other",
-         "STOP - DONT RESTART IMMEDIATE", []),
+        (["INFO Local process 0 encountered an error: [Errno 5] Input/output error"], "other", "RESTART IMMEDIATE", []),
         (["[INFO] training run failed with error: checkpoint directory missing"], "other",
          "STOP - DONT RESTART IMMEDIATE", [0]),
         # what states no failure

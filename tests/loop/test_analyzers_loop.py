@@ -90,11 +90,12 @@ def test_user_analyzer_scored_beside_builtin_and_baselines(work: Path) -> None:
     fr = report.split("## Flight-recorder analyzers side by side")[1].split("\n## ")[0]
     assert "\n| faultloop | `" in fr and "\n| torchfrtrace | `" in fr
     suites = {s.get("name"): s for s in ElementTree.parse(work / SESSION / "junit.xml").iter("testsuite")}
-    assert list(suites) == ALL
+    assert list(suites) == [*ALL, *(f"{name}.life" for name in [*ANALYZERS, "combined"])]
     assert [c.get("name") for c in suites["mine"].iter("testcase")] == list(CELLS)
     assert all(float(c.get("time")) > 0 for c in suites["mine"].iter("testcase"))
     html = (work / SESSION / "report.html").read_text()
-    assert html.count('data-analyzer="mine"') == len(CELLS)
+    assert html.count('<tr class="analyzer-row" data-analyzer="mine"') == len(CELLS)
+    assert html.count('<li class="life-row" data-analyzer="mine"') == len(CELLS)
 
 
 def test_broken_analyzers_are_recorded_per_cell(work: Path) -> None:

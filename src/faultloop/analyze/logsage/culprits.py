@@ -41,7 +41,8 @@ def hang_culprits(facts: Facts, tl: Timeline) -> tuple[list[int], str, str]:
     if facts.barrier_missing:
         return (
             sorted(facts.barrier_missing),
-            "ranks a barrier (monitoredBarrier, Horovod's stall inspector) named as missing",
+            "ranks a barrier or a harness (monitoredBarrier, Horovod's stall inspector, torch's test harness) "
+            "named as missing",
             HIGH if len(facts.barrier_missing) == 1 else MEDIUM,  # several: which one stalled first is not said
         )
     timed_out = {r for r in tl.symptom_at if r is not None}

@@ -301,9 +301,10 @@ POLICY: dict[str, Policy] = {
     ),
     Cause.STORAGE_ERROR: Policy(
         OTHER,
-        STOP,
-        "a checkpoint write failed with an I/O error of the storage (EIO): the volume's or the filesystem's state, "
-        "which the next attempt on the same storage meets until someone repairs it",
+        RESTART,
+        "a checkpoint write failed with an I/O error of the storage (EIO, EREMOTEIO): a shared filesystem's failed "
+        "RPC or server, which clears, as rules.EXCEPTION_MEANING reads the same errnos from any exception after "
+        "progress; the next attempt resumes from the last checkpoint written (a full volume is STORAGE_FULL: STOP)",
         "could not write a checkpoint: the storage failed the write with an I/O error",
         blames_rank=False,
     ),

@@ -57,6 +57,9 @@ from faultloop.signals import signal_name
 
 BLOCK_LINES = 400
 FIRST_EXIT_LINES = 6  # how far below a launcher's first-exit header its process name and exit code stand
+# the most unindented lines in a row inside a traceback's frames read as the rest of a frame's line that a
+# terminal or a paste wrapped (a frame's lines are indented; only the exception line ends a traceback unindented)
+WRAPPED_LINES = 2
 MISSING_RANK_LINES = 64  # the most lines of a launcher's list of missing ranks read
 MESSAGE_LINES = 12  # the most lines of an exception's message read past its first
 CHILD_HEADER_GAP = 2  # a launcher's header line this close above a traceback names its child
@@ -142,8 +145,14 @@ def parse_traceback(f: IO[bytes], block: Block) -> Traceback | None:
     traceback that ends before its exception line is returned cut off (no exc_text)."""
     frames: list[Frame] = []
     frame_indent = 0
+    wrapped = 0  # unindented lines in a row inside the frames
     lines = _same_source(f, block)
     for line, text in lines:
+        indented = text.startswith((" ", "\t"))
+        wrapped = 0 if indented else wrapped + 1
+        if frames and not indented and wrapped <= WRAPPED_LINES and not text.startswith("Traceback") and text.strip():
+            if not _EXC_RE.match(text.strip()):
+                continue  # the rest of a frame's line that a terminal or a paste wrapped: the frames go on
         fm = _FRAME_RE.match(text)
         if fm:
             frames.append(Frame(fm.group(1), fm.group(3)))

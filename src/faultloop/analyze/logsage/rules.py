@@ -44,6 +44,7 @@ from faultloop.analyze.logsage.launchers import (
     spawn,
     srun,
     submitit,
+    torch_tests,
     torchrun,
 )
 from faultloop.analyze.logsage.vocab import (
@@ -197,6 +198,7 @@ RULES: tuple[Rule, ...] = (
     Rule("monitored_barrier_root", TIMEOUT, ("arrier",),
          r"successfully reached monitoredBarrier, but received errors while waiting for send/recv from rank (?P<missing>\d+)",
          origin=C10D_GLOO),
+    *torch_tests.STALL_ROWS,  # torch's test harness names a rank that never ended
     Rule("collective_mismatch", TIMEOUT, ("rror",), r"Error: Detected mismatch between collectives", Cause.DESYNC,
          C10D_WRAPPER),
     # -- OOM and GPU errors (before the generic NCCL/CUDA rows) ------------------------------
@@ -301,6 +303,12 @@ RULES: tuple[Rule, ...] = (
     Rule("nccl_usage", FATAL, ("rror",), r"NCCL error.*invalid (?:usage|argument)(?: \(run with NCCL_DEBUG|, NCCL version|$)",
          Cause.WORKLOAD_EXC, C10D_NCCL_UTILS),
     Rule("nccl_error", PEER_LOST, ("rror",), r"NCCL error", origin=C10D_NCCL_UTILS),
+    # a call on a communicator that ProcessGroupNCCL had aborted (its watchdog does so once a collective on it
+    # failed: NCCL reported an error, or the collective timed out; `NCCL communicator was aborted.` before 1.10,
+    # `... on rank N.` from 1.10, with the original reason where torch kept one, which its own row reads first):
+    # the rank that raises it only suffered a failure elsewhere, which the bare wording does not name
+    Rule("nccl_comm_aborted", PEER_LOST, ("borted",), r"NCCL communicator was aborted(?: on rank (?P<rank>\d+))?\.",
+         origin=C10D_NCCL_UTILS),
     # -- the job is misconfigured or its launch environment failed: every rank fails the same way
     # a port taken on the node (c10d's socket: `name: EADDRINUSE`; Python's `[Errno 98]`): the launch's settings
     Rule("port_in_use", FATAL, ("rror",), r"rror\b.*(?:EADDRINUSE|[Aa]ddress already in use)", Cause.LAUNCH_ADDRESS,
@@ -382,7 +390,7 @@ RULES: tuple[Rule, ...] = (
     Rule("trainer_done", DONE, ("completed",), r"[Tt]raining completed", Cause.DONE, TRANSFORMERS),
     # -- a rank's own write or step failed (before the plain exception line reads it as a code bug)
     # Megatron's async checkpoint writer: a write process's exception, logged by the coordinator (core 0.8 to 0.12);
-    # an I/O error (EIO 5, EREMOTEIO 121) is the storage's
+    # an I/O error (EIO 5, EREMOTEIO 121) is the storage's, which clears (EXCEPTION_MEANING); a full volume is the next row's
     Rule("checkpoint_io_error", FATAL, ("rror",), r"Local process \d+ encountered an error: .*\[Errno (?:5|121)\]",
          Cause.STORAGE_ERROR, MEGATRON_ASYNC_CKPT),
     Rule("disk_full", FATAL, ("rror",), r"No space left on device|\bENOSPC\b", Cause.STORAGE_FULL, LIBC_ERRNO),

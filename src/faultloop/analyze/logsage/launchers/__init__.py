@@ -16,9 +16,11 @@ written from its program's source and states the versions each wording is printe
   dask.py         Dask distributed's nanny and scheduler
   horovod.py      horovodrun (Gloo and MPI) and Horovod's stall inspector
   submitit.py     submitit's handler of the scheduler's signals in a SLURM job
+  torch_tests.py  torch's distributed test harness (MultiProcessTestCase): the rank it timed out on
 
 An adapter's rows are Rule rows of the RULES vocabulary. RULES is first-match-wins, so each row
 stands where it must in that order; rules.py splices an adapter's tuples at their places:
+  STALL_ROWS     among the timeout rows (a launcher's word that a rank never ended: its culprit)
   VICTIM_ROWS    among the lost-peer rows (a launcher's word that a survivor lost its peers)
   FAILURE_ROWS   launch failures and task ends, before the shell's and faulthandler's wording
   REPORT_ROWS    reports of the children's ends and of signals to the launcher, after tracebacks

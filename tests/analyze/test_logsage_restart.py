@@ -1,0 +1,168 @@
+"""logsage's restart decisions from what the printing program means (issue 32), each on lines
+rendered from that program's template, never a corpus excerpt: a call on a communicator torch had
+aborted is a victim's (the failure it suffered is elsewhere), and a traceback whose frame lines a
+terminal or a paste wrapped still ends in its exception line."""
+
+from __future__ import annotations
+
+import pytest
+
+from faultloop.analyze import logsage
+from faultloop.faults import RESTART, STOP
+
+PYTHON = logsage.Settings(prefilter="python")
+
+
+def analyze(lines: list[str]) -> logsage.Verdict:
+    return logsage.analyze_log(lines, PYTHON)
+
+
+# -- a communicator torch had aborted ------------------------------------------------------------
+# torch/csrc/distributed/c10d/NCCLUtils.hpp, getNcclComm on a communicator the watchdog aborted after a
+# collective on it failed or timed out: `NCCL communicator was aborted.` (< 1.10), `NCCL communicator was
+# aborted on rank {rank}. ` then `Original reason for failure was: {reason}` where torch kept one (>= 1.10)
+
+
+def _backward(error: str, prefix: str = "") -> list[str]:
+    return [
+        f"{prefix}Traceback (most recent call last):",
+        f'{prefix}  File "train.py", line 40, in <module>',
+        f"{prefix}    loss.backward()",
+        f'{prefix}  File "/usr/lib/python3/site-packages/torch/autograd/__init__.py", line 200, in backward',
+        f"{prefix}    Variable._execution_engine.run_backward(",
+        f"{prefix}RuntimeError: {error}",
+    ]
+
+
+@pytest.mark.parametrize(
+    "error", ["NCCL communicator was aborted.", "NCCL communicator was aborted on rank 2. "], ids=["<1.10", ">=1.10"]
+)
+def test_a_call_on_an_aborted_communicator_is_a_victim_of_a_failure_it_does_not_name(error: str) -> None:
+    v = analyze(["epoch 3 step 120 loss 2.31", *_backward(error)])
+    assert (v.fault_category, v.restart, v.primary_ranks) == ("network", RESTART, []), v.detail
+
+
+def test_the_reason_torch_kept_for_the_abort_decides() -> None:
+    reason = "NCCL communicator was aborted on rank 1. Original reason for failure was: NCCL error: invalid usage"
+    v = analyze(["epoch 3 step 120 loss 2.31", *_backward(reason, "[rank1]:")])
+    assert (v.restart, v.primary_ranks) == (STOP, [1]), v.detail
+
+
+def test_the_rank_that_failed_first_is_the_culprit_not_the_aborted_communicator() -> None:
+    lines = [
+        "[rank3]:Traceback (most recent call last):",
+        '[rank3]:  File "train.py", line 3, in <module>',
+        "[rank3]:    raise ValueError('bad batch')",
+        "[rank3]:ValueError: bad batch",
+        *_backward("NCCL communicator was aborted on rank 0. ", "[rank0]:"),
+    ]
+    v = analyze(lines)
+    assert (v.fault_category, v.restart, v.primary_ranks) == ("exception", STOP, [3]), v.detail
+
+
+# -- wrapped frame lines -------------------------------------------------------------------------
+
+
+def test_frame_lines_a_terminal_wrapped_do_not_cut_the_traceback_off_its_exception_line() -> None:
+    """A cut-off traceback would be a failure of its own ahead of the exception line that says the
+    rank only suffered one."""
+    call = "    n_iters = one_epoch(model, criterion, opt, config, train_dataloader, val_dataloader, device, epoch)"
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "train.py", line 727, in main',
+        call[:80],
+        call[80:],
+        '  File "train.py", line 398, in one_epoch',
+        "    total_loss.backward()",
+        "RuntimeError: NCCL communicator was aborted.",
+    ]
+    v = analyze(lines)
+    assert (v.fault_category, v.restart, v.primary_ranks) == ("network", RESTART, []), v.detail
+
+
+# -- torch's distributed test harness names a rank that never ended --------------------------------
+# torch/testing/_internal/common_distributed.py (MultiProcessTestCase._check_return_codes: `Process {i}
+# terminated or timed out after {elapsed} seconds`; MultiThreadedTestCase: `Thread {i} ...`) and
+# test/test_distributed.py before 1.5 (`Timeout waiting for rank %d to terminate`): the harness's time ran
+# out with that rank still running; a rank that raised is reported with its exception instead
+
+
+def _harness(error: str, raised_at: str) -> list[str]:
+    return [
+        "======================================================================",
+        "ERROR: test_allreduce_sum (__main__.TestDistBackendWithSpawn)",
+        "----------------------------------------------------------------------",
+        "Traceback (most recent call last):",
+        '  File "/opt/conda/lib/python3.10/site-packages/torch/testing/_internal/common_distributed.py", line 540, '
+        "in wrapper",
+        "    self._join_processes(fn)",
+        f'  File "/opt/conda/lib/python3.10/site-packages/torch/testing/_internal/common_distributed.py", line 760, '
+        f"in {raised_at}",
+        "    raise RuntimeError(",
+        error,
+    ]
+
+
+@pytest.mark.parametrize(
+    "error, raised_at",
+    [
+        ("RuntimeError: Process 2 terminated or timed out after 300.0312 seconds", "_check_return_codes"),
+        ("RuntimeError: Thread 2 terminated or timed out after 300 seconds", "_join_threads"),
+        ("AssertionError: True is not false : Timeout waiting for rank 2 to terminate", "_join_and_reduce"),
+    ],
+)
+def test_the_rank_a_test_harness_timed_out_on_hung(error: str, raised_at: str) -> None:
+    v = analyze(_harness(error, raised_at))
+    assert (v.fault_category, v.restart, v.primary_ranks) == ("hang", RESTART, [2]), v.detail
+
+
+def test_a_rank_the_harness_reports_with_its_exception_raised() -> None:
+    error = "RuntimeError: Process 2 exited with error code 10 and exception:"
+    lines = [
+        *_harness(error, "_check_return_codes"),
+        "Traceback (most recent call last):",
+        '  File "test_c10d.py", line 88, in test_allreduce_sum',
+        "    self.assertEqual(t, expected)",
+        "AssertionError: Tensor-likes are not equal!",
+    ]
+    v = analyze(lines)
+    assert v.restart == STOP and v.fault_category != "hang", v.detail
+
+
+# -- a checkpoint write the storage failed ---------------------------------------------------------
+# an I/O error of the storage (EIO 5, EREMOTEIO 121) means the same wherever it is printed: Megatron's async
+# checkpoint writer (megatron/core/dist_checkpointing/strategies/filesystem_async.py: `Local process {i}
+# encountered an error: {e}`) or the exception a save raised after training progress (Python's
+# `OSError: [Errno N] message`); a full volume (ENOSPC 28) stays full
+
+
+def _megatron(error: str) -> str:
+    return (
+        "ERROR:megatron.core.dist_checkpointing.strategies.filesystem_async:Local process 0 encountered an error: "
+        + error
+    )
+
+
+def _save_raised(error: str) -> list[str]:
+    return [
+        "Traceback (most recent call last):",
+        '  File "train.py", line 90, in save_checkpoint',
+        "    torch.save(state, path)",
+        f"OSError: {error}",
+    ]
+
+
+@pytest.mark.parametrize("error", ["[Errno 5] Input/output error", "[Errno 121] Remote I/O error"])
+def test_the_storages_io_error_passes_wherever_it_is_printed(error: str) -> None:
+    progress = " iteration      200/   10000 | consumed samples: 51200 | lm loss: 2.31"
+    written, raised = analyze([progress, _megatron(error)]), analyze([progress, *_save_raised(error)])
+    assert (written.restart, written.fault_category, written.primary_ranks) == (RESTART, "other", []), written.detail
+    assert raised.restart == RESTART, raised.detail
+
+
+@pytest.mark.parametrize(
+    "lines", [[_megatron("[Errno 28] No space left on device")], _save_raised("[Errno 28] No space left on device")]
+)
+def test_a_full_volume_stays_full(lines: list[str]) -> None:
+    v = analyze([" iteration      200/   10000 | lm loss: 2.31", *lines])
+    assert v.restart == STOP, v.detail
