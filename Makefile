@@ -3,7 +3,7 @@
 #   make test  - the whole test suite (what CI runs)
 #   make test-fast - lint and the tests that start no job, service or cluster (no apt; about a minute)
 #   make fuzz  - the fuzz tests of the dump and log readers at FUZZ_EXAMPLES examples a property
-#   make bench-logs - logsage's flood and 1 GB targets in one run (benchmarks/bench_logs.py)
+#   make bench-logs - logsage's flood, 1 GB and grep -c targets in one run (benchmarks/bench_logs.py)
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -69,8 +69,9 @@ fuzz: setup
 	FAULTLOOP_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -ra tests/analyze/test_fuzz_dumps.py \
 		tests/analyze/test_fuzz_logs.py tests/analyze/test_logsage_shapes.py $(PYTEST_ARGS)
 
-# One table: a log flood against an ordinary log of its size, and the 1 GB log against the analyzer
-# before issue 27 (BENCH_ARGS: e.g. --repeats 5). Nice'd: the ratios are same-run.
+# One table: a log flood against an ordinary log of its size, the 1 GB log against the analyzer
+# before issue 27, and logsage against grep -c at 0.5 and 1 GB (BENCH_ARGS: e.g. --repeats 5).
+# Nice'd: the ratios are same-run.
 bench-logs: setup
 	nice -n 10 $(BIN)/python benchmarks/bench_logs.py $(BENCH_ARGS)
 

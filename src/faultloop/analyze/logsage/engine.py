@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from faultloop.analyze.logsage import culprits, records, scan
+from faultloop.analyze.logsage import culprits, prefilter, records, scan
 from faultloop.analyze.logsage.attribute import attribute
 from faultloop.analyze.logsage.facts import MAX_EVIDENCE, Evidence, Facts
 from faultloop.analyze.logsage.policy import POLICY
@@ -82,8 +82,12 @@ def _analyze_path(path: Path, settings: Settings) -> Verdict:
             "there is no log text",
         )
     facts = Facts()
-    scan.census(path, facts)
-    scan.scan(path, facts, settings.prefilter, settings.jobs)
+    rows = prefilter.rows(path, settings.prefilter, settings.jobs)  # running: it reads while the census does
+    try:
+        scan.census(path, facts)
+        scan.scan(path, facts, settings.prefilter, settings.jobs, rows)
+    finally:
+        rows.close()
     scan.resolve_deaths(facts)
     records.read_blocks(path, facts)
     scan.single_process(facts, culprits.device_rank(facts))

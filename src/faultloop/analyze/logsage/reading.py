@@ -38,7 +38,9 @@ from faultloop.analyze.logsage.vocab import (
 )
 
 Found = tuple[Rule, re.Match[str]]
-_COMPILED = tuple((rule, re.compile(rule.pattern)) for rule in RULES)
+# each row's regex, compiled when a line first needs it: a run pays for the rows its log's lines
+# try, not for the table (compiling all of it is a sixth of a start)
+_COMPILED: list[re.Pattern[str] | None] = [None] * len(RULES)
 # groups with which a row names whose line it is (a rank, a local rank, a pid, srun's tasks)
 _NAMING_GROUPS = ("rank", "rank2", "local", "pid", "tasks")
 # the rows that open a record read after the scan (or, for a summary's record, read with the line above)
@@ -96,14 +98,21 @@ class Line:
     prefix: str = ""
 
 
+def _compiled(position: int) -> re.Pattern[str]:
+    """The regex of the row at `position` in RULES."""
+    rx = _COMPILED[position]
+    if rx is None:
+        rx = _COMPILED[position] = re.compile(RULES[position].pattern)
+    return rx
+
+
 def classify(text: str) -> Found | None:
     """The first rule (in table order) whose anchor is in the text and whose regex matches it."""
     candidates = sorted({i for anchor, rules in _RULES_BY_ANCHOR.items() if anchor in text for i in rules})
     for i in candidates:
-        rule, rx = _COMPILED[i]
-        m = rx.search(text)
+        m = _compiled(i).search(text)
         if m:
-            return rule, m
+            return RULES[i], m
     return None
 
 
@@ -152,7 +161,7 @@ def _framed(part: str, text: str, found: Found) -> Line:
     before = part[: len(part) - len(text) + found[1].start()]
     source, rest, _ = framing.peel_shapes(before)
     words = text[found[1].start() :]
-    refound = _COMPILED[RULES.index(found[0])][1].match(words)
+    refound = _compiled(RULES.index(found[0])).match(words)
     line = Line(
         source, words, (found[0], refound or found[1]), Reading(True, (), source), before[: len(before) - len(rest)]
     )
@@ -204,10 +213,9 @@ def _by_shape(line: Line, part: str) -> Line:
     candidates = {i for anchor, rules in _RULES_BY_ANCHOR.items() if anchor in text for i in rules}
     for i, _, anywhere in shapes.ANYWHERE:
         if i in candidates and (where := anywhere.search(text)):
-            rule, rx = _COMPILED[i]
             words = text[where.start() :]
-            if m := rx.search(words):
-                return _behind(line, words, (rule, m), part)
+            if m := _compiled(i).search(words):
+                return _behind(line, words, (RULES[i], m), part)
     said = shapes.read_shape(text)
     if said is None:
         return line
@@ -223,7 +231,7 @@ def _behind(line: Line, words: str, found: Found, part: str) -> Line:
     blank that separates them is the lead's, where the template starts with blanks)."""
     if words[:1].isspace() and words.strip() and not line.text[: len(line.text) - len(words)][-1:].isspace():
         words = words[1:]
-        found = (found[0], _COMPILED[RULES.index(found[0])][1].search(words) or found[1])
+        found = (found[0], _compiled(RULES.index(found[0])).search(words) or found[1])
     lead = line.text[: len(line.text) - len(words)]
     read = Line(line.source, words, found, line.reading, line.prefix)
     _guessed(read, part, lead)

@@ -44,10 +44,11 @@ _DIGITS = bytes.maketrans(b"0123456789", b"0000000000")
 # line (dropped when its what() follows), one-rank work (the latest counts), nor any rule reading
 # a number other than a SeqNum (pids, exit codes, ranks, steps) from its line.
 _NOT_REPEATABLE_KINDS = {TRACEBACK, STACK_DUMP, SUMMARY, TERMINATE, BUSY}
+_GROUP_NAME_RE = re.compile(r"\(\?P<(\w+)>")  # a named group (read from the text: no row compiled for it)
 REPEATABLE = frozenset(
     rule.name
     for rule in RULES
-    if rule.kind not in _NOT_REPEATABLE_KINDS and set(re.compile(rule.pattern).groupindex) <= {"seq"}
+    if rule.kind not in _NOT_REPEATABLE_KINDS and set(_GROUP_NAME_RE.findall(rule.pattern)) <= {"seq"}
 )
 # Anchors of rules whose pattern names a digit (`error [1-9]`): lines holding one are always read.
 DIGIT_ANCHORS = tuple(

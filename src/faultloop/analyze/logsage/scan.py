@@ -147,8 +147,8 @@ def census(path: Path, facts: Facts) -> None:
     agent_locals: set[tuple[int, int]] = set()
     for part in parts:  # whole-block regexes: a Python loop per line would cost more than the scan
         text = part.decode("utf-8", "replace")
-        for m in framing.LINES_RE.finditer(text):
-            label, mpi, role, inner = m.group("label", "mpi", "role", "inner")
+        prefixes = (m.group("label", "mpi", "role", "inner") for m in framing.LINES_RE.finditer("\n" + text))
+        for label, mpi, role, inner in dict.fromkeys(prefixes):  # each once, in order: thousands of lines
             if label or mpi or inner:
                 if inner is None and mpi is not None:
                     role, inner = "rank", mpi
@@ -332,32 +332,35 @@ def record_exit(
         add(facts, Evidence(ev.line, ev.text, kind, rank, ev.rule, SIGNAL_FAULT.get(signal or "") or ev.hint))
 
 
-def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int) -> None:
-    """Classify every prefiltered line and keep its facts."""
+def scan(
+    path: Path, facts: Facts, prefilter_name: str, jobs: int, rows: Iterator[tuple[int, int, str]] | None = None
+) -> None:
+    """Classify every prefiltered line and keep its facts (`rows`: the prefilter's, when started
+    before the census; else started here)."""
     repeats = Repeats()
     with open(path, "rb") as log:
-        _scan_hits(path, facts, prefilter_name, jobs, log, repeats)
+        _scan_hits(facts, prefilter.rows(path, prefilter_name, jobs) if rows is None else rows, log, repeats)
     facts.repeated_lines = repeats.counted()
 
 
-def _scan_hits(path: Path, facts: Facts, prefilter_name: str, jobs: int, log: IO[bytes], repeats: Repeats) -> None:
+def _scan_hits(facts: Facts, rows: Iterator[tuple[int, int, str]], log: IO[bytes], repeats: Repeats) -> None:
     """The scan's loop over the prefiltered lines (`log` is open for the few lines read around a hit)."""
     block_count: dict[tuple[str, Source], int] = {}
     last_traceback_line: dict[Source, int] = {}  # per source: the latest traceback header or frame
     previous: tuple[int, int | None] = (0, None)  # (line, rank) of the last classified line
     terminate: Evidence | None = None  # a C++ terminate line waiting for its what() line
-    for hit in prefilter.hits(path, prefilter_name, jobs):
-        if (counted := repeats.seen(hit.text, len(facts.label_pairs), hit.line)) is not None:
+    for hit_line, hit_offset, hit_text in rows:
+        if (counted := repeats.seen(hit_text, len(facts.label_pairs), hit_line)) is not None:
             repeat, text = counted
             if repeat.rule is not None:  # a flood: counted, not classified again
                 if repeat.work is not None:  # a collective's SeqNum is compared across ranks, in order
-                    count_collective(facts, repeat.work(hit.text), text, repeat.rank)
-                if terminate and hit.line - terminate.line <= 2:
+                    count_collective(facts, repeat.work(hit_text), text, repeat.rank)
+                if terminate and hit_line - terminate.line <= 2:
                     drop(facts, terminate)
-                previous, terminate = (hit.line, repeat.rank), None
+                previous, terminate = (hit_line, repeat.rank), None
             continue
         prefix = ""  # the prefix of a line a progress bar glued others onto: theirs too
-        for part in unglue(hit.text):
+        for part in unglue(hit_text):
             line = reading.read(prefix + part)
             prefix = prefix or line.prefix
             source, text = line.source, line.text
@@ -369,7 +372,7 @@ def _scan_hits(path: Path, facts: Facts, prefilter_name: str, jobs: int, log: IO
                 facts.several_processes |= len(facts.hosts) > 1  # several nodes, containers or workers
             found = line.found
             if not found:
-                repeats.learn(part, source, text, len(facts.label_pairs), None, None, hit.line)
+                repeats.learn(part, source, text, len(facts.label_pairs), None, None, hit_line)
                 continue
             rule, m = found
             named = m.groupdict().get("rank") or m.groupdict().get("rank2")
@@ -378,43 +381,43 @@ def _scan_hits(path: Path, facts: Facts, prefilter_name: str, jobs: int, log: IO
                 rank = _device_rank(facts, source)
             if rank is None and rule.kind == OOM_KIND and (gpu := OOM_DEVICE_RE.search(text)):
                 rank = _device_rank(facts, source._replace(role=DEVICE, inner=int(gpu.group(1) or gpu.group(2))))
-            wrapped = rule.kind == COLLECTIVE and unranked(facts, source) and previous[0] == hit.line - 1
+            wrapped = rule.kind == COLLECTIVE and unranked(facts, source) and previous[0] == hit_line - 1
             if rank is None and wrapped:
                 rank = previous[1]  # the rest of a wrapped line
             if not wrapped and ("Rank " not in text or (rank is not None and rank == resolve_rank(facts, source, ""))):
-                repeats.learn(part, source, text, len(facts.label_pairs), rule, rank, hit.line)  # its rank: prefixes'
-            previous = (hit.line, rank)
-            ev = Evidence(hit.line, text.strip(), rule.kind, rank, rule.name, rule.hint)
+                repeats.learn(part, source, text, len(facts.label_pairs), rule, rank, hit_line)  # its rank: prefixes'
+            previous = (hit_line, rank)
+            ev = Evidence(hit_line, text.strip(), rule.kind, rank, rule.name, rule.hint)
             if rank is None and rule.kind in _NAMES_ITS_DEVICE and (rule.kind, None) not in facts.first:
-                _device_named(facts, ev, source, hit.offset, block_count, line.reading)
+                _device_named(facts, ev, source, hit_offset, block_count, line.reading)
             if rule.kind in (TRACEBACK, STACK_DUMP):
                 headless = rule.name == "traceback_frame"
-                run_goes_on = hit.line - last_traceback_line.get(source, -FRAME_RUN_LINES) < FRAME_RUN_LINES
+                run_goes_on = hit_line - last_traceback_line.get(source, -FRAME_RUN_LINES) < FRAME_RUN_LINES
                 if rule.kind == TRACEBACK:
-                    last_traceback_line[source] = hit.line
+                    last_traceback_line[source] = hit_line
                 key = (rule.kind, source)
                 if not (headless and run_goes_on) and block_count.get(key, 0) < MAX_BLOCKS_PER_SOURCE[rule.kind]:
                     block_count[key] = block_count.get(key, 0) + 1
-                    facts.blocks.append(Block(rule.kind, hit.line, hit.offset, source, headless, line.reading))
+                    facts.blocks.append(Block(rule.kind, hit_line, hit_offset, source, headless, line.reading))
                 if rule.kind == TRACEBACK:
                     continue
             if rule.kind in (FIRST_EXIT, MISSING):  # a launcher's multi-line report, read after the scan
                 if block_count.get((rule.kind, source), 0) < MAX_BLOCKS_PER_SOURCE[rule.kind]:
                     block_count[(rule.kind, source)] = 1
-                    facts.blocks.append(Block(rule.kind, hit.line, hit.offset, source, False, line.reading))
+                    facts.blocks.append(Block(rule.kind, hit_line, hit_offset, source, False, line.reading))
                 facts.several_processes = True
                 continue
             if rule.kind == SUMMARY and block_count.get((SUMMARY, source), 0) < MAX_BLOCKS_PER_SOURCE[SUMMARY]:
                 block_count[(SUMMARY, source)] = block_count.get((SUMMARY, source), 0) + 1
-                facts.blocks.append(Block(SUMMARY, hit.line, hit.offset, source, False, line.reading))
+                facts.blocks.append(Block(SUMMARY, hit_line, hit_offset, source, False, line.reading))
             if terminate and ev.line - terminate.line <= 2:
                 drop(facts, terminate)  # its what() line says why, and is kept instead
             terminate = ev if rule.kind == TERMINATE else None
             if rule.kind == RECORD and m.groupdict().get("rank") is None:  # its rank stands on the line above
-                above = next(_lines_above(log, hit.offset, line.reading), (None, ""))
+                above = next(_lines_above(log, hit_offset, line.reading), (None, ""))
                 _summary_rank(facts, source, line.reading.shows, above)
-            if (why := WHY_ABOVE.get(rule.name)) and (said := _said_above(log, hit.offset, why, m, line.reading)):
-                add(facts, Evidence(hit.line, said, why.kind, ev.rank, why.name, why.hint))  # says more than the line
+            if (why := WHY_ABOVE.get(rule.name)) and (said := _said_above(log, hit_offset, why, m, line.reading)):
+                add(facts, Evidence(hit_line, said, why.kind, ev.rank, why.name, why.hint))  # says more than the line
                 facts.several_processes = True  # a launcher's word on one of its workers
                 continue
             _keep(facts, rule, m, ev, source)
