@@ -7,6 +7,7 @@ bounded (per-rank first evidence, capped lists), so memory stays flat whatever t
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import tempfile
@@ -38,9 +39,11 @@ class Settings:
     llm: Any = None  # faultloop.analyze.llm.LLMSettings in llm mode
 
 
+@functools.lru_cache(maxsize=16)
 def analyzer_fingerprint(settings: Any = None) -> str:
     """A short hash of the whole logsage package's source and the settings: changes whenever the
-    rules (or any other part of the analyzer) do."""
+    rules (or any other part of the analyzer) do. Read once per process and settings: the code that
+    runs is the code imported (and hashing the package took a tenth of a small log's analysis)."""
     return source_fingerprint(sys.modules[PACKAGE], settings=settings)
 
 

@@ -44,14 +44,19 @@ def hits(path: Path, prefilter: str = "auto", jobs: int = 0, anchors: tuple[str,
     return scan_tool(path, tool, jobs, anchors) if tool else scan_python(path, anchors)
 
 
-def rows(path: Path, prefilter: str = "auto", jobs: int = 0) -> Generator[tuple[int, int, str]]:
-    """The rules' hits as (line, offset, text) tuples: a flood's million lines are each one
-    object fewer to build (the scan's loop). An external prefilter is running when this returns,
-    so that it reads while the caller does other work (the census); close() stops it."""
+# A hit as the scan's loop takes it: (line, offset base, offset from the base as the prefilter printed
+# it, text). The byte offset (base + int(...)) is parsed only for lines read in full: a flood's
+# million repeats need none, and each is one object fewer to build than a Hit.
+Row = tuple[int, int, str, str]
+
+
+def rows(path: Path, prefilter: str = "auto", jobs: int = 0) -> Generator[Row]:
+    """The rules' hits as rows. An external prefilter is running when this returns, so that it
+    reads while the caller does other work (the census); close() stops it."""
     tool = find_tool(prefilter)
     if tool:
         return _started(_tool_rows(path, tool, jobs, ANCHORS))
-    return ((hit.line, hit.offset, hit.text) for hit in scan_python(path))
+    return ((hit.line, hit.offset, "0", hit.text) for hit in scan_python(path))
 
 
 def _ere_escape(literal: str) -> str:
@@ -106,18 +111,21 @@ def find_tool(prefilter: str) -> str | None:
 
 def scan_tool(path: Path, tool: str, jobs: int = 0, anchors: tuple[str, ...] = ANCHORS) -> Iterator[Hit]:
     """An external prefilter (rg or grep) over `jobs` line-aligned byte ranges at once (_tool_rows)."""
-    return itertools.starmap(Hit, _started(_tool_rows(path, tool, jobs, anchors)))
+    return (
+        Hit(line, base + int(within), text)
+        for line, base, within, text in _started(_tool_rows(path, tool, jobs, anchors))
+    )
 
 
-def _started(running: Generator[tuple[int, int, str]]) -> Generator[tuple[int, int, str]]:
+def _started(running: Generator[Row]) -> Generator[Row]:
     """_tool_rows with its processes started (its first item says so)."""
     next(running)
     return running
 
 
-def _tool_rows(path: Path, tool: str, jobs: int, anchors: tuple[str, ...]) -> Generator[tuple[int, int, str]]:
-    """An external prefilter's hits as (line, offset, text), over `jobs` line-aligned byte ranges,
-    after a first item (0, 0, "") once every process has started.
+def _tool_rows(path: Path, tool: str, jobs: int, anchors: tuple[str, ...]) -> Generator[Row]:
+    """An external prefilter's hits as rows, over `jobs` line-aligned byte ranges (a row's offset
+    base is its range's start), after a first item (0, 0, "0", "") once every process has started.
 
     Each range but the last is fed to its own process through a pipe (sendfile: no copy in
     Python) and ends with a sentinel line whose number says how many lines the range had; the
@@ -144,7 +152,7 @@ def _tool_rows(path: Path, tool: str, jobs: int, anchors: tuple[str, ...]) -> Ge
             assert proc.stdout is not None
             _grow_pipe(proc.stdout)
             ranges.append((start, proc, feeder))
-        yield 0, 0, ""
+        yield 0, 0, "0", ""
         line_base = 0
         for start, proc, feeder in ranges:
             assert proc.stdout is not None
@@ -155,7 +163,7 @@ def _tool_rows(path: Path, tool: str, jobs: int, anchors: tuple[str, ...]) -> Ge
                 if text == _SENTINEL_TEXT:
                     lines_in_range = int(line_no) - 1
                     continue
-                yield line_base + int(line_no), start + int(offset), text
+                yield line_base + int(line_no), start, offset, text
             rc = proc.wait()
             if feeder:
                 feeder.join()

@@ -3,8 +3,10 @@
 A chatty rank printing the same failure every step (NCCL's watchdog, a retried connection) can
 fill a log with a million lines that differ only in their numbers. A line's template is the line
 behind its prefixes with every digit read as 0, per source (the srun label, host, [rankN]... the
-prefixes name), so each rank's first occurrence is analysed. Once a template's first line is
-classified, later lines with it are only counted, without classifying them.
+prefixes name), so each rank's first occurrences are analysed. A template is learnt from its second
+line read in full (most lines of an ordinary log are the only ones of their shape, and learning one
+costs a reading per digit run of its prefixes); later lines with it are only counted, without
+classifying them.
 
 Only templates whose reading cannot depend on their numbers are skipped this way: rules that keep
 nothing but their first line per rank (none reading pids, exit codes, rank lists or step counts,
@@ -71,6 +73,7 @@ class Repeat:
     rule: Rule | None  # None: the template matches no rule
     rank: int | None
     first: int
+    length: int  # of the prefixes in front of the program's words (lines of one shape: the same)
     last: int = 0
     count: int = 0
     # a collective timeout's WORK_RE groups in a line of the template: where its first line had
@@ -89,32 +92,32 @@ class Repeats:
     appear."""
 
     def __init__(self) -> None:
-        # (shape, layout) -> (prefix length, where the digits that name the source stand: lines of
-        # one shape hold their digits at the same places, the templates by those digits)
-        self.prefixes: dict[tuple[bytes, int], tuple[int, Callable[[str], object], dict[object, Repeat]]] = {}
+        # (shape, layout) -> (where the digits that name the source stand: lines of one shape hold
+        # their digits at the same places, the templates by those digits)
+        self.prefixes: dict[tuple[bytes, int], tuple[Callable[[str], object], dict[object, Repeat]]] = {}
         self.template_count = 0
         self.forgotten_count = 0
+        self.once: set[tuple[bytes, int]] = set()  # shapes read in full once: learnt when read again
 
     @staticmethod
     def _shape(line: str) -> bytes:
         return line.encode("utf-8", "surrogatepass").translate(_DIGITS)
 
-    def seen(self, line: str, layout: int, number: int) -> tuple[Repeat, str] | None:
-        """The reading of the line's template and the words behind its prefixes, when the line
-        repeats one (then it is counted); its prefixes are not parsed."""
+    def seen(self, line: str, layout: int, number: int) -> Repeat | None:
+        """The reading of the line's template (the words stand behind its `length` of prefixes),
+        when the line repeats one (then it is counted); its prefixes are not parsed."""
         if len(line) > MAX_LINE:  # (a line always read has no learnt shape: its marks hold no digit)
             return None
         shape = line.encode("utf-8", "surrogatepass").translate(_DIGITS)  # _shape, inlined: a hot loop
         known = self.prefixes.get((shape, layout))
         if known is None:
             return None
-        length, digits, by_source = known
-        repeat = by_source.get(digits(line))
+        repeat = known[1].get(known[0](line))
         if repeat is None:
             return None
         repeat.count += 1
         repeat.last = number
-        return repeat, line[length:]
+        return repeat
 
     def learn(
         self, line: str, source: Source, text: str, layout: int, rule: Rule | None, rank: int | None, number: int
@@ -128,6 +131,14 @@ class Repeats:
             return
         if any(anchor in text for anchor in DIGIT_ANCHORS):
             return
+        shape = self._shape(line)
+        if (shape, layout) not in self.prefixes and (shape, layout) not in self.once:
+            # most lines of an ordinary log are the only ones of their shape: learning what names a
+            # template's source costs a reading per digit run, so a shape is learnt when it comes back
+            if len(self.once) >= MAX_TEMPLATES:
+                self.once.clear()
+            self.once.add((shape, layout))
+            return
         if self.template_count >= MAX_TEMPLATES:  # a log of ever new lines: memory stays bounded
             self.forgotten_count = self.counted()
             self.template_count = 0
@@ -137,18 +148,17 @@ class Repeats:
             slice(*run.span()) for run in _DIGIT_RUN.finditer(line, 0, length) if _names_source(line, run, source)
         ]
         digits = itemgetter(*naming) if naming else _no_digits  # a line's digits at those places, at C speed
-        shape = self._shape(line)
         known = self.prefixes.get((shape, layout))
-        by_source = known[2] if known else {}
-        self.prefixes[shape, layout] = (length, digits, by_source)
+        by_source = known[1] if known else {}
+        self.prefixes[shape, layout] = (digits, by_source)
         work = WORK_RE.search(line, length) if rule is not None and rule.kind in COLLECTIVE_KINDS else None
         key = digits(line)
         self.template_count += key not in by_source
-        by_source[key] = Repeat(rule, rank, number, work=work and _groups_at(work))
+        by_source[key] = Repeat(rule, rank, number, length, work=work and _groups_at(work))
 
     def counted(self) -> int:
         """Lines counted instead of analysed."""
-        repeats = (repeat for _, _, by_source in self.prefixes.values() for repeat in by_source.values())
+        repeats = (repeat for _, by_source in self.prefixes.values() for repeat in by_source.values())
         return self.forgotten_count + sum(repeat.count for repeat in repeats)
 
 

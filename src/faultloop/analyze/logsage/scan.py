@@ -333,7 +333,7 @@ def record_exit(
 
 
 def scan(
-    path: Path, facts: Facts, prefilter_name: str, jobs: int, rows: Iterator[tuple[int, int, str]] | None = None
+    path: Path, facts: Facts, prefilter_name: str, jobs: int, rows: Iterator[prefilter.Row] | None = None
 ) -> None:
     """Classify every prefiltered line and keep its facts (`rows`: the prefilter's, when started
     before the census; else started here)."""
@@ -343,22 +343,22 @@ def scan(
     facts.repeated_lines = repeats.counted()
 
 
-def _scan_hits(facts: Facts, rows: Iterator[tuple[int, int, str]], log: IO[bytes], repeats: Repeats) -> None:
+def _scan_hits(facts: Facts, rows: Iterator[prefilter.Row], log: IO[bytes], repeats: Repeats) -> None:
     """The scan's loop over the prefiltered lines (`log` is open for the few lines read around a hit)."""
     block_count: dict[tuple[str, Source], int] = {}
     last_traceback_line: dict[Source, int] = {}  # per source: the latest traceback header or frame
     previous: tuple[int, int | None] = (0, None)  # (line, rank) of the last classified line
     terminate: Evidence | None = None  # a C++ terminate line waiting for its what() line
-    for hit_line, hit_offset, hit_text in rows:
-        if (counted := repeats.seen(hit_text, len(facts.label_pairs), hit_line)) is not None:
-            repeat, text = counted
+    for hit_line, base, within, hit_text in rows:
+        if (repeat := repeats.seen(hit_text, len(facts.label_pairs), hit_line)) is not None:
             if repeat.rule is not None:  # a flood: counted, not classified again
                 if repeat.work is not None:  # a collective's SeqNum is compared across ranks, in order
-                    count_collective(facts, repeat.work(hit_text), text, repeat.rank)
+                    count_collective(facts, repeat.work(hit_text), hit_text, repeat.rank, repeat.length)
                 if terminate and hit_line - terminate.line <= 2:
                     drop(facts, terminate)
                 previous, terminate = (hit_line, repeat.rank), None
             continue
+        hit_offset = base + int(within)
         prefix = ""  # the prefix of a line a progress bar glued others onto: theirs too
         for part in unglue(hit_text):
             line = reading.read(prefix + part)
@@ -499,9 +499,10 @@ def _collective(facts: Facts, text: str, rank: int | None) -> None:
         count_collective(facts, work.group(1, 2, 3, 4), text, rank)
 
 
-def count_collective(facts: Facts, work: tuple[str, ...], text: str, rank: int | None) -> None:
+def count_collective(facts: Facts, work: tuple[str, ...], text: str, rank: int | None, start: int = 0) -> None:
     """One timed-out collective: WORK_RE's groups (SeqNum, op, NumelIn, NumelOut; an absent one
-    None or '') read from `text`."""
+    None or '') read from `text[start:]` (a flood's line is cut behind its prefixes only where a
+    gather's words are read)."""
     number, op, numel_in, numel_out = work
     if not number:  # torch < 1.10 numbers no collective: each rank's first timed-out one is compared
         if rank is not None and len(facts.unnumbered_ops) < MAX_EVIDENCE:
@@ -515,7 +516,7 @@ def count_collective(facts: Facts, work: tuple[str, ...], text: str, rank: int |
     if facts.first_seq is None or seq < facts.first_seq:
         facts.first_seq = seq
     if op in GATHERS or op in SCATTERS:  # only these state the group's size
-        facts.world_size = max(facts.world_size, _group_size(op, int(numel_in or 0), int(numel_out or 0), text))
+        facts.world_size = max(facts.world_size, _group_size(op, int(numel_in or 0), int(numel_out or 0), text[start:]))
 
 
 def _group_size(op: str, numel_in: int, numel_out: int, text: str) -> int:
