@@ -332,9 +332,7 @@ def record_exit(
         add(facts, Evidence(ev.line, ev.text, kind, rank, ev.rule, SIGNAL_FAULT.get(signal or "") or ev.hint))
 
 
-def scan(
-    path: Path, facts: Facts, prefilter_name: str, jobs: int, rows: Iterator[prefilter.Row] | None = None
-) -> None:
+def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int, rows: Iterator[prefilter.Row] | None = None) -> None:
     """Classify every prefiltered line and keep its facts (`rows`: the prefilter's, when started
     before the census; else started here)."""
     repeats = Repeats()
