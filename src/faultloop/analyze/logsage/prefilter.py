@@ -25,7 +25,6 @@ ANCHORS: tuple[str, ...] = tuple(sorted({a for rule in RULES for a in rule.ancho
 CHUNK = 8 << 20
 MIN_RANGE_BYTES = 64 << 20  # below this one grep does the whole file
 _SENTINEL = b"\x01faultloop-logsage-range-end\x01"
-_SENTINEL_TEXT = _SENTINEL.decode()
 
 
 @dataclass(slots=True)
@@ -48,15 +47,27 @@ def hits(path: Path, prefilter: str = "auto", jobs: int = 0, anchors: tuple[str,
 # it, text). The byte offset (base + int(...)) is parsed only for lines read in full: a flood's
 # million repeats need none, and each is one object fewer to build than a Hit.
 Row = tuple[int, int, str, str]
+# Hits as the prefilter printed them, a block of its output at a time: (line base, offset base, lines
+# `line:offset:text` as bytes, undecoded: a flood's repeats are recognised by their bytes alone).
+Block = tuple[int, int, list[bytes]]
 
 
-def rows(path: Path, prefilter: str = "auto", jobs: int = 0) -> Generator[Row]:
-    """The rules' hits as rows. An external prefilter is running when this returns, so that it
-    reads while the caller does other work (the census); close() stops it."""
+def rows(path: Path, prefilter: str = "auto", jobs: int = 0) -> Generator[Block]:
+    """The rules' hits as blocks (rows_of reads them as rows). An external prefilter is running
+    when this returns, so that it reads while the caller does other work (the census); close()
+    stops it."""
     tool = find_tool(prefilter)
     if tool:
-        return _started(_tool_rows(path, tool, jobs, ANCHORS))
-    return ((hit.line, hit.offset, "0", hit.text) for hit in scan_python(path))
+        return _started(_tool_blocks(path, tool, jobs, ANCHORS))
+    return ((0, 0, [f"{hit.line}:{hit.offset}:{hit.text}".encode()]) for hit in scan_python(path))
+
+
+def rows_of(blocks: Iterator[Block]) -> Iterator[Row]:
+    """Blocks' lines as rows."""
+    for line_base, start, lines in blocks:
+        for raw in lines:
+            line_no, offset, text = raw.decode("utf-8", "replace").split(":", 2)
+            yield line_base + int(line_no), start, offset, text.rstrip("\r")
 
 
 def _ere_escape(literal: str) -> str:
@@ -110,22 +121,22 @@ def find_tool(prefilter: str) -> str | None:
 
 
 def scan_tool(path: Path, tool: str, jobs: int = 0, anchors: tuple[str, ...] = ANCHORS) -> Iterator[Hit]:
-    """An external prefilter (rg or grep) over `jobs` line-aligned byte ranges at once (_tool_rows)."""
+    """An external prefilter (rg or grep) over `jobs` line-aligned byte ranges at once (_tool_blocks)."""
     return (
         Hit(line, base + int(within), text)
-        for line, base, within, text in _started(_tool_rows(path, tool, jobs, anchors))
+        for line, base, within, text in rows_of(_started(_tool_blocks(path, tool, jobs, anchors)))
     )
 
 
-def _started(running: Generator[Row]) -> Generator[Row]:
-    """_tool_rows with its processes started (its first item says so)."""
+def _started(running: Generator[Block]) -> Generator[Block]:
+    """_tool_blocks with its processes started (its first item says so)."""
     next(running)
     return running
 
 
-def _tool_rows(path: Path, tool: str, jobs: int, anchors: tuple[str, ...]) -> Generator[Row]:
-    """An external prefilter's hits as rows, over `jobs` line-aligned byte ranges (a row's offset
-    base is its range's start), after a first item (0, 0, "0", "") once every process has started.
+def _tool_blocks(path: Path, tool: str, jobs: int, anchors: tuple[str, ...]) -> Generator[Block]:
+    """An external prefilter's hits as blocks, over `jobs` line-aligned byte ranges (a block's offset
+    base is its range's start), after a first item (0, 0, []) once every process has started.
 
     Each range but the last is fed to its own process through a pipe (sendfile: no copy in
     Python) and ends with a sentinel line whose number says how many lines the range had; the
@@ -152,18 +163,24 @@ def _tool_rows(path: Path, tool: str, jobs: int, anchors: tuple[str, ...]) -> Ge
             assert proc.stdout is not None
             _grow_pipe(proc.stdout)
             ranges.append((start, proc, feeder))
-        yield 0, 0, "0", ""
+        yield 0, 0, []
         line_base = 0
         for start, proc, feeder in ranges:
             assert proc.stdout is not None
             lines_in_range = 0
-            for raw in _output_lines(proc.stdout):
-                line_no, offset, text = raw.split(":", 2)
-                text = text.rstrip("\r")
-                if text == _SENTINEL_TEXT:
-                    lines_in_range = int(line_no) - 1
-                    continue
-                yield line_base + int(line_no), start, offset, text
+            for data in _output_blocks(proc.stdout):
+                lines = data.split(b"\n")
+                if _SENTINEL in data:  # (the range's last line; any line that holds only its text)
+                    kept = []
+                    for raw in lines:
+                        line_no, _, text = raw.split(b":", 2)
+                        if text.rstrip(b"\r") == _SENTINEL:
+                            lines_in_range = int(line_no) - 1
+                        else:
+                            kept.append(raw)
+                    lines = kept
+                if lines:
+                    yield line_base, start, lines
             rc = proc.wait()
             if feeder:
                 feeder.join()
@@ -179,19 +196,19 @@ def _tool_rows(path: Path, tool: str, jobs: int, anchors: tuple[str, ...]) -> Ge
                 proc.stdout.close()
 
 
-def _output_lines(stream: IO[bytes]) -> Iterator[str]:
-    """A prefilter's output lines without their newlines, decoded and split a megabyte at a time
-    (a flood prints a million: reading or decoding them one by one costs more; UTF-8 decodes
-    alike either way, a newline never being part of a character)."""
+def _output_blocks(stream: IO[bytes]) -> Iterator[bytes]:
+    """A prefilter's output a megabyte at a time, cut at a line's end, without the last newline,
+    undecoded (a flood prints a million lines: reading them one by one costs more; a line decodes
+    alike either way, a newline never being part of a UTF-8 character)."""
     carry = b""
     while block := os.read(stream.fileno(), 1 << 20):
         data = carry + block
         cut = data.rfind(b"\n") + 1
         carry = data[cut:]
         if cut:
-            yield from data[: cut - 1].decode("utf-8", "replace").split("\n")
+            yield data[: cut - 1]
     if carry:
-        yield carry.decode("utf-8", "replace")
+        yield carry
 
 
 def _line_bounds(path: Path, size: int, parts: int) -> list[int]:

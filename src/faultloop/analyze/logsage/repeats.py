@@ -67,14 +67,13 @@ COLLECTIVE_KINDS = (TIMEOUT, COLLECTIVE)  # every repeat's SeqNum still counts, 
 
 @dataclass(slots=True)
 class Repeat:
-    """A template seen more than once: its rule and rank (from its first line), how many lines
-    repeated it, and the last of them."""
+    """A template seen more than once: its rule and rank (from its first line), and how many lines
+    repeated it."""
 
     rule: Rule | None  # None: the template matches no rule
     rank: int | None
     first: int
     length: int  # of the prefixes in front of the program's words (lines of one shape: the same)
-    last: int = 0
     count: int = 0
     # a collective timeout's WORK_RE groups in a line of the template: where its first line had
     # them (lines of one shape hold their digits, and so every group, at the same places)
@@ -94,16 +93,25 @@ class Repeats:
     def __init__(self) -> None:
         # (shape, layout) -> (where the digits that name the source stand: lines of one shape hold
         # their digits at the same places, the templates by those digits)
-        self.prefixes: dict[tuple[bytes, int], tuple[Callable[[str], object], dict[object, Repeat]]] = {}
+        self.prefixes: dict[
+            tuple[bytes, int], tuple[Callable[[str], object], dict[object, Repeat], tuple[slice, ...]]
+        ] = {}
         self.template_count = 0
         self.forgotten_count = 0
         self.once: set[tuple[bytes, int]] = set()  # shapes read in full once: learnt when read again
+        # The prefilter's output lines (`line:offset:text`, bytes) of templates known here, by their
+        # shape (digits as 0; so the line number's and offset's digit counts are part of it): (layout,
+        # the source digits' places in such a line, the repeats by those digits). Only ASCII lines,
+        # whose bytes stand where their characters do: one of these shapes is one line shape, its
+        # source digits at the same places behind the same `line:offset:` width. Dropped whenever
+        # the templates change, so a line found here is one `seen` would find: it is a repeat.
+        self.raw: dict[bytes, tuple[int, Callable[[bytes], object], dict[object, Repeat]]] = {}
 
     @staticmethod
     def _shape(line: str) -> bytes:
         return line.encode("utf-8", "surrogatepass").translate(_DIGITS)
 
-    def seen(self, line: str, layout: int, number: int) -> Repeat | None:
+    def seen(self, line: str, layout: int) -> Repeat | None:
         """The reading of the line's template (the words stand behind its `length` of prefixes),
         when the line repeats one (then it is counted); its prefixes are not parsed."""
         if len(line) > MAX_LINE:  # (a line always read has no learnt shape: its marks hold no digit)
@@ -116,8 +124,26 @@ class Repeats:
         if repeat is None:
             return None
         repeat.count += 1
-        repeat.last = number
         return repeat
+
+    def seen_raw(self, raw: bytes, line: str, layout: int, repeat: Repeat) -> None:
+        """Remember the prefilter's output line `raw` (`line` behind its `line:offset:`), which
+        `seen` found a repeat of, so that its like is recognised by its bytes alone."""
+        if not raw.isascii():
+            return
+        shape = raw.translate(_DIGITS)
+        known = self.prefixes[line.encode().translate(_DIGITS), layout]
+        width = raw.index(b":", raw.index(b":") + 1) + 1
+        entry = self.raw.get(shape)
+        if entry is None or entry[0] != layout:
+            if len(self.raw) >= MAX_TEMPLATES:
+                self.raw.clear()
+            at = known[2]
+            digits: Callable[[bytes], object] = (
+                itemgetter(*(slice(s.start + width, s.stop + width) for s in at)) if at else _no_digits
+            )
+            entry = self.raw[shape] = (layout, digits, {})
+        entry[2][entry[1](raw)] = repeat
 
     def learn(
         self, line: str, source: Source, text: str, layout: int, rule: Rule | None, rank: int | None, number: int
@@ -143,6 +169,7 @@ class Repeats:
             self.forgotten_count = self.counted()
             self.template_count = 0
             self.prefixes.clear()
+        self.raw.clear()  # the templates change
         length = len(line) - len(text)
         naming = [
             slice(*run.span()) for run in _DIGIT_RUN.finditer(line, 0, length) if _names_source(line, run, source)
@@ -150,7 +177,7 @@ class Repeats:
         digits = itemgetter(*naming) if naming else _no_digits  # a line's digits at those places, at C speed
         known = self.prefixes.get((shape, layout))
         by_source = known[1] if known else {}
-        self.prefixes[shape, layout] = (digits, by_source)
+        self.prefixes[shape, layout] = (digits, by_source, tuple(naming))
         work = WORK_RE.search(line, length) if rule is not None and rule.kind in COLLECTIVE_KINDS else None
         key = digits(line)
         self.template_count += key not in by_source
@@ -158,7 +185,7 @@ class Repeats:
 
     def counted(self) -> int:
         """Lines counted instead of analysed."""
-        repeats = (repeat for _, by_source in self.prefixes.values() for repeat in by_source.values())
+        repeats = (repeat for _, by_source, _ in self.prefixes.values() for repeat in by_source.values())
         return self.forgotten_count + sum(repeat.count for repeat in repeats)
 
 
@@ -176,6 +203,6 @@ def _groups_at(work: re.Match[str]) -> Callable[[str], tuple[str, ...]]:
     return itemgetter(*(slice(*work.span(g)) if work.start(g) >= 0 else slice(0, 0) for g in range(1, 5)))
 
 
-def _no_digits(line: str) -> object:
+def _no_digits(line: str | bytes) -> object:
     """The source digits of a line whose prefixes name its source with none (a host name alone)."""
     return None

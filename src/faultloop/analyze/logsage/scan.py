@@ -29,7 +29,7 @@ from faultloop.analyze.logsage.facts import (
 from faultloop.analyze.logsage.framing import DEVICE, GUESSED
 from faultloop.analyze.logsage.launchers import WHY_ABOVE, torchrun
 from faultloop.analyze.logsage.reading import classify as classify  # the line table's reading (tests use it)
-from faultloop.analyze.logsage.repeats import Repeats
+from faultloop.analyze.logsage.repeats import _DIGITS, Repeats
 from faultloop.analyze.logsage.rules import (
     DEFAULT_GROUP_RE,
     DEVICE_NAMED_RE,
@@ -332,7 +332,9 @@ def record_exit(
         add(facts, Evidence(ev.line, ev.text, kind, rank, ev.rule, SIGNAL_FAULT.get(signal or "") or ev.hint))
 
 
-def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int, rows: Iterator[prefilter.Row] | None = None) -> None:
+def scan(
+    path: Path, facts: Facts, prefilter_name: str, jobs: int, rows: Iterator[prefilter.Block] | None = None
+) -> None:
     """Classify every prefiltered line and keep its facts (`rows`: the prefilter's, when started
     before the census; else started here)."""
     repeats = Repeats()
@@ -341,14 +343,62 @@ def scan(path: Path, facts: Facts, prefilter_name: str, jobs: int, rows: Iterato
     facts.repeated_lines = repeats.counted()
 
 
-def _scan_hits(facts: Facts, rows: Iterator[prefilter.Row], log: IO[bytes], repeats: Repeats) -> None:
+# What the lines _unrepeated counted since the last row it gave said: the first and the last of them
+# with a rule, as (line base, the prefilter's line, rank).
+_Counted = list[tuple[int, bytes, int | None] | None]
+
+
+def _unrepeated(
+    facts: Facts, blocks: Iterator[prefilter.Block], repeats: Repeats, counted: _Counted
+) -> Iterator[tuple[int, int, str, str, bytes]]:
+    """The prefiltered lines as rows (and as the prefilter printed them), but for those of a
+    template that `repeats` knows by the printed bytes: a flood's line is counted here, undecoded,
+    its line number unparsed (`counted` keeps what the scan's loop needs of those: see _caught_up)."""
+    raw_known = repeats.raw
+    for line_base, start, lines in blocks:
+        for raw in lines:
+            known = raw_known.get(raw.translate(_DIGITS))
+            if known is not None and known[0] == len(facts.label_pairs):
+                repeat = known[2].get(known[1](raw))
+                if repeat is not None:
+                    repeat.count += 1
+                    if repeat.rule is not None:
+                        if repeat.work is not None:  # a collective's SeqNum is compared across ranks, in order
+                            text = raw[raw.index(b":", raw.index(b":") + 1) + 1 :].rstrip(b"\r").decode()
+                            count_collective(facts, repeat.work(text), text, repeat.rank, repeat.length)
+                        if counted[0] is None:
+                            counted[0] = (line_base, raw, repeat.rank)
+                        counted[1] = (line_base, raw, repeat.rank)
+                    continue
+            line_no, within, text = raw.decode("utf-8", "replace").split(":", 2)
+            yield line_base + int(line_no), start, within, text.rstrip("\r"), raw
+
+
+def _line_of(at: tuple[int, bytes, int | None]) -> int:
+    return at[0] + int(at[1][: at[1].index(b":")])
+
+
+def _scan_hits(facts: Facts, blocks: Iterator[prefilter.Block], log: IO[bytes], repeats: Repeats) -> None:
     """The scan's loop over the prefiltered lines (`log` is open for the few lines read around a hit)."""
     block_count: dict[tuple[str, Source], int] = {}
     last_traceback_line: dict[Source, int] = {}  # per source: the latest traceback header or frame
     previous: tuple[int, int | None] = (0, None)  # (line, rank) of the last classified line
     terminate: Evidence | None = None  # a C++ terminate line waiting for its what() line
-    for hit_line, base, within, hit_text in rows:
-        if (repeat := repeats.seen(hit_text, len(facts.label_pairs), hit_line)) is not None:
+    counted: _Counted = [None, None]
+
+    def caught_up() -> None:
+        """The loop's state as if it had seen the repeats _unrepeated counted since its last row."""
+        nonlocal previous, terminate
+        if counted[0] is not None and counted[1] is not None:
+            if terminate and _line_of(counted[0]) - terminate.line <= 2:
+                drop(facts, terminate)
+            previous, terminate = (_line_of(counted[1]), counted[1][2]), None
+            counted[0] = counted[1] = None
+
+    for hit_line, base, within, hit_text, raw in _unrepeated(facts, blocks, repeats, counted):
+        caught_up()
+        if (repeat := repeats.seen(hit_text, len(facts.label_pairs))) is not None:
+            repeats.seen_raw(raw, hit_text, len(facts.label_pairs), repeat)
             if repeat.rule is not None:  # a flood: counted, not classified again
                 if repeat.work is not None:  # a collective's SeqNum is compared across ranks, in order
                     count_collective(facts, repeat.work(hit_text), hit_text, repeat.rank, repeat.length)
@@ -419,6 +469,7 @@ def _scan_hits(facts: Facts, rows: Iterator[prefilter.Row], log: IO[bytes], repe
                 facts.several_processes = True  # a launcher's word on one of its workers
                 continue
             _keep(facts, rule, m, ev, source)
+    caught_up()
 
 
 def _keep(facts: Facts, rule: Rule, m: re.Match[str], ev: Evidence, source: Source) -> None:
