@@ -103,9 +103,9 @@ class Repeats:
         # shape (digits as 0; so the line number's and offset's digit counts are part of it): (layout,
         # the source digits' places in such a line, the repeats by those digits). Only ASCII lines,
         # whose bytes stand where their characters do: one of these shapes is one line shape, its
-        # source digits at the same places behind the same `line:offset:` width. Dropped whenever
-        # the templates change, so a line found here is one `seen` would find: it is a repeat.
-        self.raw: dict[bytes, tuple[int, Callable[[bytes], object], dict[object, Repeat]]] = {}
+        # source digits at the same places behind the same `line:offset:` width (the fourth item).
+        # Dropped whenever the templates change, so a line found here is one `seen` would find.
+        self.raw: dict[bytes, tuple[int, Callable[[bytes], object], dict[object, Repeat], int]] = {}
 
     @staticmethod
     def _shape(line: str) -> bytes:
@@ -142,7 +142,7 @@ class Repeats:
             digits: Callable[[bytes], object] = (
                 itemgetter(*(slice(s.start + width, s.stop + width) for s in at)) if at else _no_digits
             )
-            entry = self.raw[shape] = (layout, digits, {})
+            entry = self.raw[shape] = (layout, digits, {}, width)
         entry[2][entry[1](raw)] = repeat
 
     def learn(

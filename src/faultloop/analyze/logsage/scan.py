@@ -356,6 +356,7 @@ def _unrepeated(
     its line number unparsed (`counted` keeps what the scan's loop needs of those: see _caught_up)."""
     raw_known = repeats.raw
     for line_base, start, lines in blocks:
+        last = None  # the last counted line with a rule
         for raw in lines:
             known = raw_known.get(raw.translate(_DIGITS))
             if known is not None and known[0] == len(facts.label_pairs):
@@ -364,14 +365,18 @@ def _unrepeated(
                     repeat.count += 1
                     if repeat.rule is not None:
                         if repeat.work is not None:  # a collective's SeqNum is compared across ranks, in order
-                            text = raw[raw.index(b":", raw.index(b":") + 1) + 1 :].rstrip(b"\r").decode()
+                            text = raw[known[3] :].rstrip(b"\r").decode()
                             count_collective(facts, repeat.work(text), text, repeat.rank, repeat.length)
                         if counted[0] is None:
                             counted[0] = (line_base, raw, repeat.rank)
-                        counted[1] = (line_base, raw, repeat.rank)
+                        last, rank = raw, repeat.rank
                     continue
+            if last is not None:
+                counted[1], last = (line_base, last, rank), None
             line_no, within, text = raw.decode("utf-8", "replace").split(":", 2)
             yield line_base + int(line_no), start, within, text.rstrip("\r"), raw
+        if last is not None:
+            counted[1] = (line_base, last, rank)
 
 
 def _line_of(at: tuple[int, bytes, int | None]) -> int:
