@@ -19,11 +19,13 @@ them is capped, so the order matters), from one regex instead of the whole rule 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from operator import itemgetter
 
-from faultloop.analyze.logsage import reading
+from faultloop.analyze.logsage import prefilter, reading
+from faultloop.analyze.logsage.collectives import count_collective
+from faultloop.analyze.logsage.facts import Facts
 from faultloop.analyze.logsage.framing import Source
 from faultloop.analyze.logsage.rules import RULES, WORK_RE
 from faultloop.analyze.logsage.vocab import (
@@ -206,3 +208,44 @@ def _groups_at(work: re.Match[str]) -> Callable[[str], tuple[str, ...]]:
 def _no_digits(line: str | bytes) -> object:
     """The source digits of a line whose prefixes name its source with none (a host name alone)."""
     return None
+
+
+# What the lines unrepeated() counted since the last row it gave said: the first and the last of them
+# with a rule, as (line base, the prefilter's line, rank).
+Counted = list[tuple[int, bytes, int | None] | None]
+
+
+def unrepeated(
+    facts: Facts, blocks: Iterator[prefilter.Block], repeats: Repeats, counted: Counted
+) -> Iterator[tuple[int, int, str, str, bytes]]:
+    """The prefiltered lines as rows (and as the prefilter printed them), but for those of a
+    template that `repeats` knows by the printed bytes: a flood's line is counted here, undecoded,
+    its line number unparsed (`counted` keeps what the scan's loop needs of those: see scan's caught_up)."""
+    raw_known = repeats.raw
+    for line_base, start, lines in blocks:
+        last = None  # the last counted line with a rule
+        for raw in lines:
+            known = raw_known.get(raw.translate(_DIGITS))
+            if known is not None and known[0] == len(facts.label_pairs):
+                repeat = known[2].get(known[1](raw))
+                if repeat is not None:
+                    repeat.count += 1
+                    if repeat.rule is not None:
+                        if repeat.work is not None:  # a collective's SeqNum is compared across ranks, in order
+                            text = raw[known[3] :].rstrip(b"\r").decode()
+                            count_collective(facts, repeat.work(text), text, repeat.rank, repeat.length)
+                        if counted[0] is None:
+                            counted[0] = (line_base, raw, repeat.rank)
+                        last, rank = raw, repeat.rank
+                    continue
+            if last is not None:
+                counted[1], last = (line_base, last, rank), None
+            line_no, within, text = raw.decode("utf-8", "replace").split(":", 2)
+            yield line_base + int(line_no), start, within, text.rstrip("\r"), raw
+        if last is not None:
+            counted[1] = (line_base, last, rank)
+
+
+def line_of(at: tuple[int, bytes, int | None]) -> int:
+    """The log's line number of a counted line (its range's base plus the number printed before it)."""
+    return at[0] + int(at[1][: at[1].index(b":")])

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO
 
 from faultloop.analyze.logsage import framing, prefilter, reading, shapes
+from faultloop.analyze.logsage.collectives import collective, count_collective
 from faultloop.analyze.logsage.facts import (
     MAX_EVIDENCE,
     MAX_HOSTS,
@@ -29,20 +30,16 @@ from faultloop.analyze.logsage.facts import (
 from faultloop.analyze.logsage.framing import DEVICE, GUESSED
 from faultloop.analyze.logsage.launchers import WHY_ABOVE, torchrun
 from faultloop.analyze.logsage.reading import classify as classify  # the line table's reading (tests use it)
-from faultloop.analyze.logsage.repeats import _DIGITS, Repeats
+from faultloop.analyze.logsage.repeats import Counted, Repeats, line_of, unrepeated
 from faultloop.analyze.logsage.rules import (
-    DEFAULT_GROUP_RE,
     DEVICE_NAMED_RE,
     DIVERGED_SKIP_SHARE,
-    GATHERS,
     LAUNCH_RE,
     OOM_DEVICE_RE,
     PROGRESS_RE,
-    SCATTERS,
     SIGNAL_FAULT,
     STOP_SIGNALS,
     WARMUP_SKIPS,
-    WORK_RE,
 )
 from faultloop.analyze.logsage.vocab import (
     BUSY,
@@ -343,64 +340,24 @@ def scan(
     facts.repeated_lines = repeats.counted()
 
 
-# What the lines _unrepeated counted since the last row it gave said: the first and the last of them
-# with a rule, as (line base, the prefilter's line, rank).
-_Counted = list[tuple[int, bytes, int | None] | None]
-
-
-def _unrepeated(
-    facts: Facts, blocks: Iterator[prefilter.Block], repeats: Repeats, counted: _Counted
-) -> Iterator[tuple[int, int, str, str, bytes]]:
-    """The prefiltered lines as rows (and as the prefilter printed them), but for those of a
-    template that `repeats` knows by the printed bytes: a flood's line is counted here, undecoded,
-    its line number unparsed (`counted` keeps what the scan's loop needs of those: see _caught_up)."""
-    raw_known = repeats.raw
-    for line_base, start, lines in blocks:
-        last = None  # the last counted line with a rule
-        for raw in lines:
-            known = raw_known.get(raw.translate(_DIGITS))
-            if known is not None and known[0] == len(facts.label_pairs):
-                repeat = known[2].get(known[1](raw))
-                if repeat is not None:
-                    repeat.count += 1
-                    if repeat.rule is not None:
-                        if repeat.work is not None:  # a collective's SeqNum is compared across ranks, in order
-                            text = raw[known[3] :].rstrip(b"\r").decode()
-                            count_collective(facts, repeat.work(text), text, repeat.rank, repeat.length)
-                        if counted[0] is None:
-                            counted[0] = (line_base, raw, repeat.rank)
-                        last, rank = raw, repeat.rank
-                    continue
-            if last is not None:
-                counted[1], last = (line_base, last, rank), None
-            line_no, within, text = raw.decode("utf-8", "replace").split(":", 2)
-            yield line_base + int(line_no), start, within, text.rstrip("\r"), raw
-        if last is not None:
-            counted[1] = (line_base, last, rank)
-
-
-def _line_of(at: tuple[int, bytes, int | None]) -> int:
-    return at[0] + int(at[1][: at[1].index(b":")])
-
-
 def _scan_hits(facts: Facts, blocks: Iterator[prefilter.Block], log: IO[bytes], repeats: Repeats) -> None:
     """The scan's loop over the prefiltered lines (`log` is open for the few lines read around a hit)."""
     block_count: dict[tuple[str, Source], int] = {}
     last_traceback_line: dict[Source, int] = {}  # per source: the latest traceback header or frame
     previous: tuple[int, int | None] = (0, None)  # (line, rank) of the last classified line
     terminate: Evidence | None = None  # a C++ terminate line waiting for its what() line
-    counted: _Counted = [None, None]
+    counted: Counted = [None, None]
 
     def caught_up() -> None:
-        """The loop's state as if it had seen the repeats _unrepeated counted since its last row."""
+        """The loop's state as if it had seen the repeats unrepeated counted since its last row."""
         nonlocal previous, terminate
         if counted[0] is not None and counted[1] is not None:
-            if terminate and _line_of(counted[0]) - terminate.line <= 2:
+            if terminate and line_of(counted[0]) - terminate.line <= 2:
                 drop(facts, terminate)
-            previous, terminate = (_line_of(counted[1]), counted[1][2]), None
+            previous, terminate = (line_of(counted[1]), counted[1][2]), None
             counted[0] = counted[1] = None
 
-    for hit_line, base, within, hit_text, raw in _unrepeated(facts, blocks, repeats, counted):
+    for hit_line, base, within, hit_text, raw in unrepeated(facts, blocks, repeats, counted):
         caught_up()
         if (repeat := repeats.seen(hit_text, len(facts.label_pairs))) is not None:
             repeats.seen_raw(raw, hit_text, len(facts.label_pairs), repeat)
@@ -508,7 +465,7 @@ def _keep(facts: Facts, rule: Rule, m: re.Match[str], ev: Evidence, source: Sour
         ready = {int(r) for r in re.findall(r"\d+", groups["ready"])}
         facts.barrier_missing.update(set(range(max(facts.world_size, max(ready) + 1))) - ready)
     if rule.kind in (TIMEOUT, COLLECTIVE):
-        _collective(facts, ev.text, ev.rank)
+        collective(facts, ev.text, ev.rank)
     if rule.kind in SYMPTOMS:
         facts.several_processes = True  # a collective needs peers
     if rule.kind == BUSY:
@@ -544,42 +501,6 @@ def named_gpu(text: str) -> int | None:
 def _diverged(step: int, skipped: int) -> bool:
     """Most steps so far skipped on overflow, beyond what loss-scale warm-up skips."""
     return skipped > WARMUP_SKIPS and skipped >= DIVERGED_SKIP_SHARE * step
-
-
-def _collective(facts: Facts, text: str, rank: int | None) -> None:
-    """Which collective a rank timed out on: ranks that disagree at one SeqNum desynchronized."""
-    work = WORK_RE.search(text)
-    if work:
-        count_collective(facts, work.group(1, 2, 3, 4), text, rank)
-
-
-def count_collective(facts: Facts, work: tuple[str, ...], text: str, rank: int | None, start: int = 0) -> None:
-    """One timed-out collective: WORK_RE's groups (SeqNum, op, NumelIn, NumelOut; an absent one
-    None or '') read from `text[start:]` (a flood's line is cut behind its prefixes only where a
-    gather's words are read)."""
-    number, op, numel_in, numel_out = work
-    if not number:  # torch < 1.10 numbers no collective: each rank's first timed-out one is compared
-        if rank is not None and len(facts.unnumbered_ops) < MAX_EVIDENCE:
-            facts.unnumbered_ops.setdefault(rank, op)
-        return
-    seq, size = int(number), numel_in or None
-    if len(facts.collectives) < MAX_EVIDENCE:
-        facts.collectives.setdefault(seq, set()).add((op, size))
-        if rank is not None:
-            facts.collective_ranks.setdefault((seq, op, size), set()).add(rank)
-    if facts.first_seq is None or seq < facts.first_seq:
-        facts.first_seq = seq
-    if op in GATHERS or op in SCATTERS:  # only these state the group's size
-        facts.world_size = max(facts.world_size, _group_size(op, int(numel_in or 0), int(numel_out or 0), text[start:]))
-
-
-def _group_size(op: str, numel_in: int, numel_out: int, text: str) -> int:
-    """The default group's size, where a timed-out gather or reduce-scatter of it states its
-    input and output sizes (0 where it does not)."""
-    if not (numel_in and numel_out and DEFAULT_GROUP_RE.search(text)):
-        return 0
-    big, small = (numel_out, numel_in) if op in GATHERS else (numel_in, numel_out)
-    return big // small if big % small == 0 else 0
 
 
 def _number(groups: dict[str, str | None], name: str) -> int | None:
