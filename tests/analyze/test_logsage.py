@@ -841,6 +841,21 @@ def test_an_srun_label_over_a_torchrun_agent_is_a_node_even_when_one_rank_prefix
     assert (v.primary_ranks, v.fault_type, v.restart) == ([1], "SIGTERM", RESTART)
 
 
+def test_a_sigterm_death_the_agent_did_not_send_is_the_culprit_even_when_torch_times_it_later() -> None:
+    """A test_workload SIGTERM cell on a loaded machine (our own workload, 2 nodes x 2 ranks): rank
+    1's `received SIGTERM` line carries only its node's label, and torch timed its death a second
+    after rank 0's lost connection, so rank 0 is the agent's Root Cause and rank 1's -15 stands
+    among the other failures. The agent logged the processes it closed (rank 0's pid, not rank
+    1's): that SIGTERM was not the teardown's. Had the agent closed rank 1 too, it would be."""
+    v = verdict("torchrun_sigterm_after_victims_2n.log")
+    assert (v.primary_ranks, v.fault_type, v.restart) == ([1], "SIGTERM", RESTART)
+    assert 1 not in v.secondary_ranks
+    text = (DATA / "torchrun_sigterm_after_victims_2n.log").read_text()
+    assert "Sending process 3188 closing signal" not in text and "exitcode  : -15 (pid: 3188)" in text
+    closed = text.replace("Sending process 3186 closing signal", "Sending process 3188 closing signal")
+    assert 1 not in logsage.analyze_log(closed.splitlines()).primary_ranks
+
+
 def test_a_held_gil_under_interleaved_stack_dumps() -> None:
     """The quick pool's one-node LOCK_GIL cell (our own workload): the node's four ranks print
     through one srun label and their faulthandler dumps fired in the same instant, interleaved piece

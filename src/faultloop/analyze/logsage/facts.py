@@ -88,6 +88,7 @@ class Facts:
     pid_rank: dict[int, int] = field(default_factory=dict)
     deaths: list[Death] = field(default_factory=list)
     closed_pids: dict[int, int] = field(default_factory=dict)  # pid -> line
+    closing_agents: set[Source] = field(default_factory=set)  # the launchers' agents whose closings show
     killed_pids: set[int] = field(default_factory=set)
     stop_line: int = NEVER  # the first line where a launcher or the scheduler began the teardown
     enqueued: dict[int, int] = field(default_factory=dict)

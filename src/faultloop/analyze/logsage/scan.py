@@ -453,6 +453,7 @@ def _keep(facts: Facts, rule: Rule, m: re.Match[str], ev: Evidence, source: Sour
         facts.stop_line = min(facts.stop_line, ev.line)
     if rule.kind == CLOSED:
         facts.closed_pids.setdefault(int(groups["pid"]), ev.line)
+        facts.closing_agents.add(source)
         facts.stop_line = min(facts.stop_line, ev.line)
         facts.several_processes = True
     elif rule.kind == KILLED:
@@ -562,10 +563,13 @@ def _summary(facts: Facts, rule: Rule, groups: dict[str, str | None], ev: Eviden
     section = facts.summary_section.get(source, "")
     signal = signal_of(code)
     pid = _number(groups, "pid")
-    # Among the other failures a stop signal is the teardown's, but a SIGKILL only if the agent was
-    # already stopping that process: else something killed the rank itself (OOM killer, operator),
-    # and torch, timing a signal death by when it noticed it, may list it after its own victims.
-    teardown = signal in STOP_SIGNALS and (signal != "SIGKILL" or pid in facts.closed_pids)
+    # Among the other failures a stop signal is the teardown's when the agent was stopping that
+    # process: it logs each process it closes before its report, so where this agent's closings show
+    # and this pid is not among them, or the signal is a SIGKILL, something else ended the rank
+    # (OOM killer, operator) and torch, timing a signal death by when it noticed it, may list it
+    # after its own victims. Where the agent's closings are not in the log, a SIGTERM is its own.
+    closed = pid in facts.closed_pids
+    teardown = signal in STOP_SIGNALS and (closed or (signal != "SIGKILL" and source not in facts.closing_agents))
     record_exit(facts, rank, ev, code, None, pid, stopped=section == "others" and teardown)
     if section == "first":
         facts.root_cause.add(rank)
