@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 MAX_LAYERS = 10
@@ -180,6 +181,10 @@ def peel(text: str) -> tuple[Source, str]:
 
 def peel_known(text: str) -> tuple[Source, str, bool]:
     """`peel`, and whether the rank prefix it read stood behind text no layer reads."""
+    return _peel_known_memo(text) if len(text) <= MEMO_LINE else _peel_known(text)
+
+
+def _peel_known(text: str) -> tuple[Source, str, bool]:
     if "\x1b" in text:
         text = _ANSI_RE.sub("", text)
     source, pos, _ = _peel_layers(text, _LAYER_RE, NO_SOURCE)
@@ -190,15 +195,28 @@ def peel_shapes(text: str, depth: int = 0) -> tuple[Source, str, bool]:
     """`peel`, with the prefixes LAYERS does not list read by their shape (SHAPE_LAYERS, a JSON
     record's fields): where the line came from, the program's words, and whether a shape was
     read (False: `peel`'s reading)."""
+    return _peel_shapes_memo(text) if len(text) <= MEMO_LINE and not depth else _peel_shapes(text, depth)
+
+
+def _peel_shapes(text: str, depth: int = 0) -> tuple[Source, str, bool]:
     if "\x1b" in text:
         text = _ANSI_RE.sub("", text)
     source, pos, shaped = _peel_layers(text, _SHAPED_RE, NO_SOURCE)
     if depth == 0 and text.endswith("}") and (record := _json_record(text[pos:])) is not None:
         fields, message = record
-        inner_source, words, _ = peel_shapes(message, 1)
+        inner_source, words, _ = _peel_shapes(message, 1)
         return _merged(_merged(source, inner_source), fields), words, True
     source, words, _ = _rank_in_lead(source, text[pos:])
     return source, words, shaped
+
+
+# A line is peeled by every stage that reads it (the census, the classifier, a record's reader), and
+# a log repeats its lines: the last lines peeled are remembered, each at most MEMO_LINE characters
+# (MEMO_LINES x MEMO_LINE bounds the memory).
+MEMO_LINES = 4096
+MEMO_LINE = 2048
+_peel_known_memo = lru_cache(maxsize=MEMO_LINES)(_peel_known)
+_peel_shapes_memo = lru_cache(maxsize=MEMO_LINES)(_peel_shapes)
 
 
 def _peel_layers(text: str, layer_re: re.Pattern[str], source: Source) -> tuple[Source, int, bool]:
@@ -210,26 +228,25 @@ def _peel_layers(text: str, layer_re: re.Pattern[str], source: Source) -> tuple[
         m = layer_re.match(text, pos)
         if not m or m.end() == pos:
             break
-        g = m.groupdict()
-        if g["label"] is not None and (label is not None or inner is not None):
+        if m["label"] is not None and (label is not None or inner is not None):
             break  # srun labels the whole line: a number behind other prefixes is the program's
         layer = m.lastgroup or ""
         is_shape = layer.startswith("S_")
         if is_shape and pos and m.end(layer) == m.end() and not text[m.end() :].strip():
             break  # a shape behind prefixes that ends the line with no separator is the program's words
         pos = m.end()
-        if g["label"] is not None:
-            label = int(g["label"])
-        elif g["mpi"] is not None:
-            role, inner = "rank", int(g["mpi"])
-        elif g["inner"] is not None:
-            role, inner = g["role"], int(g["inner"])
+        if m["label"] is not None:
+            label = int(m["label"])
+        elif m["mpi"] is not None:
+            role, inner = "rank", int(m["mpi"])
+        elif m["inner"] is not None:
+            role, inner = m["role"], int(m["inner"])
         elif not is_shape:
-            named = _host(g)  # a host behind a host (a collector's, then a launcher's): both name the origin
+            named = _host(m)  # a host behind a host (a collector's, then a launcher's): both name the origin
             host = named if host is None else f"{host} {named}" if named else host
         else:
             shaped = True
-            guess, named = _shape_says(g)
+            guess, named = _shape_says(m)
             if guess is not None and inner is None:
                 role, inner = GUESSED, guess
             if named:
@@ -250,14 +267,14 @@ def _rank_in_lead(source: Source, text: str) -> tuple[Source, str, bool]:
     return source, text, False
 
 
-def _host(groups: dict[str, str | None]) -> str | None:
+def _host(groups: re.Match[str]) -> str | None:
     """The name a host layer gives the line's origin (a Ray worker is its ip and pid)."""
     if groups["raypid"] is not None:
         return f"{groups['rayip'] or ''}/{groups['raypid']}"
     return groups["host"] or groups["service"] or groups["pod"] or groups["jhost"] or groups["shost"]
 
 
-def _shape_says(groups: dict[str, str | None]) -> tuple[int | None, str | None]:
+def _shape_says(groups: re.Match[str]) -> tuple[int | None, str | None]:
     """(rank, host) a shape says: a rank-like token in a tag or a `rank=` header, a host tag or
     a `host=` header."""
     if (key := groups["key"]) is not None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from faultloop.analyze.logsage import framing, shapes
 from faultloop.analyze.logsage.framing import GUESSED, NO_SOURCE, Source
@@ -108,12 +109,20 @@ def _compiled(position: int) -> re.Pattern[str]:
 
 def classify(text: str) -> Found | None:
     """The first rule (in table order) whose anchor is in the text and whose regex matches it."""
+    return _classify_memo(text) if len(text) <= framing.MEMO_LINE else _classify(text)
+
+
+def _classify(text: str) -> Found | None:
     candidates = sorted({i for anchor, rules in _RULES_BY_ANCHOR.items() if anchor in text for i in rules})
     for i in candidates:
         m = _compiled(i).search(text)
         if m:
             return RULES[i], m
     return None
+
+
+# the words of a line are classified wherever it is read, and its probes (repeats.py) share them
+_classify_memo = lru_cache(maxsize=framing.MEMO_LINES)(_classify)
 
 
 def text_rank(text: str) -> int | None:

@@ -173,13 +173,16 @@ class Repeats:
             self.prefixes.clear()
         self.raw.clear()  # the templates change
         length = len(line) - len(text)
-        naming = [
-            slice(*run.span()) for run in _DIGIT_RUN.finditer(line, 0, length) if _names_source(line, run, source)
-        ]
-        digits = itemgetter(*naming) if naming else _no_digits  # a line's digits at those places, at C speed
         known = self.prefixes.get((shape, layout))
-        by_source = known[1] if known else {}
-        self.prefixes[shape, layout] = (digits, by_source, tuple(naming))
+        if known:  # another source's line of a learnt template: its digits name the source at the same places
+            digits, by_source, _ = known
+        else:
+            naming = tuple(
+                slice(*run.span()) for run in _DIGIT_RUN.finditer(line, 0, length) if _names_source(line, run, source)
+            )
+            digits = itemgetter(*naming) if naming else _no_digits  # a line's digits at those places, at C speed
+            by_source = {}
+            self.prefixes[shape, layout] = (digits, by_source, naming)
         work = WORK_RE.search(line, length) if rule is not None and rule.kind in COLLECTIVE_KINDS else None
         key = digits(line)
         self.template_count += key not in by_source
