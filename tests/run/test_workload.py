@@ -226,6 +226,9 @@ def test_flight_recorder_dumps_from_every_survivor(cells: dict[str, Cell], key: 
     with open(cell.dir / "checkpoints" / "_dump_0", "rb") as f:
         dump = pickle.load(f)  # torch's own format; written by us, so trusted
     assert dump["entries"] and dump["entries"][-1]["profiling_name"] == "gloo:all_reduce"
+    # each entry keeps the Python stack that issued it, symbolized (the workload's no-inductor note)
+    frames = [(f["name"], Path(f["filename"]).name) for f in dump["entries"][-1]["frames"]]
+    assert ("all_reduce", "distributed_c10d.py") in frames and ("_all_reduce_grads", "workload.py") in frames
 
 
 @pytest.mark.slow

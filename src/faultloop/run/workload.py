@@ -142,6 +142,17 @@ def _dump_fr_trace() -> bytes:
     return torch._C._distributed_c10d._dump_fr_trace(True, True, False)  # type: ignore[attr-defined]
 
 
+def _no_compiled_frames() -> None:
+    """torch's stack-trace symbolizer (combined_traceback.cpp, every dump with stack traces) asks
+    `hasattr(torch, "_inductor")` to map frames of inductor-compiled code; on torch's lazy module
+    that question imports inductor and dynamo, 1-3 s of CPU in every rank's first dump. This
+    workload compiles nothing, so no frame has such a mapping: torch is told there is no inductor
+    before the first dump (a later real import of it replaces the None), and the dump's frames are
+    the same."""
+    if "torch._inductor" not in sys.modules:
+        torch._inductor = None  # type: ignore[attr-defined]
+
+
 class FlightRecorder:
     """Writes this rank's FR dump atomically in torch's pickle format.
 
@@ -153,10 +164,7 @@ class FlightRecorder:
         self.path = Path(f"{prefix}{rank}") if prefix else None
         self._lock = threading.Lock()
         self._final = False
-
-    def warm_up(self) -> None:
-        """The first dump with stack traces starts a symbolizer (1-3 s); pay that while healthy."""
-        _dump_fr_trace()
+        _no_compiled_frames()
 
     def dump(self, reason: str, final: bool = True) -> None:
         if self.path is None:
@@ -446,10 +454,9 @@ class Trainer:
             if it % CHECKPOINT_EVERY == 0:
                 self.checkpoint.save(it, self.params)
             if it == self.first_iter:
-                self.fr.warm_up()
                 self.checkpoint.warm_up(self.params)
             self.done_iter, self.last_progress = it, time.monotonic()
-            if it > self.first_iter:  # the second iteration waits out every rank's slow warm-up dump
+            if it > self.first_iter:  # the second iteration waits out every rank's slow warm-up
                 faulthandler.dump_traceback_later(s.stall_timeout_s, exit=False)
             if s.rank == s.world_size - 1:
                 elapsed_ms = (time.monotonic() - start) * 1000
