@@ -150,7 +150,7 @@ def _no_compiled_frames() -> None:
     before the first dump (a later real import of it replaces the None), and the dump's frames are
     the same."""
     if "torch._inductor" not in sys.modules:
-        torch._inductor = None  # type: ignore[attr-defined]
+        torch._inductor = None  # type: ignore[assignment]
 
 
 class FlightRecorder:
