@@ -6,6 +6,10 @@
 #   make bench-logs - logsage's flood, 1 GB and grep -c targets in one run (benchmarks/bench_logs.py)
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
+# Machines of this kind set PYTHONDONTWRITEBYTECODE: every process (each rank, Snakemake step and
+# test worker) would compile the package's and the tests' modules again, a tenth to half a second
+# each. make's commands cache their bytecode in __pycache__/ (git ignores it).
+unexport PYTHONDONTWRITEBYTECODE
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.faultloop-installed
