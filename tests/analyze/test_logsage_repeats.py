@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REAL_LOGS, TESTS, needs_real_logs
-from faultloop.analyze.logsage import repeats, scan
+from faultloop.analyze.logsage import ranks, repeats, scan
 from faultloop.analyze.logsage.engine import analyze_log
 from faultloop.analyze.logsage.facts import Facts
 from faultloop.analyze.logsage.rules import RULES
@@ -53,7 +53,7 @@ def test_a_flood_is_counted_and_keeps_the_full_scans_verdict(tmp_path: Path, mon
     assert with_memo == without
     assert with_memo["primary_ranks"] == [3]
     facts = Facts()
-    scan.census(log, facts)
+    ranks.census(log, facts)
     scan.scan(log, facts, "auto", 1)
     # every rank's first line read and one more (a shape is learnt when it comes back), the rest counted
     # (but for the few whose timestamp shares a number with the rank, whose template is learnt once more)
@@ -61,7 +61,7 @@ def test_a_flood_is_counted_and_keeps_the_full_scans_verdict(tmp_path: Path, mon
     assert sorted(e.rank for e in facts.evidence if e.kind == "collective_timeout") == [0, 1, 2, 4, 5, 6, 7]
     full = Facts()
     monkeypatch.setattr(repeats.Repeats, "seen", lambda self, *args: None)
-    scan.census(log, full)
+    ranks.census(log, full)
     scan.scan(log, full, "auto", 1)
     assert full.repeated_lines == 0
     # every repeat's SeqNum counted in order: the (capped) collectives are the full scan's
@@ -80,7 +80,7 @@ def test_a_repeated_collective_reads_its_numbers_where_its_first_line_had_them(
         with monkeypatch.context() as patch:
             if into is full:
                 _full_scan(patch)
-            scan.census(log, into)
+            ranks.census(log, into)
             scan.scan(log, into, "auto", 1)
     assert facts.repeated_lines > 600 and full.repeated_lines == 0
     assert facts.world_size == full.world_size == 8

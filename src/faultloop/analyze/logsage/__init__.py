@@ -15,6 +15,7 @@ Deterministic and offline by default. The package, by concern:
   reading.py    reads one line: the grammar and RULES first, then by shape
   shapes.py     what programs say, by its shape where no row knows the wording (the fallback of RULES)
   scan.py       reads each prefiltered line and classifies it into bounded facts
+  ranks.py      who is who: the census of ranks and world size, and how prefixes map to global ranks
   records.py    multi-line records: tracebacks (whole, cut off, a launcher's), stack dumps,
                 torchrun's summary records (their failure times), launchers' multi-line reports
   attribute.py  the decisions, from the facts to a cause and the ranks at fault (DECISIONS: their

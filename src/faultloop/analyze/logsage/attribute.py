@@ -40,8 +40,8 @@ from faultloop.analyze.logsage.culprits import (
 )
 from faultloop.analyze.logsage.facts import NEVER, Evidence, Facts
 from faultloop.analyze.logsage.policy import SCHEDULER_CAUSES
+from faultloop.analyze.logsage.ranks import labels_are_nodes, seen_ranks
 from faultloop.analyze.logsage.rules import BUSY_WINDOW_LINES, FIRST_SEQ, SETUP_SEQ
-from faultloop.analyze.logsage.scan import labels_are_nodes, seen_ranks
 from faultloop.analyze.logsage.timeline import Timeline, evidence_of, first_line, read_timeline, reinterpret
 from faultloop.analyze.logsage.vocab import (
     DONE,

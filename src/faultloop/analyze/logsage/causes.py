@@ -9,6 +9,7 @@ from signal import Signals
 
 from faultloop.analyze.logsage.facts import Evidence, Facts
 from faultloop.analyze.logsage.policy import POLICY
+from faultloop.analyze.logsage.ranks import every_rank_dumped
 from faultloop.analyze.logsage.records import in_collective
 from faultloop.analyze.logsage.rules import (
     DEVICE_WAIT_FRAMES,
@@ -18,7 +19,6 @@ from faultloop.analyze.logsage.rules import (
     SIGNAL_FAULT,
     TRANSIENT,
 )
-from faultloop.analyze.logsage.scan import every_rank_dumped
 from faultloop.analyze.logsage.timeline import named_signal, ranks_with
 from faultloop.analyze.logsage.vocab import (
     DEATH,

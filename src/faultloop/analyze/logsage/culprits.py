@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from faultloop.analyze.logsage.confidence import HIGH, LOW, MEDIUM, join_ranks
 from faultloop.analyze.logsage.facts import Evidence, Facts
+from faultloop.analyze.logsage.ranks import labels_are_nodes, seen_ranks
 from faultloop.analyze.logsage.records import in_collective
 from faultloop.analyze.logsage.rules import STORE_FETCH_RE
-from faultloop.analyze.logsage.scan import labels_are_nodes, seen_ranks
 from faultloop.analyze.logsage.timeline import Timeline, first_line, ranks_with
 from faultloop.analyze.logsage.vocab import (
     ORIGINS,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from faultloop.analyze.logsage import culprits, prefilter, records, scan
+from faultloop.analyze.logsage import culprits, prefilter, ranks, records, scan
 from faultloop.analyze.logsage.attribute import attribute
 from faultloop.analyze.logsage.facts import MAX_EVIDENCE, Evidence, Facts
 from faultloop.analyze.logsage.policy import POLICY
@@ -87,13 +87,13 @@ def _analyze_path(path: Path, settings: Settings) -> Verdict:
     facts = Facts()
     rows = prefilter.rows(path, settings.prefilter, settings.jobs)  # running: it reads while the census does
     try:
-        scan.census(path, facts)
+        ranks.census(path, facts)
         scan.scan(path, facts, settings.prefilter, settings.jobs, rows)
     finally:
         rows.close()
     scan.resolve_deaths(facts)
     records.read_blocks(path, facts)
-    scan.single_process(facts, culprits.device_rank(facts))
+    ranks.single_process(facts, culprits.device_rank(facts))
     found = attribute(facts)
     checkpoint = any(k == CHECKPOINT for k, _ in facts.first)
     if not found.cause:

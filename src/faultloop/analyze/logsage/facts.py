@@ -77,7 +77,7 @@ class Facts:
     world_size: int = 0
     hosts: set[str] = field(default_factory=set)  # the host prefixes seen (capped): several are several processes
     label_pairs: set[tuple[int | None, str | None, int | None]] = field(default_factory=set)  # label, role, inner
-    layout: tuple[int, int, bool, bool] = (-1, 0, False, False)  # pairs seen, then scan._layout's answer
+    layout: tuple[int, int, bool, bool] = (-1, 0, False, False)  # pairs seen, then ranks._layout's answer
     # faulthandler's `Timeout (H:MM:SS)!` headers per srun label, wherever they stand in a line (two
     # ranks' dumps interleaved under one node label glue them into other lines)
     dump_headers: dict[int | None, int] = field(default_factory=dict)

@@ -26,6 +26,7 @@ from faultloop.analyze.logsage.launchers import (
     horovod,
     open_mpi,
 )
+from faultloop.analyze.logsage.ranks import resolve_rank
 from faultloop.analyze.logsage.reading import Reading, classify
 from faultloop.analyze.logsage.rules import (
     COLLECTIVE_FRAMES,
@@ -34,7 +35,7 @@ from faultloop.analyze.logsage.rules import (
     MAIN_FIRST_FRAMES,
     SETUP_FRAMES,
 )
-from faultloop.analyze.logsage.scan import add, drop, named_gpu, record_exit, resolve_rank
+from faultloop.analyze.logsage.scan import add, drop, named_gpu, record_exit
 from faultloop.analyze.logsage.vocab import (
     DEATH,
     EXCEPTION_KIND,

@@ -213,9 +213,16 @@ def _no_digits(line: str | bytes) -> object:
     return None
 
 
-# What the lines unrepeated() counted since the last row it gave said: the first and the last of them
-# with a rule, as (line base, the prefilter's line, rank).
-Counted = list[tuple[int, bytes, int | None] | None]
+CountedLine = tuple[int, bytes, int | None]  # (line base, the prefilter's line, rank)
+
+
+@dataclass(slots=True)
+class Counted:
+    """What the lines unrepeated() counted since the last row it gave said: the first and the last
+    of them with a rule (None: none yet), for the scan's loop to catch up on before its next row."""
+
+    first: CountedLine | None = None
+    last: CountedLine | None = None
 
 
 def unrepeated(
@@ -237,18 +244,18 @@ def unrepeated(
                         if repeat.work is not None:  # a collective's SeqNum is compared across ranks, in order
                             text = raw[known[3] :].rstrip(b"\r").decode()
                             count_collective(facts, repeat.work(text), text, repeat.rank, repeat.length)
-                        if counted[0] is None:
-                            counted[0] = (line_base, raw, repeat.rank)
+                        if counted.first is None:
+                            counted.first = (line_base, raw, repeat.rank)
                         last, rank = raw, repeat.rank
                     continue
             if last is not None:
-                counted[1], last = (line_base, last, rank), None
+                counted.last, last = (line_base, last, rank), None
             line_no, within, text = raw.decode("utf-8", "replace").split(":", 2)
             yield line_base + int(line_no), start, within, text.rstrip("\r"), raw
         if last is not None:
-            counted[1] = (line_base, last, rank)
+            counted.last = (line_base, last, rank)
 
 
-def line_of(at: tuple[int, bytes, int | None]) -> int:
+def line_of(at: CountedLine) -> int:
     """The log's line number of a counted line (its range's base plus the number printed before it)."""
     return at[0] + int(at[1][: at[1].index(b":")])

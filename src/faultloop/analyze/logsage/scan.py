@@ -19,7 +19,6 @@ from faultloop.analyze.logsage.collectives import collective, count_collective
 from faultloop.analyze.logsage.facts import (
     MAX_EVIDENCE,
     MAX_HOSTS,
-    MAX_LABEL_PAIRS,
     Block,
     Death,
     Evidence,
@@ -27,16 +26,15 @@ from faultloop.analyze.logsage.facts import (
     Facts,
     Source,
 )
-from faultloop.analyze.logsage.framing import DEVICE, GUESSED
+from faultloop.analyze.logsage.framing import DEVICE
 from faultloop.analyze.logsage.launchers import WHY_ABOVE, torchrun
+from faultloop.analyze.logsage.ranks import labels_are_nodes, node_local_size, note_rank, resolve_rank, unranked
 from faultloop.analyze.logsage.reading import classify as classify  # the line table's reading (tests use it)
 from faultloop.analyze.logsage.repeats import Counted, Repeats, line_of, unrepeated
 from faultloop.analyze.logsage.rules import (
     DEVICE_NAMED_RE,
     DIVERGED_SKIP_SHARE,
-    LAUNCH_RE,
     OOM_DEVICE_RE,
-    PROGRESS_RE,
     SIGNAL_FAULT,
     STOP_SIGNALS,
     WARMUP_SKIPS,
@@ -73,44 +71,15 @@ from faultloop.analyze.logsage.vocab import (
 )
 from faultloop.signals import exit_signal, signal_name, srun_signal
 
-CENSUS_BYTES = 2 << 20
-SHAPED_SAMPLE_BYTES = 64 << 10  # a census part whose start has no line behind a shape is read without shapes
-PROGRESS_BYTES = 256 << 10  # how far into the log a sign of training progress is looked for
-# a node label's source holds every rank's dump
 MAX_BLOCKS_PER_SOURCE = {TRACEBACK: 2, STACK_DUMP: 16, SUMMARY: 2, FIRST_EXIT: 1, MISSING: 1, EXCEPTION_KIND: 1}
 LINE_ABOVE_BYTES = 4096  # how far back the line above a record's line is looked for
 FRAME_RUN_LINES = 6  # frame lines this close together belong to one traceback
 # faulthandler's header of a dump_traceback_later dump (CPython's faulthandler.c, "Timeout (%s)!")
 DUMP_HEADER_RE = re.compile(r"Timeout \(\d+:\d\d:\d\d(?:\.\d+)?\)!")
 
-_LABEL_AT_RE = re.compile(r"[ \t]*(\d+): ")  # srun --label, matched at a line start inside a block
 _DEVICE_OWN_KINDS = (GPU, OOM_KIND, GPU_HARDWARE)  # what NCCL reports about its own GPU, not about a peer
 _NAMES_ITS_DEVICE = (EXCEPTION_KIND, FATAL, GPU, OOM_KIND)  # a process's own failures, whose message may name its GPU
 _GLUE_RE = re.compile(r"(?:/s|/it)[^\]\n]{0,60}\](?=\S)")  # a progress bar's end with the next line glued on
-# world size statements; each starts with a literal, so the regex engine's fast prefix search applies
-_WORLD_RES = tuple(
-    re.compile(p)
-    for p in (
-        r"world_size\W{0,3}(\d+)",
-        r"WORLD_SIZE\W{0,3}(\d+)",
-        r"world size\W{0,3}(\d+)",
-        r"rank \d+/(\d+)\b",
-        r"nranks (\d+)",
-        r"dist_world_size=(\d+)",
-    )
-)
-# torchrun's reports of its workers' local ranks (`failed (exitcode: 1) local_rank: 2`, `rank : 6
-# (local_rank: 2)`) under an srun label: where the log has fewer labels than ranks, the label is
-# the agent's, so a node's, whatever else it shows
-_AGENT_LOCAL_RE = re.compile(r"local_rank: (\d+)")  # a literal first (no word boundary): the regex engine's fast search
-# signs that several processes wrote the log, even where its lines carry no rank prefix
-_SEVERAL_PROCESSES_RE = re.compile(r"\[Rank [1-9]|local_rank: [1-9]|closing signal|:\d+:\d+ \[[1-9]\d*\] NCCL")
-
-
-def unranked(facts: Facts, source: Source) -> bool:
-    """A line whose prefixes name no rank and no one of several hosts: from the log's only process
-    or node as far as its prefixes tell."""
-    return source.label is None and source.inner is None and (source.host is None or len(facts.hosts) < 2)
 
 
 def split_prefix(text: str) -> tuple[Source, str]:
@@ -131,48 +100,6 @@ def unglue(text: str) -> list[str]:
     return [*parts, text[start:]]
 
 
-def census(path: Path, facts: Facts) -> None:
-    """Ranks and world size from the head and tail of the log, where every rank says hello/bye."""
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        parts = [f.read(CENSUS_BYTES)]
-        if size > 2 * CENSUS_BYTES:
-            f.seek(size - CENSUS_BYTES)
-            parts.append(f.read())
-        elif size > CENSUS_BYTES:
-            parts.append(f.read())
-    agent_locals: set[tuple[int, int]] = set()
-    for part in parts:  # whole-block regexes: a Python loop per line would cost more than the scan
-        text = part.decode("utf-8", "replace")
-        prefixes = (m.group("label", "mpi", "role", "inner") for m in framing.LINES_RE.finditer("\n" + text))
-        for label, mpi, role, inner in dict.fromkeys(prefixes):  # each once, in order: thousands of lines
-            if label or mpi or inner:
-                if inner is None and mpi is not None:
-                    role, inner = "rank", mpi
-                note_rank(facts, Source(int(label) if label else None, None, role, int(inner) if inner else None))
-        if framing.SHAPED_LINES_RE.search(text, 0, SHAPED_SAMPLE_BYTES):  # lines behind prefixes read by shape
-            for m in framing.SHAPED_LINES_RE.finditer(text):
-                source, _, shaped = framing.peel_shapes(m.group())
-                if shaped:
-                    note_rank(facts, source)
-        agent_locals.update(_agent_locals(text))
-        # the head's first bytes (a run's first steps; all of an excerpt): their line numbers are the log's
-        if part is parts[0] and (launch := LAUNCH_RE.search(text, 0, PROGRESS_BYTES)):
-            facts.launch_line = text.count("\n", 0, launch.start()) + 1
-        if part is parts[0] and (progress := PROGRESS_RE.search(text, 0, PROGRESS_BYTES)):
-            start = text.rfind("\n", 0, progress.start()) + 1
-            facts.progress_line = text.count("\n", 0, start) + 1
-            facts.progress_text = text[start : text.find("\n", progress.end()) % (len(text) + 1)].strip()[:160]
-        for rx in _WORLD_RES:
-            for m in rx.finditer(text):
-                facts.world_size = max(facts.world_size, int(m.group(1)))
-        facts.several_processes |= bool(_SEVERAL_PROCESSES_RE.search(text))
-    facts.several_processes |= facts.world_size > 1
-    if len({label for label, _, _ in facts.label_pairs if label is not None}) < facts.world_size:
-        for label, local in agent_locals:  # fewer labels than ranks: they are the agents', so nodes
-            note_rank(facts, Source(label, None, "default", local))
-
-
 def _device_rank(facts: Facts, source: Source) -> int | None:
     """The rank driving the GPU whose own failure NCCL reports: the GPU index is the local rank
     (one rank per GPU); without an srun label that is the global rank only on one node, assumed."""
@@ -184,96 +111,6 @@ def _device_rank(facts: Facts, source: Source) -> int | None:
             )
         return local
     return resolve_rank(facts, source._replace(role="default"), "")
-
-
-def _agent_locals(text: str) -> Iterator[tuple[int, int]]:
-    """(srun label, local rank) of every torchrun report of a worker's local rank in the text."""
-    for m in _AGENT_LOCAL_RE.finditer(text):
-        label = _LABEL_AT_RE.match(text, text.rfind("\n", 0, m.start()) + 1)
-        if label:
-            yield int(label.group(1)), int(m.group(1))
-
-
-def note_rank(facts: Facts, source: Source) -> None:
-    if source.role == DEVICE or (source.label is None and source.inner is None):
-        return
-    facts.labelled = True
-    if len(facts.label_pairs) < MAX_LABEL_PAIRS:
-        facts.label_pairs.add((source.label, source.role, source.inner))
-
-
-def seen_ranks(facts: Facts) -> set[int]:
-    ranks = {resolve_rank(facts, Source(label, None, role, inner), "") for label, role, inner in facts.label_pairs}
-    return {r for r in ranks if r is not None}
-
-
-def _layout(facts: Facts) -> tuple[int, bool, bool]:
-    """How prefixes map to ranks, cached per label-pair count: (ranks per node, whether srun
-    labels are node indices, whether [rankN] prefixes are local ranks).
-
-    torch's own [rankN] is the global rank, torchrun's [defaultN] the local one; a [rankN] seen
-    under several labels is a torchrun role prefix (local) too. Labels are nodes (one torchrun
-    per srun task) when one label carries several ranks: a line with the label alone then comes
-    from some rank of that node, not from rank <label>."""
-    if facts.layout[0] != len(facts.label_pairs):
-        labels_of: dict[int, set[int]] = {}
-        inners: dict[int, set[int]] = {}
-        for lab, role, inn in facts.label_pairs:
-            if lab is not None and inn is not None:
-                inners.setdefault(lab, set()).add(inn)
-                if role == "rank":
-                    labels_of.setdefault(inn, set()).add(lab)
-        rank_is_local = any(len(v) > 1 for v in labels_of.values())
-        local: dict[int, set[int]] = {}
-        for lab, role, inn in facts.label_pairs:
-            if lab is not None and inn is not None and (role != "rank" or rank_is_local):
-                local.setdefault(lab, set()).add(inn)
-        labels_are_nodes = any(len(v) > 1 for v in inners.values())
-        per_node = 1 + max(max(v) for v in local.values()) if any(len(v) > 1 for v in local.values()) else 0
-        facts.layout = (len(facts.label_pairs), per_node, labels_are_nodes, rank_is_local)
-    return facts.layout[1], facts.layout[2], facts.layout[3]
-
-
-def node_local_size(facts: Facts) -> int:
-    """Ranks per node when srun labels are node indices and lines carry local ranks, else 0."""
-    return _layout(facts)[0]
-
-
-def labels_are_nodes(facts: Facts) -> bool:
-    return _layout(facts)[1]
-
-
-def every_rank_dumped(facts: Facts, rank: int) -> bool:
-    """Every rank behind the node label `rank` prints through printed a faulthandler header: the
-    stalled rank among them dumped too, which a stopped process (SIGSTOP stops faulthandler's
-    timer thread with the rest) cannot, even where the dumps interleave too much to be read."""
-    per_node, node_labels, _ = _layout(facts)
-    return node_labels and per_node > 0 and facts.dump_headers.get(rank // per_node, 0) >= per_node
-
-
-def resolve_rank(facts: Facts, source: Source, text: str) -> int | None:
-    """Global rank: torch's [rankN] prefix; else the srun label, unless labels are node indices
-    (then global = label * ranks per node + a local [defaultN], and a line with the label alone
-    names no rank); else the inner prefix; else a `[Rank N]` of the default process group in
-    the text."""
-    label, _, role, inner = source
-    if role == DEVICE:  # a GPU index names a rank only for that GPU's own failures (_device_rank)
-        inner = None
-    per_node, node_labels, rank_is_local = _layout(facts)
-    if inner is not None and role == "rank" and not rank_is_local:
-        return inner
-    if label is not None and node_labels:
-        return label * per_node + inner if inner is not None and per_node else reading.text_rank(text)
-    if label is not None:
-        return label
-    if inner is not None:
-        if role == GUESSED:
-            facts.assumed.setdefault(
-                inner,
-                ("medium", f"rank {inner} read from a rank-like token in a prefix logsage's grammar does not list"),
-            )
-        return inner
-    return reading.text_rank(text)
 
 
 def add(facts: Facts, ev: Evidence) -> None:
@@ -346,16 +183,16 @@ def _scan_hits(facts: Facts, blocks: Iterator[prefilter.Block], log: IO[bytes], 
     last_traceback_line: dict[Source, int] = {}  # per source: the latest traceback header or frame
     previous: tuple[int, int | None] = (0, None)  # (line, rank) of the last classified line
     terminate: Evidence | None = None  # a C++ terminate line waiting for its what() line
-    counted: Counted = [None, None]
+    counted = Counted()
 
     def caught_up() -> None:
         """The loop's state as if it had seen the repeats unrepeated counted since its last row."""
         nonlocal previous, terminate
-        if counted[0] is not None and counted[1] is not None:
-            if terminate and line_of(counted[0]) - terminate.line <= 2:
+        if counted.first is not None and counted.last is not None:
+            if terminate and line_of(counted.first) - terminate.line <= 2:
                 drop(facts, terminate)
-            previous, terminate = (line_of(counted[1]), counted[1][2]), None
-            counted[0] = counted[1] = None
+            previous, terminate = (line_of(counted.last), counted.last[2]), None
+            counted.first = counted.last = None
 
     for hit_line, base, within, hit_text, raw in unrepeated(facts, blocks, repeats, counted):
         caught_up()
@@ -625,25 +462,3 @@ def resolve_deaths(facts: Facts) -> None:
                 rank = death.source.label * per_node + death.local
         stopped = death.pid in facts.closed_pids and (death.signal or signal_of(death.exitcode)) in STOP_SIGNALS
         record_exit(facts, rank, death.evidence, death.exitcode, death.signal, death.pid, stopped=stopped)
-
-
-def single_process(facts: Facts, owner: tuple[int, str] | None = None) -> None:
-    """Unlabelled logs from one process: give rank-less evidence to its rank, `owner` where the log
-    says which one (the rank and why, an assumption: medium confidence), else rank 0 (low). Not
-    when the log shows several processes or a collective failure (which needs peers): rank-less
-    lines are then nobody's in particular."""
-    if facts.labelled or facts.several_processes or any(k in SYMPTOMS for k, _ in facts.first):
-        return
-    rank_of, assumed = owner[0] if owner else 0, ("medium", owner[1]) if owner else ("low", ONE_PROCESS)
-    moved: dict[tuple[str, int | None], Evidence] = {}
-    for (kind, rank), ev in facts.first.items():
-        if rank is None and kind not in (SLURM, JOB_SIGNAL, CLOSED, KILLED, SUMMARY, STOPPING):
-            ev.rank = rank_of
-            moved.setdefault((kind, rank_of), ev)
-            facts.assumed.setdefault(rank_of, assumed)
-        else:
-            moved.setdefault((kind, rank), ev)
-    facts.first = moved
-
-
-ONE_PROCESS = "the log has no rank prefixes; it was read as one process (rank 0)"
