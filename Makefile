@@ -1,7 +1,7 @@
 # The two commands the README opens with. Both set everything up on a fresh machine.
 #   make run   - run the quick pool on this machine (built-in CPU workload) and print the report
 #   make test  - the whole test suite (what CI runs)
-#   make test-fast - lint and the tests that start no job, service or cluster (no apt; about a minute)
+#   make test-fast - lint and the tests that start no job, service or cluster (no apt; about two minutes on 2 cores)
 #   make fuzz  - the fuzz tests of the dump and log readers at FUZZ_EXAMPLES examples a property
 #   make bench-logs - logsage's flood, 1 GB and grep -c targets in one run (benchmarks/bench_logs.py)
 
