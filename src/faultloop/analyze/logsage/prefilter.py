@@ -66,8 +66,13 @@ def rows_of(blocks: Iterator[Block]) -> Iterator[Row]:
     """Blocks' lines as rows."""
     for line_base, start, lines in blocks:
         for raw in lines:
-            line_no, offset, text = raw.decode("utf-8", "replace").split(":", 2)
-            yield line_base + int(line_no), start, offset, text.rstrip("\r")
+            yield row(line_base, start, raw)
+
+
+def row(line_base: int, start: int, raw: bytes) -> Row:
+    """One line of a block (`line:offset:text` as the prefilter printed it) as a row."""
+    line_no, offset, text = raw.decode("utf-8", "replace").split(":", 2)
+    return line_base + int(line_no), start, offset, text.rstrip("\r")
 
 
 def _ere_escape(literal: str) -> str:

@@ -250,8 +250,7 @@ def unrepeated(
                     continue
             if last is not None:
                 counted.last, last = (line_base, last, rank), None
-            line_no, within, text = raw.decode("utf-8", "replace").split(":", 2)
-            yield line_base + int(line_no), start, within, text.rstrip("\r"), raw
+            yield *prefilter.row(line_base, start, raw), raw
         if last is not None:
             counted.last = (line_base, last, rank)
 

@@ -404,9 +404,11 @@ def _summary(facts: Facts, rule: Rule, groups: dict[str, str | None], ev: Eviden
     # process: it logs each process it closes before its report, so where this agent's closings show
     # and this pid is not among them, or the signal is a SIGKILL, something else ended the rank
     # (OOM killer, operator) and torch, timing a signal death by when it noticed it, may list it
-    # after its own victims. Where the agent's closings are not in the log, a SIGTERM is its own.
-    closed = pid in facts.closed_pids
-    teardown = signal in STOP_SIGNALS and (closed or (signal != "SIGKILL" and source not in facts.closing_agents))
+    # after its own victims. Where the agent's closings are not in the log, a SIGTERM is taken for
+    # the teardown's.
+    teardown = signal in STOP_SIGNALS and (
+        pid in facts.closed_pids or (signal != "SIGKILL" and source not in facts.closing_agents)
+    )
     record_exit(facts, rank, ev, code, None, pid, stopped=section == "others" and teardown)
     if section == "first":
         facts.root_cause.add(rank)
