@@ -150,6 +150,18 @@ def test_an_index_lists_its_run_records_in_order_and_an_absent_one_none(tmp_path
     assert read_index(tmp_path / "absent.json") == []
 
 
+def test_a_run_record_counts_its_redactions_and_an_older_one_none(tmp_path: Path) -> None:
+    record = RunRecord("llm", "llm", "abc", "d1", "ok", None, "", 0.1, 1.0, redactions={"jwt": 2, "openai_key": 1})
+    record.write(tmp_path / "run.json")
+    assert RunRecord.read(tmp_path / "run.json") == record
+    assert record.redacted() == "3 secrets redacted (jwt 2, openai_key 1)"
+    older = {k: v for k, v in record.to_json().items() if k != "redactions"}  # written before the field
+    assert RunRecord.from_json(older).redactions == {}
+    for bad in ({"jwt": -1}, {"jwt": "2"}, ["jwt"], {"jwt": True}):
+        with pytest.raises(RecordError, match="redactions is not a count per kind"):
+            RunRecord.from_json({**older, "redactions": bad})
+
+
 # ---- score.json, scores.tsv, scores.jsonl --------------------------------------------------------
 
 

@@ -31,6 +31,7 @@ from faultloop.faults import RESTART, STOP
 from faultloop.score.grade import Truth, grade_fr, score_cell
 from faultloop.score.tables import gather
 from openai_server import OpenAIServer, Reply, openai_server
+from planted_secrets import assert_nothing_leaked, planted_lines
 
 KEY = "sk-judge-SECRET-9999"
 
@@ -399,12 +400,19 @@ ANSWER = {
 
 
 def judged(
-    server: OpenAIServer, tmp_path: Path, mode: str, manifest: Manifest | None = None, timeout: str = "3"
+    server: OpenAIServer,
+    tmp_path: Path,
+    mode: str,
+    manifest: Manifest | None = None,
+    timeout: str = "3",
+    printed: tuple[str, ...] = (),
 ) -> dict[str, Any]:
+    """The score of a cell judged over HTTP; printed: lines the log prints near its end."""
     cell = Cell("SIGKILL", 1, 5, 2)
     key_file = tmp_path / "key.txt"
     key_file.write_text(KEY)
     lines = [f"{i % 8}: line {i}" for i in range(500)]
+    lines[480:480] = printed
     lines.insert(450, "1: [2026] FAULT INJECTION: Rank 1 will inject fault SIGKILL at 5")
     lines.insert(451, "1: [workload:1] nvrx bookkeeping")  # upstream's exclude_nvrx_logs drops these
     lines.insert(452, "1: [workload:1] Cycle: 3 kept")
@@ -478,6 +486,16 @@ def test_judge_failure_is_recorded(
     data = judged(openai_server, tmp_path, "llm", timeout="0.5")
     assert needle in data["llm_judge"]["error"] and "answer" not in data["llm_judge"]
     assert data["scored_by"] == "code" and data["rank_primary"] == "true"  # code grades survive
+
+
+def test_judge_is_sent_no_secret_the_log_prints(openai_server: OpenAIServer, tmp_path: Path) -> None:
+    openai_server.script(Reply.json(ANSWER))
+    data = judged(openai_server, tmp_path, "both", printed=(*planted_lines(KEY), f"1: echo {KEY}"))
+    assert_nothing_leaked(openai_server, KEY)
+    (req,) = openai_server.requests
+    assert KEY.encode() not in req.raw and "line 499" in req.body["messages"][1]["content"]
+    counts = data["llm_judge"]["redactions"]
+    assert counts["endpoint_key"] == 2 and counts["private_key"] == 1 and counts["url_password"] == 2
 
 
 def test_judge_not_called_for_invalid_run(openai_server: OpenAIServer, tmp_path: Path) -> None:

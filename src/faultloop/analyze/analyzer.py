@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from faultloop.analyze.fr import dumps
+from faultloop.analyze.redact import Redactor, redact_file
 from faultloop.analyze.running import DEFAULT_TIMEOUT_S, AnalyzerFailure, file_digest
 from faultloop.contracts import OK, FrVerdict, LogVerdict, RecordError, RunRecord
 from faultloop.core import layout
@@ -138,12 +139,14 @@ Source = LogSource | DumpsSource | VerdictsSource
 @dataclass(frozen=True)
 class Answer:
     """An analyzer's result on one input: the typed verdict, its text form, what a tool printed,
-    and the files it keeps beside them for the job's next attempt (name -> text: `Kind.kept`)."""
+    the files it keeps beside them for the job's next attempt (name -> text: `Kind.kept`) and what
+    was redacted from the text it sent to an LLM endpoint (kind -> count)."""
 
     verdict: LogVerdict | FrVerdict
     text: str
     raw: str | None = None
     kept: dict[str, str] = field(default_factory=dict)
+    redactions: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -216,19 +219,23 @@ def checked(data: Mapping[str, Any], *, mode: str = "") -> LogVerdict:
         raise AnalyzerFailure(str(exc)) from None
 
 
-def log_answer(verdict: LogVerdict, raw: str | None = None) -> Answer:
-    return Answer(verdict, verdict.to_text(), raw)
+def log_answer(verdict: LogVerdict, raw: str | None = None, redactions: Mapping[str, int] | None = None) -> Answer:
+    return Answer(verdict, verdict.to_text(), raw, redactions=dict(redactions or {}))
 
 
 @contextlib.contextmanager
-def staged_log(source: LogSource) -> Iterator[Path]:
+def staged_log(source: LogSource, redactor: Redactor | None = None) -> Iterator[Path]:
     """The log under a neutral name: a cell's path spells its injected fault, and analyzers that
-    are not ours must not see it. A hard link where the file system allows, else a copy."""
+    are not ours must not see it. A hard link where the file system allows, else a copy; for an
+    analyzer that sends it to an LLM endpoint, a copy with its secrets replaced (redactor: the
+    endpoint's redaction, which counts them)."""
     root = source.staging if source.staging is not None else Path(tempfile.gettempdir())
     root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="analyze-", dir=root) as tmp:
         neutral = Path(tmp) / "main_workload.log"
-        if source.path.is_file():
+        if source.path.is_file() and redactor is not None:
+            redact_file(source.path, neutral, redactor)
+        elif source.path.is_file():
             try:
                 os.link(source.path, neutral)
             except OSError:

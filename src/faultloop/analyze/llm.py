@@ -2,16 +2,20 @@
 
 One call shape (system + user prompt in, a JSON object matching a schema out) so both callers get
 the same retry policy, the same schema validation and the same guarantee that the API key never
-leaks into an error message, an artifact or a log.
+leaks into an error message, an artifact or a log. Every prompt is redacted here, on its way out
+(`analyze.redact`): whatever a caller built, nothing that looks like a secret reaches the endpoint.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from faultloop.analyze.redact import Redactor
 
 if TYPE_CHECKING:
     import openai
@@ -154,8 +158,23 @@ def _attempt(
     return answer
 
 
-def chat_json(settings: LLMSettings, system: str, user: str, schema: dict, *, schema_name: str) -> dict:
+def outgoing(key: str | None) -> Redactor:
+    """The redaction of text bound for an endpoint: every secret shape, and its key as it is
+    and as a JSON string holds it."""
+    return Redactor((key, json.dumps(key)[1:-1]) if key and key != PLACEHOLDER_KEY else ())
+
+
+def chat_json(
+    settings: LLMSettings,
+    system: str,
+    user: str,
+    schema: dict,
+    *,
+    schema_name: str,
+    redactions: Counter[str] | None = None,
+) -> dict:
     """Ask the model and return its answer as a dict valid against schema, or raise LLMError.
+    Both prompts are redacted first; redactions: where to add what was replaced, by kind.
 
     Structured output (response_format json_schema) is asked for first; a server that rejects it
     with HTTP 400 is asked again without it and its text is parsed for the first JSON object.
@@ -170,7 +189,10 @@ def chat_json(settings: LLMSettings, system: str, user: str, schema: dict, *, sc
         timeout=settings.timeout_s,
         max_retries=0,  # retries are ours, so every kind of failure follows one policy
     )
-    messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    redactor = outgoing(key)
+    messages = [{"role": "system", "content": redactor.text(system)}, {"role": "user", "content": redactor.text(user)}]
+    if redactions is not None:
+        redactions.update(redactor.counts)
     where = f"{settings.model} at {settings.base_url}"
     structured = True
     failures: list[str] = []

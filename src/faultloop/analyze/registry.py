@@ -239,7 +239,7 @@ def attempt(spec: Spec, source: Source) -> Outcome:
     verdict that names a node the run does not have (drain_nodes) is refused: that is its failure."""
     kind = kinds(spec.input)[spec.kind]
 
-    def work() -> tuple[Any, str, str | None, dict[str, str]]:
+    def work() -> tuple[Any, str, str | None, dict[str, str], dict[str, int]]:
         answer = kind.run(spec, source)
         nodes = source.nodes if isinstance(source, LogSource | VerdictsSource) else ()
         if isinstance(answer.verdict, LogVerdict) and nodes:
@@ -248,7 +248,7 @@ def attempt(spec: Spec, source: Source) -> Outcome:
             except RecordError as exc:
                 place = PLACES[spec.input]
                 raise AnalyzerFailure(f"{place.folder(spec.name)}/{place.files[0]}: {exc}") from None
-        return answer.verdict, answer.text, answer.raw, answer.kept
+        return answer.verdict, answer.text, answer.raw, answer.kept, answer.redactions
 
     return timed(work)
 
@@ -304,7 +304,8 @@ def run_cell(
         )
         state = "reused" if record.reused else record.status
         error = f": {record.error}" if record.error else ""
-        print(f"{spec.name} ({spec.kind}): {state} in {record.wall_s:.2f} s{error}", file=sys.stderr)
+        redacted = f"; {record.redacted()}" if record.redactions else ""
+        print(f"{spec.name} ({spec.kind}): {state} in {record.wall_s:.2f} s{redacted}{error}", file=sys.stderr)
         records.append(record)
     write_index(cell_dir / PLACES[input_].index, records)
     return records

@@ -29,11 +29,13 @@ NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")  # an analyzer's name: also it
 
 
 class AnalyzerFailure(RuntimeError):
-    """An analyzer gave no usable verdict; recorded for the cell with what it printed on stderr."""
+    """An analyzer gave no usable verdict; recorded for the cell with what it printed on stderr
+    and what was redacted from the text it sent to an LLM endpoint before it failed."""
 
-    def __init__(self, message: str, stderr_tail: str = "") -> None:
+    def __init__(self, message: str, stderr_tail: str = "", redactions: Mapping[str, int] | None = None) -> None:
         super().__init__(message)
         self.stderr_tail = stderr_tail
+        self.redactions = dict(redactions or {})
 
 
 @dataclass
@@ -47,15 +49,22 @@ class Outcome:
     stderr_tail: str
     wall_s: float
     kept: dict[str, str] = field(default_factory=dict)  # files it keeps beside its verdict (name -> text)
+    redactions: dict[str, int] = field(default_factory=dict)  # what left for an LLM redacted, by kind
 
 
-def timed(work: Callable[[], tuple[LogVerdict | FrVerdict, str, str | None, dict[str, str]]]) -> Outcome:
-    """Run one analysis (verdict, text, raw output, kept files), timed; every failure becomes the outcome."""
+Work = tuple[LogVerdict | FrVerdict, str, str | None, dict[str, str], dict[str, int]]
+
+
+def timed(work: Callable[[], Work]) -> Outcome:
+    """Run one analysis (verdict, text, raw output, kept files, redactions), timed; every failure
+    becomes the outcome."""
     start = time.perf_counter()
     try:
-        verdict, text, raw, kept = work()
+        verdict, text, raw, kept, redactions = work()
     except AnalyzerFailure as exc:
-        return Outcome(None, "", None, str(exc), exc.stderr_tail, time.perf_counter() - start)
+        return Outcome(
+            None, "", None, str(exc), exc.stderr_tail, time.perf_counter() - start, redactions=exc.redactions
+        )
     except Exception as exc:
         return Outcome(
             None,
@@ -65,7 +74,7 @@ def timed(work: Callable[[], tuple[LogVerdict | FrVerdict, str, str | None, dict
             traceback.format_exc()[-TAIL_CHARS:],
             time.perf_counter() - start,
         )
-    return Outcome(verdict, text, raw, None, "", time.perf_counter() - start, kept)
+    return Outcome(verdict, text, raw, None, "", time.perf_counter() - start, kept, redactions)
 
 
 def tail(path: Path, limit: int = TAIL_CHARS) -> str:
@@ -153,6 +162,7 @@ def run_with_reuse(
         outcome.stderr_tail,
         round(outcome.wall_s, 3),
         time.time(),
+        redactions=dict(sorted(outcome.redactions.items())),
     )
     record.write(directory / layout.RUN_JSON)
     return record

@@ -314,12 +314,24 @@ class FrVerdict:
 
 # ---- run.json and the analysis indexes ----------------------------------------------------------
 
+
+def _counts(value: Any, name: str) -> dict[str, int]:
+    """A count per kind: names to non-negative integers; anything else is an error naming the field."""
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in value.items()
+    ):
+        raise RecordError(f"run record: {name} is not a count per kind: {value!r:.80}")
+    return dict(value)
+
+
 OK, FAILED = "ok", "failed"
 
 
 @dataclass
 class RunRecord:
-    """run.json, and one entry of a cell's index: how an analyzer's result came about."""
+    """run.json, and one entry of a cell's index: how an analyzer's result came about. redactions:
+    what was replaced in the text it sent to an LLM endpoint, by kind (`analyze.redact`; records
+    written before it read as none)."""
 
     analyzer: str
     kind: str
@@ -331,16 +343,25 @@ class RunRecord:
     wall_s: float
     finished_at: float
     reused: bool = False
+    redactions: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    def redacted(self) -> str:
+        """The redactions in words: `3 secrets redacted (openai_key 1, url_password 2)`."""
+        total = sum(self.redactions.values())
+        each = ", ".join(f"{kind} {count}" for kind, count in sorted(self.redactions.items()))
+        return f"{total} secret{'s' * (total != 1)} redacted ({each})"
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RunRecord:
         try:
-            return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+            record = cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
         except TypeError as exc:
             raise RecordError(f"run record: {exc}") from None
+        record.redactions = _counts(record.redactions, "redactions")
+        return record
 
     def write(self, path: Path) -> None:
         atomic.write_json_atomic(path, self.to_json())

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +17,18 @@ os.umask(UMASK)
 
 def write_atomic(path: str | Path, text: str) -> None:
     """Write a file so readers never see half of it (temp file in the same folder, then rename)."""
+    write_lines_atomic(path, (text,))
+
+
+def write_lines_atomic(path: str | Path, lines: Iterable[str]) -> None:
+    """write_atomic for text that comes a piece at a time (a log copied line by line)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, 0o666 & ~UMASK)  # mkstemp's 0600 would hide results from the team
         with os.fdopen(fd, "w") as handle:
-            handle.write(text)
+            handle.writelines(lines)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

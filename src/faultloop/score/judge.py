@@ -4,6 +4,7 @@ The dimensions it answers, their choices and its instructions come from `contrac
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,14 +90,23 @@ def judge_log_tail(text: str) -> list[str]:
 
 
 def run_judge(settings: LLMSettings, truth: Truth, inputs: JudgeInputs) -> dict[str, Any]:
-    """Ask the LLM judge; a failure becomes {"error": ...} in the cell instead of an exception."""
+    """Ask the LLM judge; a failure becomes {"error": ...} in the cell instead of an exception.
+    What was redacted from the prompt (`analyze.redact`, by kind) is recorded beside the answer."""
     record: dict[str, Any] = {"model": settings.model, "base_url": settings.base_url}
+    redactions: Counter[str] = Counter()
     try:
         record["answer"] = chat_json(
-            settings, JUDGE_SYSTEM, judge_prompt(truth, inputs), judge_schema(), schema_name="fault_judge"
+            settings,
+            JUDGE_SYSTEM,
+            judge_prompt(truth, inputs),
+            judge_schema(),
+            schema_name="fault_judge",
+            redactions=redactions,
         )
     except LLMError as exc:
         record["error"] = str(exc)
+    if redactions:
+        record["redactions"] = dict(sorted(redactions.items()))
     return record
 
 

@@ -3,6 +3,7 @@ When the model fails, that is the analyzer's recorded failure, not logsage's det
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,11 +40,12 @@ class Llm(Kind):
     def run(self, spec: Spec, source: Any) -> Answer:
         assert isinstance(source, LogSource)
         settings = logsage.Settings(mode="llm", llm=endpoint_settings(spec.settings["llm"]))
-        verdict = logsage.analyze_with_llm(source.path, settings)
+        redactions: Counter[str] = Counter()
+        verdict = logsage.analyze_with_llm(source.path, settings, redactions)
         if verdict.extra.get("llm_error"):
             # logsage falls back to its deterministic verdict; that is not the LLM's answer.
-            raise AnalyzerFailure(f"LLM failed: {verdict.extra['llm_error']}")
-        return log_answer(checked(verdict.to_json()))
+            raise AnalyzerFailure(f"LLM failed: {verdict.extra['llm_error']}", redactions=redactions)
+        return log_answer(checked(verdict.to_json()), redactions=redactions)
 
 
 KIND = Llm()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import subprocess
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -48,12 +49,13 @@ class NvrxLogsagePackage(Kind):
 
     def run(self, spec: Spec, source: Any) -> Answer:
         assert isinstance(source, LogSource)
+        redactions: Counter[str] = Counter()
         with staged_log(source) as neutral:
             try:
-                verdict = logsage.run_upstream(neutral, logsage.Settings("upstream"))
+                verdict = logsage.run_upstream(neutral, logsage.Settings("upstream"), redactions)
             except (RuntimeError, subprocess.TimeoutExpired) as exc:
-                raise AnalyzerFailure(str(exc)) from None
-        return log_answer(checked(verdict.to_json()))
+                raise AnalyzerFailure(str(exc), redactions=redactions) from None
+        return log_answer(checked(verdict.to_json()), redactions=redactions)
 
 
 KIND = NvrxLogsagePackage()

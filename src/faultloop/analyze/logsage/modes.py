@@ -8,11 +8,13 @@ import json
 import re
 import subprocess
 import sys
+import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from faultloop import faults
-from faultloop.analyze import llm
+from faultloop.analyze import llm, redact
 from faultloop.analyze.logsage.confidence import LOW, MEDIUM
 from faultloop.analyze.logsage.engine import Settings, Verdict, analyze_log, analyzer_fingerprint, fingerprint_settings
 from faultloop.analyze.logsage.policy import POLICY
@@ -53,23 +55,30 @@ def _tail(path: Path, n: int) -> list[str]:
         return f.read().decode("utf-8", "replace").splitlines()[-n:]
 
 
-def analyze_with_llm(path: Path, settings: Settings) -> Verdict:
+def analyze_with_llm(path: Path, settings: Settings, redactions: Counter[str] | None = None) -> Verdict:
     """The LLM's verdict given the engine's evidence and the log tail; the deterministic verdict
-    stays beside it, and replaces it (with the error recorded) when the model fails."""
+    stays beside it, and replaces it (with the error recorded) when the model fails. The tail is
+    redacted line by line before it is quoted in JSON (a quoted password keeps its quotes there);
+    redactions: where to add what was replaced, by kind."""
+    redactions = Counter() if redactions is None else redactions
     det = analyze_log(path, Settings(prefilter=settings.prefilter, jobs=settings.jobs))
     version = analyzer_fingerprint(fingerprint_settings(settings))
     if det.restart in (NO_LOGS, ERRORS_NOT_FOUND):
         det.analyzer_version, det.extra = version, {"llm_error": None, "requested_mode": "llm"}
         return det
+    tail = redact.Redactor()
     user = json.dumps(
         {
             "deterministic_verdict": {k: v for k, v in det.to_json().items() if k not in ("analyzer_version", "mode")},
-            "log_tail": _tail(path, LLM_TAIL_LINES),
+            "log_tail": list(tail.lines(_tail(path, LLM_TAIL_LINES))),
         },
         indent=1,
     )
+    redactions.update(tail.counts)
     try:
-        answer = llm.chat_json(settings.llm, LLM_SYSTEM, user, LLM_SCHEMA, schema_name="logsage_verdict")
+        answer = llm.chat_json(
+            settings.llm, LLM_SYSTEM, user, LLM_SCHEMA, schema_name="logsage_verdict", redactions=redactions
+        )
     except llm.LLMError as exc:
         det.analyzer_version = version
         det.extra = {"requested_mode": "llm", "llm_error": str(exc)}
@@ -103,20 +112,27 @@ def analyze_with_llm(path: Path, settings: Settings) -> Verdict:
 UPSTREAM_MODULE = "nvidia_resiliency_ext.attribution.log_analyzer.nvrx_logsage"
 
 
-def run_upstream(path: Path, settings: Settings) -> Verdict:
+def run_upstream(path: Path, settings: Settings, redactions: Counter[str] | None = None) -> Verdict:
     """Run NVRx's log analyzer (the `logsage` package behind nvrx_logsage.py), when installed, for a
-    side-by-side comparison. It needs its own LLM endpoint and key (its environment); its output is
-    parsed for the decision, the attribution lists and checkpoint_saved, whatever its layout."""
+    side-by-side comparison. It needs its own LLM endpoint and key (its environment), and sends
+    the log to it: it reads a redacted copy under the log's own name (redactions: where to add
+    what was replaced). Its output is parsed for the decision, the attribution lists and
+    checkpoint_saved, whatever its layout."""
     missing = [m for m in ("logsage", UPSTREAM_MODULE) if missing_module(m)]
     if missing:
         raise RuntimeError(f"upstream mode needs NVRx's log analyzer; not installed: {', '.join(missing)}")
-    proc = subprocess.run(
-        [sys.executable, "-m", UPSTREAM_MODULE, "--log-path", str(path), "--exclude_nvrx_logs", "--emit-stdout"],
-        capture_output=True,
-        text=True,
-        timeout=3600,
-        check=False,
-    )
+    redactions = Counter() if redactions is None else redactions
+    with tempfile.TemporaryDirectory(prefix="redacted-") as tmp:
+        copy = Path(tmp) / path.name
+        counts = redact.redact_file(path, copy)
+        redactions.update(counts)
+        proc = subprocess.run(
+            [sys.executable, "-m", UPSTREAM_MODULE, "--log-path", str(copy), "--exclude_nvrx_logs", "--emit-stdout"],
+            capture_output=True,
+            text=True,
+            timeout=3600,
+            check=False,
+        )
     out = proc.stdout
     decision = re.search("|".join(map(re.escape, (*faults.RESTART_DECISIONS, "LLM FAILURE"))), out)
     if proc.returncode != 0 or not decision:

@@ -15,9 +15,10 @@ from typing import Any
 
 from faultloop.analyze.analyzer import Answer, Input, Kind, LogSource, Spec, staged_log
 from faultloop.analyze.fr import analysis, dumps
-from faultloop.analyze.llm import LLM_OPTION, keyless
+from faultloop.analyze.llm import LLM_OPTION, LLMError, endpoint_settings, keyless, outgoing, read_api_key
 from faultloop.analyze.nvrx import FR, outputs, tools
 from faultloop.analyze.nvrx.tools import Checkout
+from faultloop.analyze.redact import Redactor
 from faultloop.analyze.running import (
     MAX_OUTPUT_BYTES,
     TAIL_CHARS,
@@ -29,6 +30,14 @@ from faultloop.analyze.running import (
 from faultloop.contracts import FrVerdict, LogVerdict
 
 OUTPUT_CAP = 64 << 10  # fr_attribution lists every dump before its table: both ends are kept
+
+
+def outgoing_redactor(endpoint: Mapping[str, Any]) -> Redactor:
+    """The redaction of a log NVRx sends to the endpoint, its key file's key among the secrets."""
+    try:
+        return outgoing(read_api_key(endpoint_settings(dict(endpoint))))
+    except LLMError as exc:
+        raise AnalyzerFailure(str(exc)) from None
 
 
 class NvrxLog(Kind):
@@ -64,21 +73,24 @@ class NvrxLog(Kind):
     def run(self, spec: Spec, source: Any) -> Answer:
         assert isinstance(source, LogSource)
         checkout, llm = Checkout(**spec.settings["nvrx"]), spec.settings["llm"]
-        with staged_log(source) as log:
+        # With an endpoint, NVRx sends the log to it: it reads a copy with the secrets replaced.
+        redactor = outgoing_redactor(llm) if llm else None
+        with staged_log(source, redactor) as log:
             argv = self.argv(checkout.python, log, llm, source, spec)
             stdout_path, stderr_path = log.parent / "stdout", log.parent / "stderr"
             env = checkout.env(str(llm.get("api_key_file") or ""))
             status = run_process(argv, stdout_path, stderr_path, spec.timeout_s, env=env)
             stderr_tail = tail(stderr_path)
+            redactions = dict(redactor.counts) if redactor else {}
             if status != 0:
-                raise AnalyzerFailure(exit_reason(status), stderr_tail)
+                raise AnalyzerFailure(exit_reason(status), stderr_tail, redactions)
             raw = stdout_path.read_text(errors="replace")
             kept = self.keep(log.parent)
         try:
             verdict = self.read(raw, llm)
         except AnalyzerFailure as exc:
-            raise AnalyzerFailure(str(exc), stderr_tail) from None
-        return Answer(verdict, verdict.to_text(), raw, kept)
+            raise AnalyzerFailure(str(exc), stderr_tail, redactions) from None
+        return Answer(verdict, verdict.to_text(), raw, kept, redactions)
 
 
 def analyze_fr(
