@@ -11,7 +11,7 @@ from pathlib import Path
 from faultloop.core import layout
 from faultloop.core.cell import Cell
 from faultloop.plan.pool import COLUMNS as POOL_COLUMNS
-from faultloop.plan.pool import PoolError, RawRow, validate
+from faultloop.plan.pool import PoolError, RawRow, table_lines, validate
 
 # SLURM job ids (1234, 1234_7) and faultloop's local-<hex>: nothing a file pattern would expand.
 JOB_ID_RE = re.compile(r"^[\w.+-]+$")
@@ -79,6 +79,15 @@ def _tracked_row(
     return TrackedRun(cell, job_id, folder)
 
 
+def _fields(line: str, columns: int = 0) -> list[str]:
+    """A row's tab-separated fields, stripped; blank ones past the first `columns` dropped (the
+    blank columns a spreadsheet adds at a row's end)."""
+    fields = [field.strip() for field in line.split("\t")]
+    while len(fields) > columns and not fields[-1]:
+        fields.pop()
+    return fields
+
+
 def read_tracking(session: Path, *, gpus_per_node: int) -> list[TrackedRun]:
     """Every run of upstream's experiments.tsv, in its order; every bad row is reported at once."""
     root = session.resolve()
@@ -91,8 +100,11 @@ def read_tracking(session: Path, *, gpus_per_node: int) -> list[TrackedRun]:
                 f"columns {' '.join(layout.TRACKING_COLUMNS)})"
             ],
         )
-    lines = path.read_text(errors="replace").splitlines()
-    header = [name.strip() for name in lines[0].split("\t")] if lines else []
+    try:
+        lines = table_lines(path)
+    except ValueError as error:
+        raise AdoptError(str(session), [str(error)]) from None
+    header = _fields(lines[0]) if lines else []
     missing = [c for c in layout.TRACKING_COLUMNS if c not in header]
     if missing:
         raise AdoptError(
@@ -100,7 +112,7 @@ def read_tracking(session: Path, *, gpus_per_node: int) -> list[TrackedRun]:
             [
                 f"{path} line 1: missing column(s) {', '.join(missing)}; the header must "
                 f"name {' '.join(layout.TRACKING_COLUMNS)} (tab-separated), got "
-                f"{lines[0] if lines else ''!r}"
+                f"{lines[0] if lines else ''!r:.200}"
             ],
         )
     problems: list[str] = []
@@ -110,12 +122,12 @@ def read_tracking(session: Path, *, gpus_per_node: int) -> list[TrackedRun]:
         if not line.strip():
             continue
         where = f"{path} line {number}"
-        values = line.split("\t")
+        values = _fields(line, len(header))
         if len(values) != len(header):
             problems.append(f"{where}: expected {len(header)} tab-separated fields, got {len(values)}")
             continue
         run = _tracked_row(
-            {name: value.strip() for name, value in zip(header, values, strict=False)},
+            dict(zip(header, values, strict=True)),
             where,
             root,
             gpus_per_node,

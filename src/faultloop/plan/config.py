@@ -48,12 +48,22 @@ def load_site_file(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as error:
-        raise ConfigError(f"{path}: not valid YAML: {error}") from error
+        data = yaml.safe_load(path.read_text(encoding="utf-8-sig")) or {}
+    except (yaml.YAMLError, ValueError) as error:  # ValueError: an integer longer than Python reads
+        raise ConfigError(f"{path}{yaml_problem(error)}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{path}: cannot read: {error}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: must be a mapping of config keys, got {type(data).__name__}")
     return data
+
+
+def yaml_problem(error: Exception) -> str:
+    """A YAML error in one line, where it is first (`line 3 column 5: not valid YAML: ...`)."""
+    mark = getattr(error, "problem_mark", None)
+    where = f" line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    return f"{where}: not valid YAML: {problem}"
 
 
 # Keys holding named entries that `--config key=a,b` selects from instead of replacing.
@@ -131,13 +141,24 @@ def _holds(layer: Any, path: list[str]) -> bool:
 
 
 def parse_overrides(pairs: list[str]) -> dict[str, Any]:
-    """Snakemake-style ``key=value`` overrides (YAML values), as given to ``--config``."""
+    """Snakemake-style ``key=value`` overrides (YAML values), as given to ``--config``; a dotted
+    key sets a nested one (`run_job.iterations=40`)."""
     overrides: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep:
-            raise ConfigError(f"expected key=value, got {pair!r}")
-        overrides[key] = yaml.safe_load(value) if value else ""
+        parts = key.split(".")
+        if not sep or not all(part.strip() for part in parts):
+            raise ConfigError(f"expected key=value (a dotted key for a nested one), got {pair!r}")
+        try:
+            parsed = yaml.safe_load(value) if value else ""
+        except (yaml.YAMLError, ValueError) as error:
+            raise ConfigError(f"--config {key}{yaml_problem(error)}") from None
+        section = overrides
+        for part in parts[:-1]:
+            if not isinstance(section.get(part), dict):
+                section[part] = {}
+            section = section[part]
+        section[parts[-1]] = parsed
     return overrides
 
 

@@ -25,6 +25,7 @@ from faultloop.faults import FAULTS
 COLUMNS = ("FAULT_TYPE", "RANK", "ITER", "NODES")
 ATTEMPTS = "ATTEMPTS"  # the optional fifth column: attempts of the job's life (default 1)
 SYMBOLIC_RANKS = ("mid", "last")
+INTEGER = re.compile(r"[0-9]{1,18}")  # a pool's numbers: decimal digits, far below any bound of a row
 
 
 @functools.cache
@@ -68,15 +69,34 @@ class RawRow:
     fields: tuple[str, ...]
 
 
+def table_lines(path: Path) -> list[str]:
+    """A TSV's lines as a spreadsheet exports them too: a byte-order mark dropped, CRLF or CR
+    line ends. ValueError naming the line of a byte that is not UTF-8, or why it is unreadable."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise ValueError(f"{path}: cannot read: {error.strerror or error}") from None
+    try:
+        return data.decode("utf-8-sig").splitlines()
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise ValueError(f"{path} line {line}: not UTF-8 text (byte 0x{data[error.start]:02x})") from None
+
+
 def read_pool_file(path: str | Path) -> list[RawRow]:
-    """Read a pool TSV. Blank lines and ``#`` comments are ignored; the header is required."""
+    """Read a pool TSV. Blank lines and ``#`` comments are ignored; the header is required.
+    Fields are separated by tabs or spaces, so a spreadsheet's blank trailing columns are none."""
     path = Path(path)
     if not path.is_file():
         raise PoolError(str(path), [f"{path}: no such pool file"])
     rows: list[RawRow] = []
     header: tuple[str, ...] | None = None
     problems: list[str] = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
+    try:
+        lines = table_lines(path)
+    except ValueError as error:
+        raise PoolError(str(path), [str(error)]) from None
+    for number, line in enumerate(lines, start=1):
         text = line.split("#", 1)[0].strip()
         if not text:
             continue
@@ -141,7 +161,7 @@ def validate(
         row_problems: list[str] = []
         fault = fault.upper()
         if fault not in FAULTS:
-            row_problems.append(f"unknown fault type {row.fields[0]!r} (known: {', '.join(FAULTS)})")
+            row_problems.append(f"unknown fault type {row.fields[0]!r:.40} (known: {', '.join(FAULTS)})")
         elif injects is not None and fault not in injects:
             row_problems.append(
                 f"{workload} does not inject {fault}: declare it under workloads.{workload}.faults once its script "
@@ -149,9 +169,9 @@ def validate(
             )
         numbers: dict[str, int] = {}
         for column, text in (("ITER", iter_text), ("NODES", nodes_text), (ATTEMPTS, attempts_text)):
-            if not re.fullmatch(r"\d+", text):
+            if not INTEGER.fullmatch(text):
                 kind = "a positive" if column == ATTEMPTS else "a non-negative"
-                row_problems.append(f"{column} must be {kind} integer, got {text!r}")
+                row_problems.append(f"{column} must be {kind} integer, got {text!r:.40}")
             else:
                 numbers[column] = int(text)
         bounds = _schema_problems(numbers)
@@ -178,7 +198,7 @@ def validate(
             world = numbers["NODES"] * gpus_per_node
             if rank_text.lower() in SYMBOLIC_RANKS:
                 rank = world // 2 if rank_text.lower() == "mid" else world - 1
-            elif re.fullmatch(r"\d+", rank_text):
+            elif INTEGER.fullmatch(rank_text):
                 rank = int(rank_text)
                 if rank >= world:
                     row_problems.append(
@@ -186,9 +206,9 @@ def validate(
                         f"(ranks 0-{world - 1})"
                     )
             else:
-                row_problems.append(f"RANK must be an integer, 'mid' or 'last', got {rank_text!r}")
-        elif not (re.fullmatch(r"\d+", rank_text) or rank_text.lower() in SYMBOLIC_RANKS):
-            row_problems.append(f"RANK must be an integer, 'mid' or 'last', got {rank_text!r}")
+                row_problems.append(f"RANK must be an integer, 'mid' or 'last', got {rank_text!r:.40}")
+        elif not (INTEGER.fullmatch(rank_text) or rank_text.lower() in SYMBOLIC_RANKS):
+            row_problems.append(f"RANK must be an integer, 'mid' or 'last', got {rank_text!r:.40}")
         if row_problems or rank is None or ATTEMPTS not in numbers:
             problems.extend(f"{row.where}: {p}" for p in row_problems)
             continue
