@@ -26,6 +26,7 @@ from faultloop.core.errors import ConfigError
 from faultloop.run.spec import rule_flags
 from faultloop.workflow.invocation import (
     cell_targets,
+    config_texts,
     forced,
     infra_failures,
     invoked_until,
@@ -35,7 +36,8 @@ from faultloop.workflow.invocation import (
 )
 
 # The configuration is checked once, against faultloop's config schema (unknown keys and refused
-# values, each named with the file or --config that gave it); the pool once, by faultloop.plan.pool.
+# values, each named with the file or --config that gave it), after the --config values are typed
+# by it (Snakemake hands nested ones over as strings); the pool once, by faultloop.plan.pool.
 try:
     config.update(
         fl_config.resolve(
@@ -44,6 +46,7 @@ try:
             workflow.configfiles,
             check=True,
             analyzer_schema=fl_analyzers.config_schema(),
+            texts=config_texts(sys.argv),
         )
     )
 except ConfigError as error:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,12 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
         else:
             merged[key] = copy.deepcopy(value)
     return merged
+
+
+def _schema() -> dict[str, Any]:
+    """The config schema, a fresh copy (callers add the analyzers' part to theirs)."""
+    schema: dict[str, Any] = yaml.safe_load(CONFIG_SCHEMA.read_text())
+    return schema
 
 
 def load_site_file(path: str | Path) -> dict[str, Any]:
@@ -77,6 +84,7 @@ def resolve(
     *,
     check: bool = False,
     analyzer_schema: Mapping[str, Any] | None = None,
+    texts: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Apply the site file under the command-line overrides.
 
@@ -87,15 +95,21 @@ def resolve(
     define them; a name without an entry stands for the kind of that name. analyzer_schema: the
     analyzer keys' schema as the table of kinds states it (`analyze.registry.config_schema`), in
     place of the file's (which a test holds equal to the built-in table).
+
+    With `check`, the overrides are first typed by the schema (`typed`): Snakemake hands nested
+    `--config` values over as strings and guesses top-level ones (`session=20260101_1200` an
+    integer); texts: the `--config` values as the command line spelled them, for the keys the
+    schema wants as strings.
     """
     site_file = overrides.get("site_file", config.get("site_file", "config/site.yaml"))
     site = load_site_file(site_file)
     # The base config already holds the --config values (Snakemake merged them): each problem is
     # named once, with the most specific place it was given.
     layers = (("--config", overrides), (str(site_file), site), ("config/config.yaml", config))
-    schema = yaml.safe_load(CONFIG_SCHEMA.read_text()) if check else None
+    schema = _schema() if check else None
     if schema is not None:
         schema["properties"].update(analyzer_schema or {})
+        overrides = typed(overrides, schema, texts or {})
         seen: dict[str, str] = {}
         for where, layer in layers:
             for problem in unknown_keys(layer, schema):
@@ -127,9 +141,74 @@ def invalid_values(config: Mapping[str, Any], schema: Mapping[str, Any], layers:
         path = [str(p) for p in error.path]
         where = next((w for w, layer in layers if _holds(layer, path)), "config/config.yaml") if path else "config"
         key = ".".join(path) or "(top level)"
-        problems.append(f"{where}: config key '{key}': {error.message}")
+        message = error.message
+        if error.validator == "type" and isinstance(error.validator_value, str):
+            wanted = TYPE_WORDS.get(error.validator_value, error.validator_value)
+            message = f"expected {wanted}, got {error.instance!r:.60}"
+        problems.append(f"{where}: config key '{key}': {message}")
     if problems:
         raise ConfigError("invalid configuration value(s):\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+# How a type error names what the schema wants.
+TYPE_WORDS = {
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "a boolean (true or false)",
+    "string": "a string",
+    "object": "a mapping",
+    "array": "a list",
+}
+# The words a boolean key's value may be (case aside), as YAML 1.1 and shells spell them.
+BOOLEAN_WORDS = dict.fromkeys(("true", "yes", "on", "1"), True) | dict.fromkeys(("false", "no", "off", "0"), False)
+INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
+NUMBER = re.compile(r"[+-]?([0-9]{1,18}(\.[0-9]{0,18})?|\.[0-9]{1,18})([eE][+-]?[0-9]{1,3})?")
+
+
+def typed(overrides: Mapping[str, Any], schema: Mapping[str, Any], texts: Mapping[str, str]) -> dict[str, Any]:
+    """The overrides as the schema types them: a key the schema wants as a string keeps the text
+    the command line gave it; a string where it wants a number or a boolean is read as one (nested
+    too: `run_job={iterations: 40}`). What cannot be read stays, for the check to name."""
+    properties = schema.get("properties") or {}
+    out = {}
+    for key, value in overrides.items():
+        node = _resolve_ref(properties.get(key, {}), schema)
+        text = texts.get(key)
+        out[key] = text if text is not None and "string" in _types(node) else _typed_value(value, node, schema)
+    return out
+
+
+def _types(node: Mapping[str, Any]) -> set[str]:
+    kinds = node.get("type", [])
+    enum = node.get("enum")
+    strings = {"string"} if isinstance(enum, list) and any(isinstance(v, str) for v in enum) else set()
+    return ({kinds} if isinstance(kinds, str) else set(kinds)) | strings
+
+
+def _typed_value(value: Any, node: Mapping[str, Any], root: Mapping[str, Any]) -> Any:
+    node = _resolve_ref(node, root)
+    if isinstance(value, Mapping):
+        objects = [_resolve_ref(b, root) for b in (*node.get("oneOf", ()), *node.get("anyOf", ()))]
+        node = next((b for b in objects if "object" in _types(b)), node)
+        properties, extra = node.get("properties") or {}, node.get("additionalProperties")
+        fallback = extra if isinstance(extra, Mapping) else {}
+        return {k: _typed_value(v, properties.get(k, fallback), root) for k, v in value.items()}
+    if isinstance(value, list) and isinstance(node.get("items"), Mapping):
+        return [_typed_value(v, node["items"], root) for v in value]
+    kinds = _types(node)
+    if not isinstance(value, str) or not kinds or "string" in kinds:
+        return value
+    text = value.strip()
+    if "integer" in kinds and INTEGER.fullmatch(text):
+        return int(text)
+    if "number" in kinds and NUMBER.fullmatch(text):
+        number = float(text)
+        return int(number) if number.is_integer() and abs(number) < 1 << 53 else number
+    if "boolean" in kinds and text.lower() in BOOLEAN_WORDS:
+        return BOOLEAN_WORDS[text.lower()]
+    if "null" in kinds and text.lower() in ("", "~", "null", "none"):
+        return None
+    return value
 
 
 def _holds(layer: Any, path: list[str]) -> bool:
@@ -144,6 +223,7 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
     """Snakemake-style ``key=value`` overrides (YAML values), as given to ``--config``; a dotted
     key sets a nested one (`run_job.iterations=40`)."""
     overrides: dict[str, Any] = {}
+    texts: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         parts = key.split(".")
@@ -159,7 +239,8 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
                 section[part] = {}
             section = section[part]
         section[parts[-1]] = parsed
-    return overrides
+        texts[key] = value
+    return typed(overrides, _schema(), texts)
 
 
 def load(overrides: Mapping[str, Any]) -> dict[str, Any]:

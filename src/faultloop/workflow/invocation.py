@@ -35,6 +35,27 @@ def option_values(argv: list[str], *flags: str) -> set[str]:
     return names
 
 
+def config_texts(argv: list[str]) -> dict[str, str]:
+    """The ``--config``/``-C`` values as the command line spells them (key -> text; the last one
+    given wins, as in Snakemake). Snakemake reads `session=20260101_1200` as an integer; the
+    configuration's check keeps the text for a key its schema wants as a string."""
+    texts: dict[str, str] = {}
+    taking = False
+    for arg in argv:
+        if arg in ("--config", "-C"):
+            taking = True
+            continue
+        if arg.startswith("--config="):
+            arg, taking = arg.removeprefix("--config="), False
+        elif not taking or arg.startswith("-"):
+            taking = False
+            continue
+        key, sep, value = arg.partition("=")
+        if sep:
+            texts[key] = value
+    return texts
+
+
 def invoked_until(argv: list[str]) -> set[str]:
     """Rules named after ``--until``/``-U`` on the snakemake command line.
 
