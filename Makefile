@@ -2,7 +2,8 @@
 #   make run   - run the quick pool on this machine (built-in CPU workload) and print the report
 #   make test  - the whole test suite (what CI runs)
 #   make test-fast - lint and the tests that start no job, service or cluster (no apt; about two minutes on 2 cores)
-#   make fuzz  - the fuzz tests of the dump and log readers at FUZZ_EXAMPLES examples a property
+#   make fuzz  - the fuzz tests of the dump and log readers, the parsers of the user's inputs and
+#                the redaction of secrets, at FUZZ_EXAMPLES examples a property
 #   make bench-logs - logsage's flood, 1 GB and grep -c targets in one run (benchmarks/bench_logs.py)
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -71,7 +72,8 @@ test-fast: setup lint
 
 fuzz: setup
 	FAULTLOOP_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -ra tests/analyze/test_fuzz_dumps.py \
-		tests/analyze/test_fuzz_logs.py tests/analyze/test_logsage_shapes.py $(PYTEST_ARGS)
+		tests/analyze/test_fuzz_logs.py tests/analyze/test_logsage_shapes.py tests/plan/test_fuzz_inputs.py \
+		tests/analyze/test_redact.py $(PYTEST_ARGS)
 
 # One table: a log flood against an ordinary log of its size, the 1 GB log against the analyzer
 # before issue 27, and logsage against grep -c at 0.5 and 1 GB (BENCH_ARGS: e.g. --repeats 5).
