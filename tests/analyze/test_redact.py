@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from bounded import fuzz_settings
 from conftest import REPO, SHARED, TESTS
+from faultloop.analyze import redact as redact_module
 from faultloop.analyze import registry
 from faultloop.analyze.analyzer import Input, LogSource, staged_log
 from faultloop.analyze.redact import KINDS, SHAPES, Redactor, names_a_secret, redact
@@ -223,3 +224,21 @@ def test_nvrx_reads_a_redacted_copy_when_it_has_an_endpoint(tmp_path: Path) -> N
     assert set(redactor.counts) == set(KINDS)
     with staged_log(LogSource(log, staging=tmp_path / "staging")) as link:  # no endpoint: the log itself
         assert link.read_text() == log.read_text()
+
+
+def test_a_log_copy_is_redacted_block_by_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks end at a line's end (a key block spanning two blocks too); a line longer than a
+    block is cut at a space; memory stays within two blocks."""
+    monkeypatch.setattr(redact_module, "FILE_BLOCK", 256)
+    lines = [f"[rank{i % 8}]: step {i} loss 2.{i:03d}" for i in range(200)]
+    for at, planted in zip(range(10, 200, 6), PLANTED_LINES, strict=False):
+        lines[at] = planted
+    long_line = " ".join(["word"] * 300 + ["HF_TOKEN=Sh0rtL1v3dT0k3n"] + ["word"] * 300)
+    source = tmp_path / "main.log"
+    source.write_text("\n".join([*lines, long_line, *PEM]) + "\n")
+    redactor = Redactor([ENDPOINT_KEY])
+    counts = redact_module.redact_file(source, tmp_path / "copy.log", redactor)
+    copy = (tmp_path / "copy.log").read_text()
+    assert not [secret for secret in SECRETS if secret in copy] and "Sh0rtL1v3dT0k3n" not in copy
+    assert copy == Redactor([ENDPOINT_KEY]).text(source.read_text())  # the same as all at once
+    assert counts == redactor.counts and counts["private_key"] == 2

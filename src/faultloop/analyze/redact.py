@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from faultloop.core import atomic
 
@@ -30,6 +31,7 @@ MIN_KEY_CHARS = 8
 # A private-key block whose END line never comes stops being followed after this many lines (a
 # 4096-bit RSA key in PEM is 51 lines).
 MAX_KEY_BLOCK_LINES = 200
+FILE_BLOCK = 1 << 22  # characters of a log redacted at a time
 
 # How the last word of a variable's, option's or field's name (split at `_`, `-`, `.`) ends when
 # its value is a secret: `HF_TOKEN`, `PGPASSWORD`, `--db-password`, `"client_secret":`, `APIKEY`.
@@ -81,10 +83,11 @@ SHAPES: tuple[Shape, ...] = (
           "OpenAI API keys: `sk-...`, project keys `sk-proj-...`, service accounts `sk-svcacct-...`, "
           "legacy user keys `sk-None-...` (platform.openai.com)"),
     Shape("github_token", _B + r"(?:gh[pousr]_[A-Za-z0-9]{30,255}|github_pat_[A-Za-z0-9_]{22,255})",
-          ("gh", "github_pat_"),
+          ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
           "GitHub tokens: `ghp_` personal, `gho_` OAuth, `ghu_`/`ghs_` app, `ghr_` refresh, `github_pat_` "
           "fine-grained (GitHub's token formats, 2021)"),
-    Shape("gitlab_token", _B + r"gl(?:pat|dt|rt|ptt|cbt|oas)-[A-Za-z0-9_\-]{20,255}", ("gl",),
+    Shape("gitlab_token", _B + r"gl(?:pat|dt|rt|ptt|cbt|oas)-[A-Za-z0-9_\-]{20,255}",
+          ("glpat-", "gldt-", "glrt-", "glptt-", "glcbt-", "gloas-"),
           "GitLab tokens: `glpat-` personal access, `gldt-` deploy, `glrt-` runner (GitLab's token prefixes)"),
     Shape("slack_token", _B + r"xox[abposre]-[A-Za-z0-9\-]{10,255}", ("xox",),
           "Slack tokens: `xoxb-` bot, `xoxp-` user, `xoxa-`/`xoxr-` app and refresh (Slack's token types)"),
@@ -124,6 +127,8 @@ SHAPES: tuple[Shape, ...] = (
           named=True),
 )  # fmt: skip
 KINDS = (*(shape.kind for shape in SHAPES), "private_key", "endpoint_key")
+# Every anchor at once: a line holding none of them (nearly every line of a log) is passed as it is.
+ANCHORS = tuple(sorted({a for s in SHAPES for a in s.anchors} | {"-----begin"}))
 
 # PEM's armour (RFC 7468) around a private key: PKCS#1 and #8, EC, OpenSSH, PGP's key blocks.
 KEY_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
@@ -153,6 +158,9 @@ class Redactor:
             if key in text:
                 self.counts["endpoint_key"] += text.count(key)
                 text = text.replace(key, MARKER.format("endpoint_key"))
+        lowered = text.lower()
+        if not self._block_lines and not any(anchor in lowered for anchor in ANCHORS):
+            return text
         text = self._key_block(text)
         lowered = text.lower()
         for shape in SHAPES:
@@ -164,8 +172,37 @@ class Redactor:
         return (self.line(line) for line in lines)
 
     def text(self, text: str) -> str:
-        """A whole text, line by line (a key block across its lines too)."""
-        return "".join(self.lines(text.splitlines(keepends=True)))
+        """A whole text (a key block across its lines too). The lines that hold no anchor and no
+        key, nearly all of a log's, are found by searching the whole text and passed as they are."""
+        lowered = text.lower()
+        if len(lowered) != len(text):  # a character whose lower case is longer: line by line
+            return "".join(self.lines(text.splitlines(keepends=True)))
+        starts = sorted(self._lines_holding_anchors(text, lowered) | ({0} if self._block_lines else set()))
+        out, done = [], 0
+        for start in starts:
+            if start < done:
+                continue
+            out.append(text[done:start])
+            done = start
+            while done < len(text):  # this line, and the rest of a key block it opens
+                end = text.find("\n", done) + 1 or len(text)
+                out.append(self.line(text[done:end]))
+                done = end
+                if not self._block_lines:
+                    break
+        out.append(text[done:])
+        return "".join(out)
+
+    def _lines_holding_anchors(self, text: str, lowered: str) -> set[int]:
+        """Where each line that holds an anchor (or a key) starts."""
+        starts = set()
+        for needle, haystack in (*((a, lowered) for a in ANCHORS), *((k, text) for k in self.keys)):
+            at = haystack.find(needle)
+            while at != -1:
+                starts.add(haystack.rfind("\n", 0, at) + 1)
+                end = haystack.find("\n", at)
+                at = haystack.find(needle, end) if end != -1 else -1
+        return starts
 
     def _replace(self, shape: Shape, match: re.Match[str]) -> str:
         start, end = _secret_span(match)
@@ -229,10 +266,26 @@ def redact(text: str, keys: Iterable[str | None] = ()) -> str:
 
 
 def redact_file(source: Path, dest: Path, redactor: Redactor | None = None) -> Counter[str]:
-    """A redacted copy of a log, written atomically, read and written a line at a time; what was
-    replaced, by kind (also added to the redactor's counts)."""
+    """A redacted copy of a log, written atomically, read and written a block of whole lines at a
+    time (a line longer than a block is cut at its last space); what was replaced, by kind (also
+    added to the redactor's counts)."""
     redactor = redactor or Redactor()
     before = Counter(redactor.counts)
-    with open(source, encoding="utf-8", errors="replace", newline="") as lines:
-        atomic.write_lines_atomic(dest, redactor.lines(lines))
+    with open(source, encoding="utf-8", errors="replace", newline="") as handle:
+        atomic.write_lines_atomic(dest, (redactor.text(block) for block in _blocks(handle)))
     return redactor.counts - before
+
+
+def _blocks(handle: TextIO) -> Iterator[str]:
+    """A text file in blocks of about FILE_BLOCK characters, each ending at a line's end."""
+    rest = ""
+    while chunk := handle.read(FILE_BLOCK):
+        text = rest + chunk
+        cut = text.rfind("\n") + 1
+        if not cut and len(text) >= FILE_BLOCK:  # a line longer than a block: cut at its last space
+            cut = text.rfind(" ") + 1 or len(text)
+        if cut:
+            yield text[:cut]
+        rest = text[cut:]
+    if rest:
+        yield rest
