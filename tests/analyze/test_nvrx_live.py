@@ -27,6 +27,7 @@ from faultloop.core import layout
 from faultloop.faults import RESTART_DECISIONS
 from faultloop.report import browser
 from openai_server import OpenAIServer, Reply, openai_server
+from planted_secrets import assert_nothing_leaked, planted_lines
 
 SRC = os.environ.get(nvrx.SRC_ENV, "")
 pytestmark = pytest.mark.skipif(
@@ -100,6 +101,24 @@ def test_restart_agent_l1_asks_the_endpoint(openai_server: OpenAIServer, tmp_pat
     assert outcome.verdict.mode == f"{nvrx.RESTART_AGENT}+l1" and outcome.verdict.restart
     # "{}" is no L1 evidence: the agent says so and answers deterministically
     assert outcome.verdict.extra["l1_status"] == "failed"
+
+
+def test_restart_agent_l1_is_sent_no_planted_secret(openai_server: OpenAIServer, tmp_path: Path) -> None:
+    """With an endpoint the agent reads a redacted copy: secrets printed among the failure's lines
+    (each shape of tests/planted_secrets.py, prefixed as the job's own lines) reach L1 as markers."""
+    openai_server.script(*[Reply("{}")] * 8)
+    lines = (CELLS / "n2_SIGKILL_r1_i5.log").read_text().splitlines()
+    log = tmp_path / "cell" / layout.STRIPPED_LOG
+    log.parent.mkdir(parents=True)
+    log.write_text(
+        "\n".join([*lines[:27], *(f"0: [rank0]: {line}" for line in planted_lines("test-key")), *lines[27:]])
+    )
+    config = {**BASE, "analyzers": {"ra": {"kind": nvrx.RESTART_AGENT, "llm": endpoint(openai_server, tmp_path)}}}
+    (record,) = registry.run_cell(Input.LOG, [registry.resolve("ra", config).spec], LogSource(log), tmp_path / "cell")
+    assert record.status == "ok", record.error
+    assert_nothing_leaked(openai_server, "test-key")
+    assert any(b"[REDACTED:" in request.raw for request in openai_server.requests)  # the lines were sent
+    assert record.redactions["endpoint_key"] == 1 and record.redactions["private_key"] == 1
 
 
 def test_nvrx_logsage_asks_the_endpoint(openai_server: OpenAIServer, tmp_path: Path) -> None:
