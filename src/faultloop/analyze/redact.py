@@ -24,7 +24,6 @@ from typing import TextIO
 from faultloop.core import atomic
 
 MARKER = "[REDACTED:{}]"
-MARKER_START = "[REDACTED:"
 # A configured key shorter than this is not searched for: a local server's dummy key ("x", "none")
 # would otherwise blank every occurrence of an ordinary word.
 MIN_KEY_CHARS = 8
@@ -169,6 +168,7 @@ class Redactor:
         return text
 
     def lines(self, lines: Iterable[str]) -> Iterator[str]:
+        """Lines in order, each redacted (a key block followed across them)."""
         return (self.line(line) for line in lines)
 
     def text(self, text: str) -> str:
