@@ -180,3 +180,15 @@ def test_a_pool_file_that_is_not_text_is_named(tmp_path: Path) -> None:
         assert error.problems == [f"{path} line 2: not UTF-8 text (byte 0xff)"]
     else:
         raise AssertionError("a pool that is not text was read")
+
+
+def test_a_number_too_long_for_a_pool_is_named() -> None:
+    try:
+        load_pool(pool_spec="SIGKILL:0:" + "9" * 30 + ":1", gpus_per_node=4)
+    except PoolError as error:
+        assert error.problems == [
+            f"pool token 1 'SIGKILL:0:{'9' * 30}:1': ITER must be a non-negative integer of at most 18 digits, "
+            f"got '{'9' * 30}'"
+        ]
+    else:
+        raise AssertionError("a 30-digit ITER was accepted")

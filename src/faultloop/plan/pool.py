@@ -25,7 +25,8 @@ from faultloop.faults import FAULTS
 COLUMNS = ("FAULT_TYPE", "RANK", "ITER", "NODES")
 ATTEMPTS = "ATTEMPTS"  # the optional fifth column: attempts of the job's life (default 1)
 SYMBOLIC_RANKS = ("mid", "last")
-INTEGER = re.compile(r"[0-9]{1,18}")  # a pool's numbers: decimal digits, far below any bound of a row
+MAX_DIGITS = 18  # a pool's numbers: decimal digits, far below any bound of a row
+INTEGER = re.compile(rf"[0-9]{{1,{MAX_DIGITS}}}")
 
 
 @functools.cache
@@ -171,7 +172,8 @@ def validate(
         for column, text in (("ITER", iter_text), ("NODES", nodes_text), (ATTEMPTS, attempts_text)):
             if not INTEGER.fullmatch(text):
                 kind = "a positive" if column == ATTEMPTS else "a non-negative"
-                row_problems.append(f"{column} must be {kind} integer, got {text!r:.40}")
+                size = f" of at most {MAX_DIGITS} digits" if text.isascii() and text.isdigit() else ""
+                row_problems.append(f"{column} must be {kind} integer{size}, got {text!r:.40}")
             else:
                 numbers[column] = int(text)
         bounds = _schema_problems(numbers)
