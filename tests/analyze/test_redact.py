@@ -138,6 +138,9 @@ TEXTS = st.lists(st.one_of(FRAGMENTS, st.text(max_size=40)), max_size=30).map(""
 @given(TEXTS)
 @example("Authorization: Bearer [REDACTED:authorization]")
 @example("TOKEN=sk-aaaaaaaaaaaaaaaaaaaaaaaa\nhttps://u:p@h")
+@example(
+    "[rank0]: -----BEGIN RSA PRIVATE KEY-----\n[rank0]: -----BEGIN RSA PRIVATE KEY-----export sk-proj-Q3xT9kLm2Vb7Rn4Wp8Zs"
+)
 def test_redaction_is_idempotent_and_never_raises(text: str) -> None:
     once = Redactor([ENDPOINT_KEY]).text(text)
     assert Redactor([ENDPOINT_KEY]).text(once) == once

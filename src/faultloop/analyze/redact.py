@@ -220,13 +220,13 @@ class Redactor:
         closed on one line (a JSON string with `\\n` escapes) is replaced whole."""
         out, pos = [], 0
         if self._block_lines:
-            end = KEY_END.search(text)
-            if end is None:
+            stops = [m for m in (KEY_END.search(text), KEY_BEGIN.search(text)) if m is not None]
+            if not stops:
                 self._block_lines -= 1
                 return _last_word_replaced(text)
-            self._block_lines = 0
-            out.append(_glued_key_text_replaced(text[: end.start()]))
-            pos = end.start()
+            self._block_lines = 0  # the block ends here, at its END or at another's BEGIN
+            pos = min(m.start() for m in stops)
+            out.append(_glued_key_text_replaced(text[:pos]))
         while begin := KEY_BEGIN.search(text, pos):
             out.append(text[pos : begin.start()] + MARKER.format("private_key"))
             self.counts["private_key"] += 1
