@@ -42,8 +42,8 @@ HOSTILE = TESTS / "data" / "hostile_dumps"
 SPECS = [Spec("builtin", "faultloop_fr", Input.DUMPS), Spec("torchfrtrace", "torchfrtrace", Input.DUMPS, timeout_s=120)]
 
 
-def _verdict() -> tuple[FrVerdict, str, None, dict[str, str]]:
-    return FrVerdict(False, [3]), "text", None, {}
+def _verdict() -> tuple[FrVerdict, str, None, dict[str, str], dict[str, int]]:
+    return FrVerdict(False, [3]), "text", None, {}, {}
 
 
 def test_an_attempt_within_the_limit_returns_its_verdict() -> None:
