@@ -1,10 +1,11 @@
 """The built-in `cpu_gloo` workload: one rank of a small data-parallel training job on gloo.
 
 Started once per rank by `faultloop.run.launch` (through `faultloop.cli.workload`, which reads the
-rank's options) with torchrun's env (RANK, LOCAL_RANK, WORLD_SIZE,
-MASTER_ADDR, MASTER_PORT). It behaves like a real job so its logs are worth analysing:
-faulthandler on, a stall watchdog that prints stacks, flight-recorder dumps written by the job
-itself (gloo never dumps on its own), Megatron-style iteration lines on the last rank.
+rank's options) under any launcher: its identity is the launcher's (torchrun's RANK/WORLD_SIZE,
+srun's, Open MPI's, MPICH's: faultloop.run.launchers.identity). It behaves like a real job so its
+logs are worth analysing: faulthandler on, a stall watchdog that prints stacks, flight-recorder
+dumps written by the job itself (gloo never dumps on its own), Megatron-style iteration lines on
+the last rank.
 
 The fault in FAULT_TYPE/FAULT_RANK/FAULT_AT_ITER/FAULT_DELAY (upstream's env contract) is injected
 with the real mechanism; with FAULT_NODE, by the rank on that node with FAULT_RANK's local rank
@@ -40,6 +41,7 @@ from faultloop.core import layout
 from faultloop.faults import FAULTS, Fault
 from faultloop.marker import firing_line, scheduled_line
 from faultloop.run import memcg
+from faultloop.run.launchers.identity import RankIdentity, rank_identity
 from faultloop.run.rank_io import Checkpointer, FlightRecorder, log
 from faultloop.run.spec import FAULT_NODE_ENV, RESUME_ENV, JobSettings, rank_node_line
 from faultloop.signals import signal_name
@@ -541,15 +543,15 @@ def _die_by(sig: signal.Signals) -> None:
     os._exit(128 + sig)
 
 
-def settings_from(job: JobSettings, env: Mapping[str, str]) -> Settings:
-    """Identity from torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE), else from srun's
-    (SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS), the way Megatron's sbatch scripts derive it."""
+def settings_from(job: JobSettings, env: Mapping[str, str], identity: RankIdentity) -> Settings:
+    """The rank's identity as its launcher gave it (torchrun's, srun's, an MPI's: rank_identity),
+    the node it runs on and the job's knobs."""
     return Settings(
-        rank=int(env.get("RANK") or env["SLURM_PROCID"]),
-        local_rank=int(env.get("LOCAL_RANK") or env.get("SLURM_LOCALID") or 0),
-        world_size=int(env.get("WORLD_SIZE") or env["SLURM_NTASKS"]),
-        master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
-        master_port=int(env["MASTER_PORT"]),
+        rank=identity.rank,
+        local_rank=identity.local_rank,
+        world_size=identity.world_size,
+        master_addr=identity.master_addr,
+        master_port=identity.master_port,
         node_name=env.get("FAULTLOOP_NODE_NAME") or env.get("SLURMD_NODENAME") or socket.gethostname(),
         iterations=job.iterations,
         iter_time_s=job.iter_time_s,
@@ -567,7 +569,7 @@ def train(job: JobSettings) -> None:
     """One rank's life. A failure is left uncaught, as in a real training script: torch's
     excepthook prints it (every line prefixed `[rankN]:`), @record writes torchrun's error file,
     and a signal ends the process the way the signal does."""
-    settings = settings_from(job, os.environ)
+    settings = settings_from(job, os.environ, rank_identity())
     torch.set_num_threads(1)
     Trainer(settings, FaultPlan.from_env(os.environ)).run()
 

@@ -1,0 +1,1 @@
+"""The launchers a cell's job runs under: one module per launcher, one row each in `LAUNCHERS`."""
