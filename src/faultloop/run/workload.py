@@ -209,15 +209,10 @@ class Trainer:
             "gpu_error": self.device.launch_bad_access,
             "gpu_sleep": self.device.launch_spin,
             "shard_overrun": self._skip_to_shard_end,
-            "async_raise": _start_metrics_writer,
-            "abort": _release_buffers,
-            "hold_gil": _compact_buffers,
             "bad_pointer": self._remap_shard,
-            "extra_collective": _sync_before_logging,
-            "cut_connections": _recycle_connections,
-            "exceed_memory_limit": _grow_cache,
             "poison_gradients": self._refresh_shard,
             "fill_checkpoint_volume": self._move_checkpoints,
+            **PROCESS_MECHANISMS,
         }
         self._action: Callable[[], None] | None = None
         if self.plan is not None:
@@ -228,7 +223,7 @@ class Trainer:
                 raise RuntimeError(f"fault {fault.name} needs a writable memory cgroup hierarchy and {memcg.MEMCG_ENV}")
             if fault.injector == "send_signal":
                 assert fault.signal is not None, f"fault {fault.name} sends no signal"
-                mechanisms["send_signal"] = partial(_spawn_worker, fault.signal)
+                mechanisms["send_signal"] = signal_sender(fault.signal)
             if fault.injector not in mechanisms:
                 raise ValueError(f"fault {self.plan.name}: the workload has no injector {fault.injector!r}")
             self._action = mechanisms[fault.injector]
@@ -239,7 +234,7 @@ class Trainer:
         _die_with_parent()
         faulthandler.enable(all_threads=True)
         signal.pthread_sigmask(signal.SIG_BLOCK, SHUTDOWN_SIGNALS)  # before any thread starts
-        signal.signal(signal.SIGUSR1, _on_user_signal)
+        signal.signal(signal.SIGUSR1, on_user_signal)
         threading.Thread(target=self._shutdown_listener, name="signal-listener", daemon=True).start()
         self._init_distributed()
         if self.s.resume_from:
@@ -453,7 +448,8 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
 
 
-def _on_user_signal(signum: int, frame: object) -> None:
+def on_user_signal(signum: int, frame: object) -> None:
+    """SIGUSR1's handler: the signal surfaces as an exception where the job is (SIGNAL_EXC)."""
     raise RuntimeError(f"Received signal {signum} ({signal_name(signum)})")
 
 
@@ -529,6 +525,23 @@ def _spawn_worker(sig: signal.Signals) -> None:
             os.kill(parent, sig)
         finally:
             os._exit(0)
+
+
+def signal_sender(sig: signal.Signals) -> Callable[[], None]:
+    """The send_signal injector for one signal."""
+    return partial(_spawn_worker, sig)
+
+
+# The injectors that act on the process alone, not on the Trainer's data, device or checkpoints:
+# a framework workload (faultloop.run.frameworks) injects them the same way from its own hook.
+PROCESS_MECHANISMS: dict[str, Callable[[], None]] = {
+    "async_raise": _start_metrics_writer,
+    "abort": _release_buffers,
+    "hold_gil": _compact_buffers,
+    "extra_collective": _sync_before_logging,
+    "cut_connections": _recycle_connections,
+    "exceed_memory_limit": _grow_cache,
+}
 
 
 def _die_by(sig: signal.Signals) -> None:
