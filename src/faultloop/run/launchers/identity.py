@@ -45,7 +45,7 @@ SOURCES: tuple[IdentitySource, ...] = (
         "OMPI_COMM_WORLD_RANK",
         "OMPI_COMM_WORLD_SIZE",
         "OMPI_COMM_WORLD_LOCAL_RANK",
-        "OMPI_COMM_WORLD_NODE_RANK",
+        "",  # OMPI_COMM_WORLD_NODE_RANK is a rank within the node, not the node's index
         "OMPI_COMM_WORLD_LOCAL_SIZE",
     ),
     IdentitySource(
@@ -104,10 +104,10 @@ def read_identity(environ: Mapping[str, str]) -> RankIdentity:
         if node_rank is not None and local_size:
             local_rank = rank - node_rank * local_size
         else:
-            local_rank = _int(environ, source.local_rank)
-            local_rank = rank if local_rank is None else local_rank
+            given = _int(environ, source.local_rank)
+            local_rank = rank if given is None else given
             node_rank = _int(environ, source.node_rank)
-            if node_rank is None:
+            if node_rank is None:  # ranks fill nodes in order (--map-by ppr:G:node, -ppn G)
                 node_rank = rank // local_size if local_size else 0
         return RankIdentity(
             source=source.name,
