@@ -18,6 +18,9 @@ STAMP := $(VENV)/.faultloop-installed
 TORCH := torch==2.13.0
 WHEELS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 PIP := $(BIN)/python -m pip install --disable-pip-version-check $(WHEELS)
+# The frameworks (pyproject.toml's `frameworks` extra) are installed under this constraint, so none
+# of them can replace the CPU build; deepspeed's sdist builds against it (no build isolation).
+TORCH_CONSTRAINT := $(VENV)/torch-constraint.txt
 
 PY_SOURCES := src tests benchmarks workflow/scripts
 RUN_CONFIG ?= pool_file=config/pools/quick.tsv session=quick
@@ -36,9 +39,10 @@ FUZZ_EXAMPLES ?= 2000
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) --upgrade pip
+	$(PIP) --upgrade pip setuptools
 	$(PIP) $(TORCH)
-	$(PIP) -e '.[test]'
+	echo '$(TORCH)' > $(TORCH_CONSTRAINT)
+	DS_BUILD_OPS=0 $(PIP) --constraint $(TORCH_CONSTRAINT) --no-build-isolation -e '.[test,frameworks]'
 	$(BIN)/python -c "import torch, snakemake, faultloop; assert not torch.version.cuda, 'a CUDA build of torch got installed'"
 	touch $(STAMP)
 
