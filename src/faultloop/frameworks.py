@@ -61,7 +61,7 @@ def _importable(name: str) -> bool:
         return False
 
 
-_MPI_AND_SLURM = ("srun", "mpirun", "mpiexec")
+_MPI_AND_SLURM = ("srun", "mpirun", "mpirun_tagged", "mpiexec")
 
 FRAMEWORKS: Mapping[str, Framework] = MappingProxyType(
     {
