@@ -146,3 +146,19 @@ def test_every_launcher_row_states_what_the_docs_need() -> None:
     for name, row in LAUNCHERS.items():
         assert row.name == name and row.spans in ("node", "rank", "job") and row.on_rank_failure
         assert callable(row.local_tasks) and callable(row.allocation_argv) and callable(row.rank_exits)
+
+
+TORCH_TABLE = """\
+0: Root Cause (first observed failure):
+0: [0]:
+0:   time      : 2026-12-07_16:59:40
+0:   host      : vm
+0:   rank      : 1 (local_rank: 1)
+0:   exitcode  : -9 (pid: 25690)
+"""
+
+
+def test_torchs_failure_table_names_the_root_cause_rank_under_accelerate() -> None:
+    from faultloop.run.launchers.frameworks import read_failure_table
+
+    assert read_failure_table(TORCH_TABLE.splitlines()) == {1: RankExit(1, -9, "SIGKILL", "FAILED")}

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import partial
 
+from faultloop.run.launchers import frameworks as fw
 from faultloop.run.launchers import mpiexec, mpirun, srun, torchrun
 from faultloop.run.launchers.base import JobEnd, Launcher, LaunchJob
 
@@ -85,6 +86,55 @@ LAUNCHERS: Mapping[str, Launcher] = {
             rank_exits=mpiexec.rank_exits,
             srun_lines=False,
             programs=mpiexec.NAMES,
+        ),
+        Launcher(
+            "accelerate",
+            program="accelerate launch --multi_gpu (torch's elastic launcher in-process)",
+            package="accelerate",
+            spans="node",
+            identity="torch",
+            on_rank_failure="torch's lines as under torchrun (`failed (exitcode: 1) local_rank: 1`, the "
+            "`ChildFailedError` table of the root cause), after accelerate's own warnings",
+            local_tasks=fw.accelerate_tasks,
+            allocation_argv=fw.accelerate_allocation,
+            rank_exits=fw.accelerate_exits,
+        ),
+        Launcher(
+            "deepspeed",
+            program="deepspeed --no_ssh --node_rank i (deepspeed.launcher.launch on each node)",
+            package="deepspeed",
+            spans="node",
+            identity="torch",
+            on_rank_failure="`[launch.py:...:sigkill_handler] Killing subprocess <pid>` for every local rank, then "
+            "`[launch.py:...:sigkill_handler] [...] exits with return code = 1`",
+            local_tasks=fw.deepspeed_tasks,
+            allocation_argv=fw.deepspeed_allocation,
+            rank_exits=fw.per_node_exits,
+        ),
+        Launcher(
+            "lightning",
+            program="the rank module once per node (Lightning's _SubprocessScriptLauncher starts the others)",
+            package="lightning",
+            spans="node",
+            identity="torch",
+            on_rank_failure="`Child process with PID <pid> terminated with code 1. Forcefully terminating all other "
+            "processes to avoid zombies`, from its process observer",
+            local_tasks=fw.lightning_tasks,
+            allocation_argv=fw.lightning_allocation,
+            rank_exits=fw.per_node_exits,
+        ),
+        Launcher(
+            "ray",
+            program="the Ray Train driver once (TorchTrainer starts the workers on a local Ray cluster)",
+            package="ray[train]",
+            spans="job",
+            identity="torch",
+            on_rank_failure="the worker's traceback with Ray's `(RayTrainWorker pid=<pid>)` prefix, then the "
+            "driver's `ray.train.base_trainer.TrainingFailedError`",
+            local_tasks=fw.ray_tasks,
+            allocation_argv=fw.ray_allocation,
+            rank_exits=fw.whole_job_exits,
+            srun_lines=False,
         ),
     )
 }

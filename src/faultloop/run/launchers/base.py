@@ -81,3 +81,18 @@ def exit_of(rank: int, code: int | None, state: str, error: str | None = None) -
     if code is not None and 128 < code < 128 + signal.NSIG:
         code = 128 - code
     return RankExit(rank, code, exit_signal(code), state, error)
+
+
+def by_launcher_exit(end: JobEnd, ranks_of: Callable[[int], range]) -> dict[int, RankExit]:
+    """Ranks' exits where the launcher names no rank: SUCCEEDED where the launcher that started
+    them (`ranks_of(label)`) exited 0, UNKNOWN elsewhere."""
+    ranks = end.all_ranks()
+    for e in end.exits:
+        if e.exitcode == 0:
+            ranks.update({r: RankExit(r, 0, None, "SUCCEEDED") for r in ranks_of(e.label)})
+    return ranks
+
+
+def executable(job: LaunchJob, name: str) -> str:
+    """A launcher installed beside the job's Python (a framework's console script)."""
+    return str(Path(job.python).parent / name)
