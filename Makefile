@@ -65,6 +65,9 @@ system-deps:
 	  apt-get install -y -qq --no-install-recommends ripgrep) || echo "ripgrep not installed; logsage uses grep"
 	command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 	  apt-get install -y -qq --no-install-recommends chromium)
+	# the MPI launchers a cell may run under (faultloop.run.launchers): Open MPI's mpirun, MPICH's mpiexec
+	command -v mpirun.openmpi >/dev/null && command -v mpiexec.hydra >/dev/null || (apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openmpi-bin mpich)
 
 test: setup system-deps lint
 	$(BIN)/python -m pytest -ra -n $(TEST_WORKERS) $(PYTEST_ARGS)

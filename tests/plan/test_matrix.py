@@ -57,11 +57,13 @@ def test_tsv_columns_and_tokens_give_the_same_cells_and_the_sessions_is_no_suffi
 
 
 def test_a_framework_named_alone_runs_under_the_sessions_launcher_where_it_can_else_its_own() -> None:
-    cells = load_pool(pool_spec="SIGKILL:1:3:2@lightning SIGKILL:1:3:2@ray_train", gpus_per_node=2)
-    assert [(c.workload, c.launcher) for c in cells] == [
-        ("lightning", ""),
-        ("ray_train", FRAMEWORKS["ray_train"].launchers[0]),
-    ]
+    # a framework without the session's launcher (torchrun) among its own, where the table has one
+    own = next((f for f in FRAMEWORKS.values() if "torchrun" not in f.launchers), None)
+    tokens = "SIGKILL:1:3:2@lightning" + (f" SIGKILL:1:3:2@{own.name}" if own else "")
+    cells = load_pool(pool_spec=tokens, gpus_per_node=2)
+    assert (cells[0].workload, cells[0].launcher) == ("lightning", "")
+    if own:
+        assert (cells[1].workload, cells[1].launcher) == (own.name, own.launchers[0])
     under_mpirun = load_pool(pool_spec="SIGKILL:1:3:2@lightning", gpus_per_node=2, default_launcher="mpirun")
     assert under_mpirun[0].launcher == ""
 
@@ -79,7 +81,7 @@ def test_a_header_with_optional_columns_out_of_order_is_refused(tmp_path: Path) 
         ("SIGKILL:0:3:1@nope", "unknown workload 'nope' (known: cpu_gloo"),
         ("SIGKILL:0:3:1@cpu_gloo/bogus", "unknown launcher 'bogus' (known: torchrun"),
         ("SIGKILL:0:3:1@cpu_gloo/Bad-Name", "LAUNCHER: 'Bad-Name' does not match"),
-        ("SIGKILL:0:3:1@ray_train/mpirun", "workload ray_train does not run under launcher 'mpirun'"),
+        ("SIGKILL:0:3:1@lightning/accelerate", "workload lightning does not run under launcher 'accelerate'"),
         ("STORAGE_FULL:0:3:1@lightning/torchrun", "workload lightning cannot host fault STORAGE_FULL"),
     ],
 )
@@ -97,3 +99,23 @@ def test_a_framework_not_installed_is_refused_with_how_to_install_it() -> None:
     token = f"SIGKILL:0:3:1@{missing[0].name}/{missing[0].launchers[0]}"
     with pytest.raises(PoolError, match=r"not installed: pip install"):
         load_pool(pool_spec=token, gpus_per_node=2, refuse=refuser("cpu_gloo", "torchrun"))
+
+
+def test_the_frameworks_preset_is_every_framework_under_each_launcher_over_the_faults_it_hosts() -> None:
+    from faultloop.faults import FAULTS
+
+    rows = read_pool_file(Path(__file__).resolve().parents[2] / "config" / "pools" / "frameworks.tsv")
+    found = {(r.workload, r.launcher, r.fields[0], int(r.fields[3])) for r in rows}
+    expected = {
+        (f.name, launcher, fault, nodes)
+        for f in FRAMEWORKS.values()
+        for launcher in f.launchers
+        for fault in FAULTS
+        if fault not in f.refuses
+        for nodes in (1, 2)
+    }
+    assert found == expected and len(rows) == len(found)
+    cells = load_pool(
+        pool_file=Path(__file__).resolve().parents[2] / "config" / "pools" / "frameworks.tsv", gpus_per_node=4
+    )
+    assert len(cells) == len(rows)  # none collapses into another: the names tell every one apart
