@@ -101,22 +101,6 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType(
                 checkpoint="engine.save_checkpoint every 5 steps: checkpoints/model/iter_<7 digits>/; load_checkpoint",
                 extension_point="before the engine's forward of each step (engine.global_steps + 1)",
             ),
-            Framework(
-                "ray_train",
-                "faultloop.cli.frameworks.ray_train",
-                ("ray",),
-                {"STORAGE_FULL": _OWN_CHECKPOINT_IO, "NAN_LOSS": _NO_NAN_CHECK},
-                ("ray",),
-                extension_point="the per-worker training loop, before each step",
-            ),
-            Framework(
-                "megatron_core",
-                "faultloop.cli.frameworks.megatron_core",
-                ("torchrun", *_MPI_AND_SLURM),
-                {"STORAGE_FULL": _OWN_CHECKPOINT_IO},
-                ("megatron.core",),
-                extension_point="the train step, before the forward-backward",
-            ),
         )
     }
 )

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import datetime as dt
 import faulthandler
+import importlib
 import os
 import signal
 import socket
@@ -247,6 +248,9 @@ def start_rank(job: JobSettings, refused: Callable[[str], str | None], identity:
     its own signal handlers over these (Lightning does), as it would in a real job."""
     faulthandler.enable(all_threads=True)
     torch.set_num_threads(1)
+    # torch's optimizers import dynamo on first use (torch._compile), and dynamo needs the real
+    # inductor: imported before the flight recorder tells torch there is none (rank_io)
+    importlib.import_module("torch._dynamo")
     rank = Rank(RankContext.from_env(job, identity), refused)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGUSR1, on_user_signal)
