@@ -32,6 +32,8 @@ def local_tasks(job: LaunchJob) -> list[Task]:
                 SLURM_LOCALID=str(rank % s.gpus_per_node),
                 SLURM_NODEID=str(rank // s.gpus_per_node),
                 SLURM_NTASKS=str(s.world_size),
+                SLURM_NTASKS_PER_NODE=str(s.gpus_per_node),  # as srun --ntasks-per-node sets it
+                SLURM_NNODES=str(s.nodes),
                 MASTER_ADDR="127.0.0.1",
                 MASTER_PORT=str(job.port),
             ),
