@@ -12,9 +12,12 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 
 DEFAULT_FRAMEWORK = "cpu_gloo"
+CPU_RUNS = "runs"
+NVIDIA_DEVICE = Path("/dev/nvidia0")  # where a GPU is, its driver's device file (no import of torch)
 # How a missing framework is installed (pyproject.toml's extra, which `make setup` installs)
 INSTALL_HINT = "pip install -e '.[frameworks]' (make setup installs it)"
 
@@ -34,7 +37,7 @@ class Framework:
     launchers: tuple[str, ...]  # the launchers it supports, its default first
     refuses: Mapping[str, str] = field(default_factory=dict)  # fault name -> why it cannot host it
     requires: tuple[str, ...] = ()  # import names that must be importable
-    cpu: str = "runs"  # "runs", or what it does on CPU here
+    cpu: str = CPU_RUNS  # CPU_RUNS, or the error it fails with on CPU (it then needs a GPU)
     checkpoint: str = ""  # how it checkpoints and resumes ("": no resume)
     extension_point: str = ""  # where the fault is injected
 
@@ -51,7 +54,14 @@ class Framework:
             return f"workload {self.name} cannot host fault {fault}: {self.refuses[fault]}"
         if missing := self.missing():
             return f"workload {self.name} needs {', '.join(missing)}, not installed: {INSTALL_HINT}"
+        if self.cpu != CPU_RUNS and not has_gpu():
+            return f"workload {self.name} needs a GPU, and this machine has none: on CPU it fails with {self.cpu}"
         return None
+
+
+def has_gpu() -> bool:
+    """Whether this machine has an NVIDIA GPU, as its driver's device file says."""
+    return NVIDIA_DEVICE.exists()
 
 
 def _importable(name: str) -> bool:
@@ -100,6 +110,30 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType(
                 ("deepspeed",),
                 checkpoint="engine.save_checkpoint every 5 steps: checkpoints/model/iter_<7 digits>/; load_checkpoint",
                 extension_point="before the engine's forward of each step (engine.global_steps + 1)",
+            ),
+            Framework(
+                "ray_train",
+                "faultloop.cli.frameworks.ray_train",
+                ("ray",),
+                {"STORAGE_FULL": _OWN_CHECKPOINT_IO, "NAN_LOSS": _NO_NAN_CHECK},
+                ("ray",),
+                checkpoint=(
+                    "rank 0 reports a Ray Train Checkpoint every 5 steps: checkpoints/model/train/iter_<7 digits>/; "
+                    "TorchTrainer(resume_from_checkpoint=...)"
+                ),
+                extension_point="the per-worker training loop, before each step",
+            ),
+            Framework(
+                "megatron_core",
+                "faultloop.cli.frameworks.megatron_core",
+                ("torchrun", *_MPI_AND_SLURM),
+                {"STORAGE_FULL": _OWN_CHECKPOINT_IO},
+                ("megatron.core",),
+                cpu=(
+                    "AssertionError: Torch not compiled with CUDA enabled (megatron-core's grad buffer and attention "
+                    "allocate on torch.cuda.current_device())"
+                ),
+                extension_point="the train step, before the forward-backward",
             ),
         )
     }
