@@ -19,11 +19,12 @@ def test_a_sigkill_at_its_step_then_a_resume_from_the_engines_checkpoint(tmp_pat
     job = run_job(first, argv, fault="SIGKILL", rank=1, at_iter=7)
     assert job.returncode != 0
     assert job.fired() == [(1, "SIGKILL", 7)]
-    # DeepSpeed's own lines, torchrun's report of the killed rank, the survivor's gloo error and FR dump
+    # DeepSpeed's own lines, torchrun's report of the killed rank; the survivor, stopped by torchrun
+    # (or failing first in its gloo all-reduce), leaves its FR dump
     assert job.has(r"\[INFO\] \[.*\] DeepSpeed info: version=0\.19\.8")
     assert job.has(r"failed \(exitcode: -9\) local_rank: 1")
-    assert job.has(r"^\[rank0\]: RuntimeError: .*gloo")
-    assert "_dump_0" in job.dumps()
+    assert job.has(r"Sending process \d+ closing signal SIGTERM")
+    assert job.dumps() == ["_dump_0"]
     checkpoint = first / "checkpoints" / "model" / "iter_0000005"
     assert (checkpoint / "mp_rank_00_model_states.pt").is_file()
     assert {p.name for p in checkpoint.glob("zero_pp_rank_*_optim_states.pt")} == {

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # offline: nothing is reported anywhere
+# worker lines prefixed `(RayTrainWorker pid=...)` without terminal colour codes, as a log file shows them
+os.environ.setdefault("RAY_COLOR_PREFIX", "0")
 
 import ray
 import ray.train
@@ -85,7 +87,7 @@ def train_loop(config: dict[str, Any]) -> None:
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            metrics = {"iteration": it, "loss": float(loss)}
+            metrics = {"iteration": it, "loss": loss.item()}
             if it % CHECKPOINT_EVERY:
                 continue
             with tempfile.TemporaryDirectory() as folder:
