@@ -23,7 +23,7 @@ from faultloop.contracts import read_score_tsv
 from faultloop.core import atomic, layout
 from faultloop.core.cell import Cell
 from faultloop.faults import FAULTS
-from faultloop.frameworks import FRAMEWORKS
+from faultloop.frameworks import CPU_RUNS, FRAMEWORKS
 from faultloop.plan.pool import read_pool_file, write_pool_file
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,11 +31,11 @@ PRESET = REPO / "config" / "pools" / "frameworks.tsv"
 
 
 HEADER = """\
-# Every framework under each launcher it supports, over the faults it can host (upstream's twelve
-# and the cluster five, less the ones its row in faultloop.frameworks refuses), at one and two
-# nodes, on rank 1 at iteration 5: the matrix benchmarks/bench_frameworks.py runs (hours on 2
-# cores). Written by `benchmarks/bench_frameworks.py --write-preset`; tests/plan/test_matrix.py
-# checks it against the framework table.
+# Every framework that runs on CPU under each launcher it supports, over the faults it can host
+# (upstream's twelve and the cluster five, less those its row in faultloop.frameworks refuses),
+# at one and two nodes, on rank 1 at iteration 5: the matrix benchmarks/bench_frameworks.py runs
+# (hours on 2 cores). Written by `benchmarks/bench_frameworks.py --write-preset`;
+# tests/plan/test_matrix.py checks it against the framework table.
 """
 
 
@@ -43,6 +43,7 @@ def write_preset() -> int:
     cells = [
         Cell(fault, 1, 5, nodes, 1, framework.name, launcher)
         for framework in FRAMEWORKS.values()
+        if framework.cpu == CPU_RUNS  # the preset plans on a machine without a GPU
         for launcher in framework.launchers
         for fault in FAULTS
         if fault not in framework.refuses

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from faultloop.core.cell import Cell, cell_name_pattern, run_name_pattern
-from faultloop.frameworks import FRAMEWORKS
+from faultloop.frameworks import CPU_RUNS, FRAMEWORKS
 from faultloop.plan.pool import PoolError, load_pool, read_pool_file, write_pool_file
 from faultloop.run.matrix import refuser
 
@@ -109,6 +109,7 @@ def test_the_frameworks_preset_is_every_framework_under_each_launcher_over_the_f
     expected = {
         (f.name, launcher, fault, nodes)
         for f in FRAMEWORKS.values()
+        if f.cpu == CPU_RUNS
         for launcher in f.launchers
         for fault in FAULTS
         if fault not in f.refuses
