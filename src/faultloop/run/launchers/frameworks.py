@@ -190,7 +190,7 @@ def lightning_allocation(job: LaunchJob, hosts: list[str]) -> list[str]:
 
 
 def ray_tasks(job: LaunchJob) -> list[Task]:
-    env = dict(job.env, FAULTLOOP_WORLD_SIZE=str(job.spec.world_size), MASTER_ADDR="127.0.0.1")
+    env = job.node_env(0, FAULTLOOP_WORLD_SIZE=str(job.spec.world_size), MASTER_ADDR="127.0.0.1")
     return [Task(0, list(job.rank_command), env, job.node_names[0])]
 
 
