@@ -119,7 +119,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType(
                 ("ray",),
                 checkpoint=(
                     "rank 0 reports a Ray Train Checkpoint every 5 steps: checkpoints/model/train/iter_<7 digits>/; "
-                    "TorchTrainer(resume_from_checkpoint=...)"
+                    "restored in each worker from that Checkpoint"
                 ),
                 extension_point="the per-worker training loop, before each step",
             ),

@@ -5,8 +5,9 @@ This module is the job's driver, started once (the `ray` launcher): it starts a 
 (gloo) and stops the cluster. Ray starts the workers and forwards their output to the driver, each
 line prefixed `(RayTrainWorker pid=...)`. Each worker's loop is a rank: the fault is injected before
 its step, the model is Ray's DDP (`prepare_model`), and every CHECKPOINT_EVERY steps rank 0 reports
-a Ray Train `Checkpoint` (`iter_<7 digits>` in the run's checkpoints/model/); a restarted attempt
-resumes with `TorchTrainer(resume_from_checkpoint=...)`.
+a Ray Train `Checkpoint` (`iter_<7 digits>` in the run's checkpoints/model/train/); a restarted
+attempt's workers restore it from that `Checkpoint` (Ray Train 2.60 deprecates the trainer's
+`resume_from_checkpoint`: a new run is handed the checkpoint through its loop's config).
 """
 
 from __future__ import annotations
@@ -70,8 +71,8 @@ def train_loop(config: dict[str, Any]) -> None:
     )
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
     first = 1
-    if checkpoint := ray.train.get_checkpoint():
-        with checkpoint.as_directory() as folder:
+    if resume := config["resume"]:
+        with ray.train.Checkpoint(resume).as_directory() as folder:
             state = torch.load(Path(folder) / STATE_FILE, weights_only=True)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
@@ -114,10 +115,9 @@ def train(job: JobSettings) -> None:
         runtime_env={"env_vars": passed},
     )
     try:
-        resume = os.environ.get(RESUME_ENV)
         trainer = TorchTrainer(
             train_loop,
-            train_loop_config={"job": job},
+            train_loop_config={"job": job, "resume": os.environ.get(RESUME_ENV, "")},
             scaling_config=ray.train.ScalingConfig(num_workers=world, use_gpu=False),
             torch_config=TorchConfig(backend="gloo", timeout_s=int(process_group_timeout(job).total_seconds())),
             run_config=ray.train.RunConfig(
@@ -125,7 +125,6 @@ def train(job: JobSettings) -> None:
                 storage_path=str(root) if root else tempfile.mkdtemp(prefix="ray-train-"),
                 failure_config=ray.train.FailureConfig(max_failures=0),
             ),
-            resume_from_checkpoint=ray.train.Checkpoint(resume) if resume else None,
         )
         trainer.fit()
     finally:
