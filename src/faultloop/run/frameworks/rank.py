@@ -37,7 +37,7 @@ from faultloop.marker import firing_line, scheduled_line
 from faultloop.run import memcg
 from faultloop.run.launchers.identity import RankIdentity, rank_identity
 from faultloop.run.rank_io import FlightRecorder, log
-from faultloop.run.spec import RESUME_ENV, JobSettings, rank_node_line
+from faultloop.run.spec import JobSettings, rank_node_line
 from faultloop.run.workload import PROCESS_MECHANISMS, Device, FaultPlan, on_user_signal, signal_sender
 
 FEATURES = 32
@@ -70,7 +70,6 @@ class RankContext:
     node_name: str
     job: JobSettings
     dump_prefix: str  # torch's TORCH_FR_DUMP_TEMP_FILE: the FR dump of rank r is <prefix><r>
-    resume_from: str  # the framework's checkpoint a restarted attempt resumes from ("" at attempt 1)
 
     @property
     def rank(self) -> int:
@@ -84,10 +83,6 @@ class RankContext:
     def local_rank(self) -> int:
         return self.identity.local_rank
 
-    @property
-    def checkpoint_root(self) -> Path | None:
-        return checkpoint_root({"TORCH_FR_DUMP_TEMP_FILE": self.dump_prefix})
-
     @classmethod
     def from_env(cls, job: JobSettings, identity: RankIdentity | None = None) -> RankContext:
         """The launcher's identity (rank_identity also exports torch's env:// where the launcher
@@ -95,7 +90,7 @@ class RankContext:
         identity = identity or rank_identity()
         env = os.environ
         node = env.get("FAULTLOOP_NODE_NAME") or env.get("SLURMD_NODENAME") or socket.gethostname()
-        return cls(identity, node, job, env.get("TORCH_FR_DUMP_TEMP_FILE", ""), env.get(RESUME_ENV, ""))
+        return cls(identity, node, job, env.get("TORCH_FR_DUMP_TEMP_FILE", ""))
 
     def announce(self) -> None:
         """The line run_job reads the rank's node from (the built-in workload's, run/spec.py)."""
