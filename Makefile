@@ -19,6 +19,9 @@ STAMP := $(VENV)/.faultloop-installed
 TORCH := torch==2.13.0
 WHEELS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 PIP := $(BIN)/python -m pip install --disable-pip-version-check $(WHEELS)
+# The frameworks (pyproject.toml's `frameworks` extra) are installed under this constraint, so none
+# of them can replace the CPU build; deepspeed's sdist builds against it (no build isolation).
+TORCH_CONSTRAINT := $(VENV)/torch-constraint.txt
 
 PY_SOURCES := src tests benchmarks workflow/scripts
 RUN_CONFIG ?= pool_file=config/pools/quick.tsv session=quick
@@ -37,9 +40,10 @@ FUZZ_EXAMPLES ?= 2000
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) --upgrade pip
+	$(PIP) --upgrade pip setuptools
 	$(PIP) $(TORCH)
-	$(PIP) -e '.[test]'
+	echo '$(TORCH)' > $(TORCH_CONSTRAINT)
+	DS_BUILD_OPS=0 $(PIP) --constraint $(TORCH_CONSTRAINT) --no-build-isolation -e '.[test,frameworks]'
 	$(BIN)/python -c "import torch, snakemake, faultloop; assert not torch.version.cuda, 'a CUDA build of torch got installed'"
 	touch $(STAMP)
 
@@ -62,6 +66,9 @@ system-deps:
 	  apt-get install -y -qq --no-install-recommends ripgrep) || echo "ripgrep not installed; logsage uses grep"
 	command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 	  apt-get install -y -qq --no-install-recommends chromium)
+	# the MPI launchers a cell may run under (faultloop.run.launchers): Open MPI's mpirun, MPICH's mpiexec
+	command -v mpirun.openmpi >/dev/null && command -v mpiexec.hydra >/dev/null || (apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openmpi-bin mpich)
 
 test: setup system-deps lint
 	$(BIN)/python -m pytest -ra -n $(TEST_WORKERS) $(PYTEST_ARGS)

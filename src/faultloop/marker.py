@@ -26,8 +26,9 @@ STAMP_FORMAT = "%Y-%m-%d %H:%M:%S.%f"
 MARKER_RE = re.compile(rf"{MARKER}|{re.escape(INJECTOR_LOGGER)}")
 _DETAIL_RE = re.compile(rf"{MARKER}: Rank (\d+) ({SCHEDULED}|{FIRING}) (\w+)")
 _FIRED_AT_RE = re.compile(rf"{FIRING} \w+ at iteration (\d+)")
-# A workload line as srun labels it: `3: [<stamp>] FAULT INJECTION: Rank 3 firing fault SIGKILL ...`
-_TIMED_RE = re.compile(r"^\d+: \[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)\] " + _DETAIL_RE.pattern)
+# A workload line as its launcher prints it: `[<stamp>] FAULT INJECTION: Rank 3 firing fault SIGKILL ...`
+# after the launcher's prefix, if any (srun's label `3: `, Open MPI's `[1,3]<stdout>:`, ...)
+_TIMED_RE = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)\] " + _DETAIL_RE.pattern)
 _INJECTOR_SIGNAL_RE = re.compile(r"signal=<Signals\.(\w+)")
 _INJECTOR_FAULT_RE = re.compile(r"fault=<Fault\.(\w+)")
 
@@ -112,7 +113,7 @@ def marker_times(lines: Iterable[str], rank: int) -> tuple[float | None, float |
     """(scheduled, fired) times of the injected rank's marker lines."""
     scheduled = fired = None
     for line in lines:
-        m = _TIMED_RE.match(line)
+        m = _TIMED_RE.search(line)
         if not m or int(m.group(2)) != rank:
             continue
         t = dt.datetime.strptime(m.group(1), STAMP_FORMAT).timestamp()

@@ -472,3 +472,35 @@ def test_a_life_drains_its_faulty_node_through_sbatch_exclude(pool_on_slurm):
     assert (second["state"], second["fault_fired"], second["run_valid"]) == ("COMPLETED", False, True), second
     log = (cell / "attempt_2" / second["main_log"]).read_text(errors="replace")
     assert " loading checkpoint from checkpoints/model at iteration 5" in log and "FAULT INJECTION" not in log
+
+
+# A framework's cell through the executor: Lightning's Trainer, its ranks started by the real srun
+# inside the sbatch allocation (Lightning's own SLURM integration reads them), 2 nodes x 2 ranks.
+FRAMEWORK_TOKEN = "SIGKILL:1:3:2@lightning/srun"
+
+
+@pytest.mark.slow
+def test_a_framework_cell_runs_on_slurm(slurm_cluster, tmp_path):
+    cell = Cell.from_name("n2_SIGKILL_r1_i3_w-lightning_l-srun")
+    assert cell.spec == FRAMEWORK_TOKEN
+    configfile = write_config(
+        tmp_path,
+        FRAMEWORK_TOKEN,
+        gpus_per_node=2,
+        fault_delay=0,
+        run_job={"runtime_minutes": 10, "mem_mb_per_node": 3000, "iterations": 8},
+    )
+    proc = run_on_slurm(configfile)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    run = tmp_path / "results" / "fault_injection" / "slurm_e2e" / cell.name
+    manifest = json.loads((run / "job.json").read_text())
+    assert manifest["job_id"].isdigit(), manifest  # a SLURM job, not a local run
+    assert (manifest["workload"], manifest["launcher"]) == ("lightning", "srun")
+    assert manifest["fault_fired"] and manifest["run_valid"] and manifest["state"] == "FAILED", manifest
+    assert len(set(manifest["node_names"])) == 2, manifest["node_names"]
+    log = (run / manifest["main_log"]).read_text(errors="replace")
+    assert "Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/4" in log  # Lightning's own banner
+    assert re.search(r"^srun: error: \S+: task 1: Killed$", log, flags=re.M)  # the real srun's report
+    assert manifest["rank_exits"]["1"]["signal"] == "SIGKILL"
+    scores = list(csv.DictReader((run.parent / "scores.tsv").open(), delimiter="\t"))
+    assert {(r["WORKLOAD"], r["LAUNCHER"]) for r in scores} == {("lightning", "srun")}

@@ -24,7 +24,8 @@ import pytest
 from conftest import SHORT_JOB_TIMING as TIMING
 from faultloop.faults import FAULT_NAMES, FAULTS
 from faultloop.marker import strip_markers
-from faultloop.run.launch import read_srun_report, read_worker_events
+from faultloop.run.launchers.srun import read_srun_report
+from faultloop.run.launchers.torchrun import read_worker_events
 from faultloop.run.srun import JobLog, LocalSrun, Task
 from job_slots import JobSlots
 

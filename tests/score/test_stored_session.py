@@ -63,13 +63,14 @@ def test_a_stored_session_rejudged_gives_the_same_scores_report_and_junit(
         )
         == 0
     )
-    # every column scores.tsv had stays as it was; the columns of a job's life are new
+    # every column scores.tsv had stays as it was; the columns of a job's life, its workload and launcher are new
     before, after = normalised(STORED / "expected" / layout.SCORES_TSV), normalised(session / layout.SCORES_TSV)
     columns = before[0].split("\t")
     kept = [dict(zip(after[0].split("\t"), row.split("\t"), strict=True)) for row in after[1:]]
     assert [[row[c] for c in columns] for row in kept] == [row.split("\t") for row in before[1:]]
     assert set(after[0].split("\t")) - set(columns) == {
         "policy_correct", "drain_correct", "decisions", "expected_decisions", "policy_cost_node_min",
+        "WORKLOAD", "LAUNCHER",
     }  # fmt: skip
     # the report holds everything it held, in order (the life's sections are added); the JUnit file
     # every suite it had, as it was, and one suite more per log analyzer over the cells' lives

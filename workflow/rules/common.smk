@@ -19,6 +19,7 @@ import faultloop.fingerprint as fl_fingerprint
 import faultloop.report.history as fl_history
 import faultloop.core.layout as layout
 import faultloop.run.life as fl_life
+import faultloop.run.matrix as fl_matrix
 import faultloop.plan.pool as fl_pool
 import faultloop.contracts as fl_contracts
 from faultloop.core.cell import run_name_pattern
@@ -68,7 +69,12 @@ try:
     if ADOPT:
         POOL = fl_adopt.adopted_pool(SESSION, gpus_per_node=config["gpus_per_node"])
     else:
-        POOL = fl_config.pool_cells(config)
+        POOL = fl_config.pool_cells(
+            config,
+            fl_matrix.refuser(
+                fl_config.session_workload(config), config["run_job"]["launcher"]
+            ),
+        )
     CELLS = selected_cells(config, POOL)
     ANALYZERS = fl_analyzers.selected(config, fl_analyzers.Input.LOG)
     FR_ANALYZERS = fl_analyzers.selected(config, fl_analyzers.Input.DUMPS)

@@ -109,6 +109,9 @@ class ScoreRecord:
     cell: Cell
     analyzer: str  # a log analyzer's name, or fr:<name> for a flight-recorder analyzer
     status: str = NOT_RUN  # scored | invalid | infra_failure | not_run
+    # what ran: the run's workload and launcher (job.json), else the cell's own ("": the session's)
+    workload: str = ""
+    launcher: str = ""
     job_id: str = ""
     state: str = ""
     grades: dict[str, Grade] = field(default_factory=dict)  # dimension -> grade; N/A where absent
@@ -228,6 +231,8 @@ class ScoreRecord:
             NODES=str(self.cell.nodes),
             RANK=str(self.cell.rank),
             ITER=str(self.cell.iter),
+            WORKLOAD=self.workload or "-",
+            LAUNCHER=self.launcher or "-",
             JOB_ID=self.job_id or "-",
             STATE=self.state or "-",
             STATUS=self.status,
@@ -258,11 +263,21 @@ class ScoreRecord:
 
         row = {RENAMED.get(k, k): v for k, v in row.items()}
         try:
-            attempts = Cell.from_name(row["CELL"]).attempts if row.get("CELL") else 1
+            named = Cell.from_name(row["CELL"]) if row.get("CELL") else Cell("", 0, 0, 0)
             return cls(
-                cell=Cell(row["FAULT_TYPE"], int(row["RANK"]), int(row["ITER"]), int(row["NODES"]), attempts),
+                cell=Cell(
+                    row["FAULT_TYPE"],
+                    int(row["RANK"]),
+                    int(row["ITER"]),
+                    int(row["NODES"]),
+                    named.attempts,
+                    named.workload,
+                    named.launcher,
+                ),
                 analyzer=row.get("ANALYZER") or "builtin",
                 status=row["STATUS"],
+                workload=_named(row.get("WORKLOAD")),
+                launcher=_named(row.get("LAUNCHER")),
                 job_id=row.get("JOB_ID", ""),
                 state=row.get("STATE", ""),
                 grades={d: Grade(row.get(d) or Grade.NA) for d in DIMENSIONS.names()},
@@ -293,12 +308,19 @@ class ScoreRecord:
             cell,
             analyzer,
             status=status,
+            workload=cell.workload,
+            launcher=cell.launcher,
             job_id=job_id,
             state=state,
             judge_notes=reason,
             invalid_reason=reason,
             expected_restart=expected_restart(cell.fault_type),
         )
+
+
+def _named(text: str | None) -> str:
+    """A WORKLOAD or LAUNCHER column: `-` where none is known."""
+    return "" if text in (None, "-") else str(text)
 
 
 def life_steps(decisions: str | None, expected: str | None) -> list[LifeStep]:
@@ -311,7 +333,9 @@ def life_steps(decisions: str | None, expected: str | None) -> list[LifeStep]:
 
 # scores.tsv: the cell and its status, every dimension, then these, then the reason. `decisions`
 # and `expected_decisions` are a life's per attempt, `; `-separated.
-TSV_CELL = ("CELL", "ANALYZER", "FAULT_TYPE", "NODES", "RANK", "ITER", "JOB_ID", "STATE", "STATUS")
+TSV_CELL = (
+    "CELL", "ANALYZER", "FAULT_TYPE", "NODES", "RANK", "ITER", "WORKLOAD", "LAUNCHER", "JOB_ID", "STATE", "STATUS",
+)  # fmt: skip
 TSV_DETAILS = (
     "judge_notes", "expected_restart", "analyzer_restart", "primary_ranks", "secondary_ranks", "fr_suspects",
     "analyzer_version", "analyzer_error", "analyzer_stderr_end", "fault_to_end_s", "analyzer_wall_s",

@@ -23,7 +23,8 @@ from faultloop.core import layout
 from faultloop.core.cell import Cell
 from faultloop.core.errors import ConfigError
 from faultloop.faults import FAULTS
-from faultloop.plan.pool import load_pool
+from faultloop.frameworks import DEFAULT_FRAMEWORK
+from faultloop.plan.pool import Refusal, load_pool
 
 CONFIG_SCHEMA = layout.SCHEMAS / "config.schema.yaml"
 
@@ -317,8 +318,9 @@ def workload(config: Mapping[str, Any]) -> Workload:
     )
 
 
-def pool_cells(config: Mapping[str, Any]) -> list[Cell]:
-    """The validated pool, in priority order (raises PoolError naming every bad row)."""
+def pool_cells(config: Mapping[str, Any], refuse: Refusal | None = None) -> list[Cell]:
+    """The validated pool, in priority order (raises PoolError naming every bad row). `refuse`:
+    why a cell's workload or launcher cannot run it (faultloop.run.matrix), checked per row."""
     spec = workload(config)
     pool_file = config.get("pool_file") or spec.pool_file
     return load_pool(
@@ -331,7 +333,16 @@ def pool_cells(config: Mapping[str, Any]) -> list[Cell]:
         injects=spec.injects(),
         max_attempts=int(config["max_attempts"]),
         resumes=spec.script == BUILTIN,
+        default_workload=session_workload(config),
+        default_launcher=config["run_job"]["launcher"],
+        refuse=refuse,
     )
+
+
+def session_workload(config: Mapping[str, Any]) -> str:
+    """The workload a cell without its own runs: the built-in framework, or a site's script."""
+    spec = workload(config)
+    return DEFAULT_FRAMEWORK if spec.script == BUILTIN else spec.name
 
 
 __all__ = [
@@ -342,5 +353,6 @@ __all__ = [
     "parse_overrides",
     "pool_cells",
     "resolve",
+    "session_workload",
     "workload",
 ]

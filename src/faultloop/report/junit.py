@@ -1,5 +1,7 @@
 """junit.xml: one suite per analyzer, one test case per cell, so CI shows attribution like tests;
-and per log analyzer a suite over the cells' lives (its restart policy at every attempt)."""
+and per log analyzer a suite over the cells' lives (its restart policy at every attempt). Where
+cells ran under more than one workload or launcher, test cases are grouped by them too and each
+suite's properties hold its pass rate per workload and launcher."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from collections import Counter
 from faultloop.contracts import DIMENSIONS, Grade, Reads, ScoreRecord
 from faultloop.report.history import pick_fingerprint
 from faultloop.report.model import Report
+from faultloop.report.placements import by_pair, placement
 
 
 def junit_xml(rep: Report) -> str:
@@ -16,6 +19,8 @@ def junit_xml(rep: Report) -> str:
     cells skipped, time = time to verdict (fault to job end, plus the analyzer's wall time)."""
     root = ET.Element("testsuites", name="faultloop")
     totals: Counter[str] = Counter()
+    pairs = by_pair(rep)[1]
+    pairs = pairs if len(pairs) > 1 else {}  # one workload under one launcher: nothing to tell apart
     for name, rows in {**rep.log_views, **rep.fr_views}.items():
         failures = sum(1 for r in rows if r.failing())
         skipped = sum(1 for r in rows if not r.scored)
@@ -32,11 +37,14 @@ def junit_xml(rep: Report) -> str:
         )
         props = ET.SubElement(suite, "properties")
         ET.SubElement(props, "property", name="analyzer_version", value=pick_fingerprint(rows, None))
+        for (workload, launcher), rates in pairs.items():
+            ET.SubElement(props, "property", name=f"pass_rate.{workload}.{launcher}", value=str(rates[name]))
         for r in rows:
+            where = ".".join(placement(r)) + "." if pairs else ""
             case = ET.SubElement(
                 suite,
                 "testcase",
-                classname=f"faultloop.{name}.{r.cell.fault_type}.n{r.cell.nodes}",
+                classname=f"faultloop.{name}.{where}{r.cell.fault_type}.n{r.cell.nodes}",
                 name=r.cell.name,
                 time=f"{r.time_to_verdict_s or 0.0:.3f}",
             )

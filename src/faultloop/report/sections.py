@@ -22,7 +22,7 @@ from faultloop.contracts import (
     upstream_table_columns,
 )
 from faultloop.core import layout
-from faultloop.report import differences, lives
+from faultloop.report import differences, lives, placements
 from faultloop.report.history import analyzer_versions, pick_fingerprint
 from faultloop.report.model import (
     Report,
@@ -246,6 +246,36 @@ def rates_sections(rep: Report) -> list[Section]:
                 else "None."
             ],
             level=3,
+        ),
+    ]
+
+
+def placement_sections(rep: Report) -> list[Section]:
+    """Every analyzer's overall pass rate per workload and launcher, then per workload, per launcher."""
+    names, pairs = placements.by_pair(rep)
+    grouped = [
+        ("workload", "WORKLOAD", placements.by_workload(rep)[1]),
+        ("launcher", "LAUNCHER", placements.by_launcher(rep)[1]),
+    ]
+    return [
+        Section(
+            "Pass rates by workload and launcher",
+            [
+                "Each analyzer's `overall` pass rate on the cells each workload ran under each launcher "
+                "(the run's job.json; scored cells only).",
+                Table(
+                    ["WORKLOAD", "LAUNCHER", *names],
+                    [[*key, *(str(rates[n]) for n in names)] for key, rates in pairs.items()],
+                ),
+            ],
+        ),
+        *(
+            Section(
+                f"By {what}",
+                [Table([column, *names], [[*key, *(str(r[n]) for n in names)] for key, r in table.items()])],
+                level=3,
+            )
+            for what, column, table in grouped
         ),
     ]
 
@@ -562,6 +592,7 @@ def sections(rep: Report) -> list[Section]:
         summary_section(rep),
         *iteration_sections(rep),
         *rates_sections(rep),
+        *placement_sections(rep),
         *side_by_side_sections(rep),
         *fr_sections(rep),
         *difference_sections(rep),

@@ -19,6 +19,7 @@ from typing import Any
 from faultloop.contracts import Manifest
 from faultloop.core import atomic, layout
 from faultloop.core.cell import Cell
+from faultloop.frameworks import DEFAULT_FRAMEWORK
 from faultloop.marker import MARKER, names_injection
 from faultloop.plan.config import BUILTIN
 from faultloop.run import life, slurm
@@ -135,18 +136,20 @@ def run_cell(request: CellRun) -> int:
         shutil.rmtree(run_dir / sub, ignore_errors=True)
     (run_dir / layout.INFRA_FAILURE).unlink(missing_ok=True)
     plan = life.plan_attempt(cell_dir, attempt, gpus_per_node=request.gpus_per_node, fault_delay=request.fault_delay)
+    # a cell of its own workload runs that framework; else the session's: the built-in or a site's script
+    site_script = request.workload_script if request.workload_script != BUILTIN and not cell.workload else None
     if plan.not_needed is not None:
-        workload = "cpu_gloo" if request.workload_script == BUILTIN else Path(request.workload_script).name
+        workload = Path(site_script).name if site_script else cell.workload or DEFAULT_FRAMEWORK
         life.not_needed_manifest(plan, workload=workload, gpus_per_node=request.gpus_per_node).write(manifest_path)
         print(f"attempt {attempt} of {cell.name} runs no job: {plan.not_needed}", file=sys.stderr)
         return 0
-    if request.workload_script != BUILTIN:
+    if site_script:
         env = {
             "FAULT_TYPE": cell.fault_type, "FAULT_RANK": str(cell.rank), "FAULT_AT_ITER": str(cell.iter),
             "FAULT_DELAY": str(request.fault_delay), "GPUS_PER_NODE": str(request.gpus_per_node),
             "EXPERIMENT_DIR": str(run_dir.resolve()), "BASE_EXPERIMENTS_DIR": str(session.parent.parent.resolve()),
         }  # fmt: skip
-        manifest = run_site_workload(Path(request.workload_script), cell, run_dir, env)
+        manifest = run_site_workload(Path(site_script), cell, run_dir, env)
         manifest.write(manifest_path if manifest.run_valid else run_dir / layout.INFRA_FAILURE)
         status = 0 if manifest.run_valid else 1
     else:
@@ -165,6 +168,8 @@ def run_cell(request: CellRun) -> int:
             drained=plan.drained,
             resume=plan.resume,
             reinjection=plan.reinjection,
+            workload=cell.workload or DEFAULT_FRAMEWORK,
+            launcher=cell.launcher,
         )
         status = RunJob(spec).run()
     if request.cleanup_cmd:

@@ -1,28 +1,20 @@
-"""run_job for the built-in workload: start one cell's job the way a cluster starts it, record it.
+"""run_job: start one cell's job the way a cluster starts it, record it.
 
-Two layouts (`run_job.launcher`):
+The cell's workload (a row of faultloop.frameworks.FRAMEWORKS: its rank module) runs under the
+cell's launcher (a row of faultloop.run.launchers.LAUNCHERS: torchrun or an MPI's launcher on
+each node or for the whole job, srun per rank, a framework's own). The log is what the launcher
+and the workload print; faultloop adds only what the scheduler adds (`srun --label` prefixes and
+`--kill-on-bad-exit=1` where srun starts the launchers) and the fault's marker. Inside a SLURM
+allocation srun is the real one; elsewhere `LocalSrun` does the same for processes on this machine.
 
-* ``torchrun``: one torch launcher per node (`python -m torch.distributed.run --nnodes N
-  --node-rank i --nproc-per-node G --max-restarts 0`): every launcher line in the log (worker
-  start, failures, SIGTERMs, the failure summary) is torch's own. Static rendezvous on this
-  machine, c10d rendezvous under SLURM.
-* ``srun``: one process per rank and no torchrun, as many Megatron sbatch scripts run.
-
-faultloop adds only what the scheduler adds: `srun --label` prefixes (the node index under
-torchrun, the global rank under srun) and `--kill-on-bad-exit=1`. Inside a SLURM allocation that
-is the real srun; elsewhere `LocalSrun` does the same for processes on this machine.
-
-The manifest is read from what torch and the launcher report: torch's worker events (torchrun's
-`--event-log-handler console`, kept apart from the main log), the exit codes of the processes
-the launcher started, srun's task report, and the fault-injection markers.
+The manifest is read from what the launcher reports (faultloop.run.launchers: torch's worker
+events, srun's task report, an MPI's abort summary) and the fault-injection markers.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
-import re
 import shlex
 import signal
 import socket
@@ -31,28 +23,27 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-from faultloop.contracts import Manifest, RankExit
+from faultloop.contracts import Manifest
 from faultloop.core import layout
 from faultloop.faults import FAULTS
+from faultloop.frameworks import FRAMEWORKS
 from faultloop.marker import Marker, is_marker, marker_times, read_marker
 from faultloop.run import memcg, slurm
+from faultloop.run.launchers import LAUNCHERS
+from faultloop.run.launchers.base import JobEnd, LaunchJob
 from faultloop.run.spec import FAULT_NODE_ENV, RANK_NODE_RE, RESUME_ENV, JobSpec
-from faultloop.run.srun import JobLog, LocalSrun, Task, TaskExit
-from faultloop.signals import exit_signal, srun_signal
+from faultloop.run.srun import JobLog, LocalSrun, TaskExit
 
 # Every process of a cell's run carries this in its environment: an earlier attempt's leftovers
 # are found by it (stop_leftovers), whatever process group or session they moved to.
 CELL_ENV = "FAULTLOOP_CELL"
-# srun's own report of a task that ended badly: `srun: error: n1: tasks 2-3: Exited with exit code 1`
-SRUN_TASK_RE = re.compile(r"srun: error: (\S+): tasks? ([\d,\-]+): (.*)")
-# The rank process: the command-line layer's entry, which parses the rank's options.
-RANK_MODULE = "faultloop.cli.workload"
 
 
 # -- processes ---------------------------------------------------------------------------------
@@ -109,29 +100,15 @@ class RunJob:
         hierarchy = memcg.hierarchy()
         # where a rank injecting HOST_OOM puts its memory cgroup; removed after every attempt
         self.memcg_folder = memcg.cell_folder(hierarchy, self.cell) if hierarchy else None
+        self.launcher = LAUNCHERS[spec.launcher_name]
 
-    def workload_argv(self) -> list[str]:
-        return ["-m", RANK_MODULE, *self.spec.rank_argv()]
+    def rank_command(self) -> tuple[str, ...]:
+        """The workload's rank process: its module (the command-line layer's entry, which parses
+        the rank's options) and options."""
+        return (self.spec.settings.python, "-m", FRAMEWORKS[self.spec.workload].module, *self.spec.rank_argv())
 
-    def torchrun_argv(self, rendezvous: list[str]) -> list[str]:
-        s = self.spec
-        return [
-            s.settings.python,
-            "-m",
-            "torch.distributed.run",
-            "--nnodes",
-            str(s.nodes),
-            "--nproc-per-node",
-            str(s.gpus_per_node),
-            *rendezvous,
-            "--max-restarts",
-            "0",
-            "--shutdown-timeout",
-            str(int(s.settings.shutdown_timeout_s)),
-            "--event-log-handler",
-            "console",
-            *self.workload_argv(),
-        ]
+    def launch_job(self, port: int) -> LaunchJob:
+        return LaunchJob(self.spec, self.rank_command(), self.env(), port, self.job_id, self.cell, self.paths)
 
     def env(self) -> dict[str, str]:
         s = self.spec
@@ -162,59 +139,6 @@ class RunJob:
         src = str(Path(__file__).resolve().parents[2])  # ranks import faultloop from here too
         env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
         return env
-
-    def local_tasks(self, port: int) -> list[Task]:
-        """The job as srun would start it on this machine: one task per node or per rank."""
-        s, env = self.spec, self.env()
-        names = s.local_node_names  # node index -> simulated node (a drained node's index moved to a spare)
-        if s.settings.launcher == "torchrun":
-            rdzv = ["--rdzv-backend", "static", "--master-addr", "127.0.0.1", "--master-port", str(port)]
-            return [
-                Task(
-                    node,
-                    [*self.torchrun_argv([*rdzv, "--node-rank", str(node)])],
-                    dict(
-                        env,
-                        FAULTLOOP_NODE_NAME=names[node],
-                        TORCHELASTIC_ERROR_FILE=str(self.cell / self.paths.torchrun_error(node)),
-                    ),
-                    names[node],
-                )
-                for node in range(s.nodes)
-            ]
-        return [
-            Task(
-                rank,
-                [s.settings.python, *self.workload_argv()],
-                dict(
-                    env,
-                    SLURM_PROCID=str(rank),
-                    SLURM_LOCALID=str(rank % s.gpus_per_node),
-                    SLURM_NODEID=str(rank // s.gpus_per_node),
-                    SLURM_NTASKS=str(s.world_size),
-                    MASTER_ADDR="127.0.0.1",
-                    MASTER_PORT=str(port),
-                    FAULTLOOP_NODE_NAME=names[rank // s.gpus_per_node],
-                ),
-                names[rank // s.gpus_per_node],
-            )
-            for rank in range(s.world_size)
-        ]
-
-    def slurm_argv(self, hosts: list[str], port: int) -> list[str]:
-        """The real srun: one torchrun per node, or one task per rank."""
-        s = self.spec
-        srun = ["srun", "--label", "--kill-on-bad-exit=1", f"--nodes={s.nodes}"]
-        if s.settings.launcher == "torchrun":
-            rdzv = ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"{hosts[0]}:{port}", "--rdzv-id", self.job_id]
-            return [*srun, f"--ntasks={s.nodes}", "--ntasks-per-node=1", *self.torchrun_argv(rdzv)]
-        return [
-            *srun,
-            f"--ntasks={s.world_size}",
-            f"--ntasks-per-node={s.gpus_per_node}",
-            s.settings.python,
-            *self.workload_argv(),
-        ]
 
     def prepare(self) -> None:
         stop_leftovers(self.cell)
@@ -264,27 +188,31 @@ class RunJob:
                 note(self.life_summary())
 
             joblog = JobLog(log, events)
-            port = free_port()
+            job = self.launch_job(free_port())
             if self.on_slurm:
                 hosts = slurm.nodes()
-                argv = self.slurm_argv(hosts, port)
+                argv = self.launcher.allocation_argv(job, hosts)
                 note(f"job {self.job_id}: {shlex.join(argv)}")
                 if kept := sorted(set(hosts) & set(s.drained)):
                     note(f"the allocation holds drained node(s) {', '.join(kept)}: was it submitted without --exclude?")
-                exits, timed_out = self._run_srun(
-                    argv, joblog, deadline, dict(self.env(), MASTER_ADDR=hosts[0], MASTER_PORT=str(port))
+                exits, timed_out = self._run_allocation(
+                    argv, joblog, deadline, dict(job.env, MASTER_ADDR=hosts[0], MASTER_PORT=str(job.port))
                 )
                 node_names = hosts
             else:
-                tasks = self.local_tasks(port)
+                tasks = [replace(t, srun=self.launcher.srun_lines) for t in self.launcher.local_tasks(job)]
                 note(
-                    f"job {self.job_id}: {s.settings.launcher} layout, {len(tasks)} task(s) on this machine, "
+                    f"job {self.job_id}: {s.workload} under {s.launcher_name}, {len(tasks)} task(s) on this machine, "
                     f"first: {shlex.join(tasks[0].argv)}"
                 )
                 parent = os.getppid()
                 exits, timed_out = LocalSrun(
                     joblog, s.settings.term_delay_s, s.settings.kill_grace_s, f"{self.job_id}.0"
-                ).run(tasks, deadline, driver_alive=lambda: os.getppid() == parent)
+                ).run(
+                    tasks,
+                    deadline,
+                    driver_alive=lambda: os.getppid() == parent,
+                )
                 if os.getppid() != parent:
                     note("the process that started this job is gone: every task was stopped, nothing recorded")
                     raise SystemExit(1)
@@ -297,7 +225,14 @@ class RunJob:
                 log.writelines(f"{line}\n".encode() for line in kernel)
                 if kernel:
                     note(f"appended {len(kernel)} kernel log line(s) about the job's memory cgroups")
-            manifest = self.manifest(start, time.time(), exits, timed_out, node_names, joblog.last)
+            manifest = self.manifest(
+                start,
+                time.time(),
+                JobEnd(job, exits, self.on_slurm, ()),
+                timed_out,
+                node_names,
+                joblog.last,
+            )
             infra = manifest.state != "COMPLETED" and not manifest.fault_fired
             note(
                 f"job {self.job_id} ended: state {manifest.state}, "
@@ -328,10 +263,11 @@ class RunJob:
             + f", {injects}"
         )
 
-    def _run_srun(
+    def _run_allocation(
         self, argv: list[str], joblog: JobLog, deadline: float, env: dict[str, str]
     ) -> tuple[list[TaskExit], bool]:
-        """Run the real srun; its exit code stands for every task it started."""
+        """Run the launcher inside the allocation (srun, or an MPI's launcher that starts its own
+        daemons); its exit code stands for every task it started."""
         proc = subprocess.Popen(
             argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
         )
@@ -351,34 +287,11 @@ class RunJob:
         pump.join(timeout=5)
         return [TaskExit(0, code, time.time(), timed_out)], timed_out
 
-    def rank_exits(self, exits: list[TaskExit]) -> dict[int, RankExit]:
-        """How each rank ended, from what the launcher reports: torch's worker events under
-        torchrun, the exit codes of the rank processes (local srun) or srun's task report."""
-        s = self.spec
-        ranks = {r: RankExit(rank=r) for r in range(s.world_size)}
-        if s.settings.launcher == "torchrun":
-            ranks.update(read_worker_events(self.cell / self.paths.events))
-            for e in exits:  # a node launcher stopped before torch reported its workers
-                if e.stopped and not self.on_slurm:
-                    for r in range(e.label * s.gpus_per_node, (e.label + 1) * s.gpus_per_node):
-                        if ranks[r].state == "UNKNOWN":
-                            ranks[r] = RankExit(rank=r, state="TERMINATED")
-        elif not self.on_slurm:
-            for e in exits:
-                state = "SUCCEEDED" if e.exitcode == 0 else "TERMINATED" if e.stopped else "FAILED"
-                ranks[e.label] = RankExit(
-                    e.label, _as_returncode(e.exitcode), exit_signal(_as_returncode(e.exitcode)), state
-                )
-        else:
-            main_log = (self.cell / self.paths.main_log).read_text(errors="replace").splitlines()
-            ranks.update(read_srun_report(main_log))
-        return ranks
-
     def manifest(
         self,
         start: float,
-        end: float,
-        exits: list[TaskExit],
+        end_time: float,
+        end: JobEnd,
         timed_out: bool,
         node_names: list[str],
         last_lines: dict[int, str],
@@ -389,8 +302,8 @@ class RunJob:
         fault_rank = injected.rank if injected else s.injection.rank if s.injection and not s.injection.node else s.rank
         scheduled, fired = marker_times(lines, fault_rank)
         on_node = rank_nodes(lines)
-        ranks = self.rank_exits(exits)
-        failed = [e for e in exits if e.exitcode != 0]
+        ranks = self.launcher.rank_exits(replace(end, lines=lines))
+        failed = [e for e in end.exits if e.exitcode != 0]
         state = "TIMEOUT" if timed_out else "FAILED" if failed else "COMPLETED"
         # attempt >= 2 of a job's life where nothing was to fire (a fault that passed, a drained node)
         unscheduled = s.attempt > 1 and s.injection is None
@@ -412,8 +325,8 @@ class RunJob:
             reason = f"job failed before the fault fired ({why})"
         return Manifest(
             job_id=self.job_id,
-            workload="cpu_gloo",
-            launcher=s.settings.launcher,
+            workload=s.workload,
+            launcher=s.launcher_name,
             fault_type=s.fault_type,
             fault_rank=fault_rank,
             fault_iter=s.iter,
@@ -428,7 +341,7 @@ class RunJob:
             start_time=start,
             fault_scheduled_time=scheduled,
             fault_fired_time=fired,
-            end_time=end,
+            end_time=end_time,
             fault_fired=fired is not None,
             run_valid=fired is not None or (state == "COMPLETED" and unscheduled),
             invalid_reason=reason,
@@ -471,55 +384,3 @@ def _exit_on_termination() -> dict[signal.Signals, Any]:
     if threading.current_thread() is not threading.main_thread():
         return {}
     return {sig: signal.signal(sig, leave) for sig in (signal.SIGTERM, signal.SIGHUP)}
-
-
-def _as_returncode(code: int) -> int:
-    """Popen's code for a signal death is -signal; a shell's is 128 + signal."""
-    return code - 256 if code > 128 + 64 else code
-
-
-def read_worker_events(path: Path) -> dict[int, RankExit]:
-    """Per-rank exits from torch's worker events (`torchelastic.worker.status.<STATE>`, source
-    WORKER): FAILED with the exit code and the worker's recorded error, SUCCEEDED, or TERMINATED
-    (stopped by its agent after another worker failed)."""
-    ranks: dict[int, RankExit] = {}
-    for line in path.read_text(errors="replace").splitlines() if path.is_file() else []:
-        try:
-            event = json.loads(line)
-            meta = event["metadata"]
-            if event.get("source") != "WORKER" or meta.get("global_rank") is None:
-                continue
-            state = str(meta.get("state"))
-            if state not in ("FAILED", "SUCCEEDED", "TERMINATED"):
-                continue
-            detail = json.loads(meta.get("metadata") or "{}")
-            code = (detail.get("exit_code") or [None])[0]
-            error = json.loads(meta["raw_error"]).get("message") if meta.get("raw_error") else None
-            message = error.get("message") if isinstance(error, dict) else None
-        except (ValueError, KeyError, TypeError, AttributeError):
-            continue
-        rank = int(meta["global_rank"])
-        ranks[rank] = RankExit(rank, code if state != "SUCCEEDED" else 0, exit_signal(code), state, message)
-    return ranks
-
-
-def read_srun_report(lines: Iterable[str]) -> dict[int, RankExit]:
-    """Per-rank exits from srun's own report lines (`srun: error: n1: task 3: Killed`)."""
-    ranks: dict[int, RankExit] = {}
-    for line in lines:
-        m = SRUN_TASK_RE.search(line)
-        if not m:
-            continue
-        what = m.group(3).strip()
-        sig = srun_signal(what)
-        code = re.search(r"exit code (\d+)", what)
-        exitcode = -signal.Signals[sig].value if sig else int(code.group(1)) if code else None
-        for rank in _task_ids(m.group(2)):
-            ranks.setdefault(rank, RankExit(rank, exitcode, sig, "FAILED"))
-    return ranks
-
-
-def _task_ids(text: str) -> Iterator[int]:
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        yield from range(int(lo), int(hi or lo) + 1)

@@ -19,6 +19,8 @@ from faultloop.contracts import NOT_NEEDED, Manifest, ManifestError
 from faultloop.core import layout
 from faultloop.core.cell import Cell
 from faultloop.faults import FAULTS, Recurrence
+from faultloop.frameworks import DEFAULT_FRAMEWORK
+from faultloop.run.frameworks import checkpoints
 from faultloop.run.spec import Injection, Resume
 
 # Attempt k's end states after which the job is restarted (the job itself failed)
@@ -92,24 +94,17 @@ def reinjection(cell: Cell, earlier: list[Manifest], drained: list[str], fault_d
     return Injection(cell.rank, cell.iter, fault_delay, node=node)
 
 
-def newest_checkpoint(run_dirs: list[Path], world_size: int) -> Resume | None:
+def newest_checkpoint(run_dirs: list[Path], world_size: int, workload: str = DEFAULT_FRAMEWORK) -> Resume | None:
     """The newest iteration every rank checkpointed, across the job's earlier runs (the job's
-    checkpoint folder spans its attempts); None when there is none."""
-    best: Resume | None = None
-    for run in run_dirs:
-        root = run / layout.MODEL_CHECKPOINTS
-        for folder in root.glob(f"{layout.CHECKPOINT_ITERATION_PREFIX}*") if root.is_dir() else []:
-            digits = folder.name[len(layout.CHECKPOINT_ITERATION_PREFIX) :]
-            if not digits.isdigit():
-                continue
-            complete = all((folder / layout.checkpoint_file(rank)).is_file() for rank in range(world_size))
-            if complete and (best is None or int(digits) > best.iteration):
-                best = Resume(folder.resolve(), int(digits))
-    return best
+    checkpoint folder spans its attempts), in the workload's own format; None when there is none."""
+    return checkpoints.newest(workload, run_dirs, world_size)
 
 
-def plan_attempt(cell_dir: Path, attempt: int, *, gpus_per_node: int, fault_delay: float) -> AttemptPlan:
-    """Attempt `attempt` of the cell in `cell_dir`, from the job.json of the attempts before it."""
+def plan_attempt(
+    cell_dir: Path, attempt: int, *, gpus_per_node: int, fault_delay: float, workload: str = DEFAULT_FRAMEWORK
+) -> AttemptPlan:
+    """Attempt `attempt` of the cell in `cell_dir`, from the job.json of the attempts before it;
+    `workload` is the session's, which the cell's own (its name's) overrides."""
     cell = Cell.from_name(cell_dir.name)
     if attempt == 1:
         return AttemptPlan(cell, 1)
@@ -119,7 +114,9 @@ def plan_attempt(cell_dir: Path, attempt: int, *, gpus_per_node: int, fault_dela
     skip = why_not_needed(previous)
     if skip is not None:
         return AttemptPlan(cell, attempt, skip, tuple(drained), tuple(previous.node_names))
-    resume = newest_checkpoint(layout.run_dirs(cell_dir, attempt - 1), cell.nodes * gpus_per_node)
+    resume = newest_checkpoint(
+        layout.run_dirs(cell_dir, attempt - 1), cell.nodes * gpus_per_node, cell.workload or workload
+    )
     return AttemptPlan(
         cell,
         attempt,

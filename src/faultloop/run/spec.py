@@ -15,7 +15,11 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-LAYOUTS = ("torchrun", "srun")
+from faultloop.frameworks import DEFAULT_FRAMEWORK
+
+# The launchers a session may default to (each a row of faultloop.run.launchers.LAUNCHERS; a
+# framework's own launcher is named per cell, in the pool).
+LAYOUTS = ("torchrun", "srun", "mpirun", "mpirun_tagged", "mpiexec")
 # What run_job tells the rank processes beyond upstream's FAULT_* variables: the checkpoint folder
 # a restarted job resumes from, and the node whose rank injects a node-bound fault.
 RESUME_ENV = "FAULTLOOP_RESUME_FROM"
@@ -44,7 +48,10 @@ class JobSettings:
     """How run_job launches the built-in workload (the config's `run_job` section, config/README.md)."""
 
     launcher: str = _setting(
-        "torchrun", "torchrun: one torch launcher per node; srun: one process per rank", choices=LAYOUTS
+        "torchrun",
+        "the session's launcher: torchrun (one per node), srun (one process per rank), mpirun, mpirun_tagged "
+        "(Open MPI) or mpiexec (MPICH), one for the whole job",
+        choices=LAYOUTS,
     )
     iterations: int = _setting(30, "training iterations of the job", rank=True)
     pg_timeout_s: float = _setting(15.0, "collective timeout", rank=True)
@@ -119,6 +126,12 @@ class JobSpec:
     resume: Resume | None = None
     # attempt >= 2: what it injects (None: nothing, a fault that passes or whose node was drained)
     reinjection: Injection | None = None
+    workload: str = DEFAULT_FRAMEWORK  # a row of faultloop.frameworks.FRAMEWORKS
+    launcher: str = ""  # the cell's launcher (faultloop.run.launchers.LAUNCHERS); "": the session's
+
+    @property
+    def launcher_name(self) -> str:
+        return self.launcher or self.settings.launcher
 
     @property
     def injection(self) -> Injection | None:

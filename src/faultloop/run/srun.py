@@ -64,8 +64,9 @@ class JobLog:
         self._pending: dict[bytes, list[bytes]] = {}  # srun label -> pieces of an event so far
         self.last: dict[int, str] = {}
 
-    def line(self, label: int | None, raw: bytes) -> None:
-        """One line of a task's output; label None: the line already carries srun's label."""
+    def line(self, label: int | None, raw: bytes, labelled: bool = True) -> None:
+        """One line of a task's output; label None: the line already carries srun's label;
+        `labelled` False: a task not run by srun (a launcher of the whole job), its lines as printed."""
         data = raw.rstrip(b"\r\n")
         with self._lock:
             if label is None:
@@ -76,7 +77,7 @@ class JobLog:
                 return
             if raw.strip():
                 self.last[label] = raw.strip().decode(errors="replace")
-            self._write(f"{label}: ".encode() + data)
+            self._write(f"{label}: ".encode() + data if labelled else data)
 
     def _srun_line(self, data: bytes) -> None:
         tag, sep, text = data.partition(b": ")
@@ -123,10 +124,10 @@ class JobLog:
         self._log.write(data + b"\n")
         self._log.flush()
 
-    def pump(self, source: IO[bytes], label: int | None) -> threading.Thread:
+    def pump(self, source: IO[bytes], label: int | None, labelled: bool = True) -> threading.Thread:
         def run() -> None:
             for raw in iter(source.readline, b""):
-                self.line(label, raw)
+                self.line(label, raw, labelled)
             source.close()
             if label is None:
                 self.finish()
@@ -146,12 +147,15 @@ def _is_json(data: bytes) -> bool:
 
 @dataclass
 class Task:
-    """One srun task: its label (task id), command line, environment and node."""
+    """One srun task: its label (task id), command line, environment and node. `srun` False: a
+    launcher that starts the job's ranks itself (an MPI's), run without srun: its lines unlabelled,
+    no srun line about it."""
 
     label: int
     argv: list[str]
     env: dict[str, str]
     node: str = "node0"
+    srun: bool = True
 
 
 @dataclass
@@ -179,7 +183,10 @@ class LocalSrun:
         self.step_id = step_id
 
     def run(
-        self, tasks: list[Task], deadline: float, driver_alive: Callable[[], bool] = lambda: True
+        self,
+        tasks: list[Task],
+        deadline: float,
+        driver_alive: Callable[[], bool] = lambda: True,
     ) -> tuple[list[TaskExit], bool]:
         """Run the tasks to the end; returns their exits and whether the time limit was hit.
 
@@ -206,7 +213,7 @@ class LocalSrun:
                 continue
             procs[task.label] = proc
             assert proc.stdout is not None
-            pumps.append(self.log.pump(proc.stdout, task.label))
+            pumps.append(self.log.pump(proc.stdout, task.label, task.srun))
         by_label = {t.label: t for t in tasks}
         bad_at = min((e.time for e in exits.values() if e.exitcode), default=None)
         termed_at: float | None = None
@@ -225,7 +232,7 @@ class LocalSrun:
             if termed_at is None and (now >= deadline or (bad_at is not None and now >= bad_at + self.term_delay_s)):
                 timed_out = now >= deadline and (bad_at is None or now < bad_at + self.term_delay_s)
                 termed_at = now
-                if not timed_out and len(exits) < len(tasks):
+                if not timed_out and len(exits) < len(tasks) and all(t.srun for t in tasks):
                     self.log.srun(f"srun: launch/slurm: _step_signal: Terminating StepId={self.step_id}")
                 self._signal(procs, exits, signal.SIGTERM)
             elif termed_at is not None and not killed and now >= termed_at + self.kill_wait_s:
@@ -238,7 +245,7 @@ class LocalSrun:
 
     def _report(self, task: Task, code: int) -> None:
         """srun's own line for a task that ended badly (its wording: strsignal for a signal)."""
-        if code == 0:
+        if code == 0 or not task.srun:
             return
         how = f"Exited with exit code {code}" if code > 0 else signal.strsignal(-code) or f"Signal {-code}"
         self.log.srun(f"srun: error: {task.node}: task {task.label}: {how}")

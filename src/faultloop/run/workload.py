@@ -1,10 +1,11 @@
 """The built-in `cpu_gloo` workload: one rank of a small data-parallel training job on gloo.
 
 Started once per rank by `faultloop.run.launch` (through `faultloop.cli.workload`, which reads the
-rank's options) with torchrun's env (RANK, LOCAL_RANK, WORLD_SIZE,
-MASTER_ADDR, MASTER_PORT). It behaves like a real job so its logs are worth analysing:
-faulthandler on, a stall watchdog that prints stacks, flight-recorder dumps written by the job
-itself (gloo never dumps on its own), Megatron-style iteration lines on the last rank.
+rank's options) under any launcher: its identity is the launcher's (torchrun's RANK/WORLD_SIZE,
+srun's, Open MPI's, MPICH's: faultloop.run.launchers.identity). It behaves like a real job so its
+logs are worth analysing: faulthandler on, a stall watchdog that prints stacks, flight-recorder
+dumps written by the job itself (gloo never dumps on its own), Megatron-style iteration lines on
+the last rank.
 
 The fault in FAULT_TYPE/FAULT_RANK/FAULT_AT_ITER/FAULT_DELAY (upstream's env contract) is injected
 with the real mechanism; with FAULT_NODE, by the rank on that node with FAULT_RANK's local rank
@@ -40,6 +41,7 @@ from faultloop.core import layout
 from faultloop.faults import FAULTS, Fault
 from faultloop.marker import firing_line, scheduled_line
 from faultloop.run import memcg
+from faultloop.run.launchers.identity import RankIdentity, rank_identity
 from faultloop.run.rank_io import Checkpointer, FlightRecorder, log
 from faultloop.run.spec import FAULT_NODE_ENV, RESUME_ENV, JobSettings, rank_node_line
 from faultloop.signals import signal_name
@@ -207,15 +209,10 @@ class Trainer:
             "gpu_error": self.device.launch_bad_access,
             "gpu_sleep": self.device.launch_spin,
             "shard_overrun": self._skip_to_shard_end,
-            "async_raise": _start_metrics_writer,
-            "abort": _release_buffers,
-            "hold_gil": _compact_buffers,
             "bad_pointer": self._remap_shard,
-            "extra_collective": _sync_before_logging,
-            "cut_connections": _recycle_connections,
-            "exceed_memory_limit": _grow_cache,
             "poison_gradients": self._refresh_shard,
             "fill_checkpoint_volume": self._move_checkpoints,
+            **PROCESS_MECHANISMS,
         }
         self._action: Callable[[], None] | None = None
         if self.plan is not None:
@@ -226,7 +223,7 @@ class Trainer:
                 raise RuntimeError(f"fault {fault.name} needs a writable memory cgroup hierarchy and {memcg.MEMCG_ENV}")
             if fault.injector == "send_signal":
                 assert fault.signal is not None, f"fault {fault.name} sends no signal"
-                mechanisms["send_signal"] = partial(_spawn_worker, fault.signal)
+                mechanisms["send_signal"] = signal_sender(fault.signal)
             if fault.injector not in mechanisms:
                 raise ValueError(f"fault {self.plan.name}: the workload has no injector {fault.injector!r}")
             self._action = mechanisms[fault.injector]
@@ -237,7 +234,7 @@ class Trainer:
         _die_with_parent()
         faulthandler.enable(all_threads=True)
         signal.pthread_sigmask(signal.SIG_BLOCK, SHUTDOWN_SIGNALS)  # before any thread starts
-        signal.signal(signal.SIGUSR1, _on_user_signal)
+        signal.signal(signal.SIGUSR1, on_user_signal)
         threading.Thread(target=self._shutdown_listener, name="signal-listener", daemon=True).start()
         self._init_distributed()
         if self.s.resume_from:
@@ -451,7 +448,8 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
 
 
-def _on_user_signal(signum: int, frame: object) -> None:
+def on_user_signal(signum: int, frame: object) -> None:
+    """SIGUSR1's handler: the signal surfaces as an exception where the job is (SIGNAL_EXC)."""
     raise RuntimeError(f"Received signal {signum} ({signal_name(signum)})")
 
 
@@ -529,6 +527,23 @@ def _spawn_worker(sig: signal.Signals) -> None:
             os._exit(0)
 
 
+def signal_sender(sig: signal.Signals) -> Callable[[], None]:
+    """The send_signal injector for one signal."""
+    return partial(_spawn_worker, sig)
+
+
+# The injectors that act on the process alone, not on the Trainer's data, device or checkpoints:
+# a framework workload (faultloop.run.frameworks) injects them the same way from its own hook.
+PROCESS_MECHANISMS: dict[str, Callable[[], None]] = {
+    "async_raise": _start_metrics_writer,
+    "abort": _release_buffers,
+    "hold_gil": _compact_buffers,
+    "extra_collective": _sync_before_logging,
+    "cut_connections": _recycle_connections,
+    "exceed_memory_limit": _grow_cache,
+}
+
+
 def _die_by(sig: signal.Signals) -> None:
     """End the process by `sig` with its default action, so the launcher sees a signal death."""
     sys.stdout.flush()
@@ -541,15 +556,15 @@ def _die_by(sig: signal.Signals) -> None:
     os._exit(128 + sig)
 
 
-def settings_from(job: JobSettings, env: Mapping[str, str]) -> Settings:
-    """Identity from torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE), else from srun's
-    (SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS), the way Megatron's sbatch scripts derive it."""
+def settings_from(job: JobSettings, env: Mapping[str, str], identity: RankIdentity) -> Settings:
+    """The rank's identity as its launcher gave it (torchrun's, srun's, an MPI's: rank_identity),
+    the node it runs on and the job's knobs."""
     return Settings(
-        rank=int(env.get("RANK") or env["SLURM_PROCID"]),
-        local_rank=int(env.get("LOCAL_RANK") or env.get("SLURM_LOCALID") or 0),
-        world_size=int(env.get("WORLD_SIZE") or env["SLURM_NTASKS"]),
-        master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
-        master_port=int(env["MASTER_PORT"]),
+        rank=identity.rank,
+        local_rank=identity.local_rank,
+        world_size=identity.world_size,
+        master_addr=identity.master_addr,
+        master_port=identity.master_port,
         node_name=env.get("FAULTLOOP_NODE_NAME") or env.get("SLURMD_NODENAME") or socket.gethostname(),
         iterations=job.iterations,
         iter_time_s=job.iter_time_s,
@@ -567,7 +582,7 @@ def train(job: JobSettings) -> None:
     """One rank's life. A failure is left uncaught, as in a real training script: torch's
     excepthook prints it (every line prefixed `[rankN]:`), @record writes torchrun's error file,
     and a signal ends the process the way the signal does."""
-    settings = settings_from(job, os.environ)
+    settings = settings_from(job, os.environ, rank_identity())
     torch.set_num_threads(1)
     Trainer(settings, FaultPlan.from_env(os.environ)).run()
 

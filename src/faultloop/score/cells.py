@@ -199,8 +199,19 @@ def score_cell_dir(
     into `output` (the cell's score.json).
     ManifestError when job.json cannot be used."""
     job = Manifest.read(cell_dir / layout.MANIFEST)
-    cell = Cell(job.fault_type, job.fault_rank, job.fault_iter, job.nodes, job.attempts)
+    own = _own_placement(cell_dir)
+    cell = Cell(job.fault_type, job.fault_rank, job.fault_iter, job.nodes, job.attempts, *own)
     truth = Truth(cell, gpus_per_node, segment_size)
     scores = score_analyzers(cell_dir, truth, job, judge_mode=judge_mode, llm=llm, version=version, fresh=fresh)
     write_cell_scores(scores, truth.cell.name, output)
     return scores
+
+
+def _own_placement(run_dir: Path) -> tuple[str, str]:
+    """The workload and launcher the cell's name carries ("" for the session's): job.json names
+    what ran, the name tells cells of the same fault apart."""
+    try:
+        named = Cell.from_name(layout.cell_of_run(run_dir)[0].name)
+    except ValueError:  # a folder named otherwise (an adopted session's)
+        return "", ""
+    return named.workload, named.launcher

@@ -151,6 +151,8 @@ def _base(truth: Truth, job: Manifest | None) -> ScoreRecord:
         cell,
         "",
         status=INVALID,
+        workload=job.workload if job else cell.workload,
+        launcher=(job.launcher or "") if job else cell.launcher,
         job_id=job.job_id if job else "",
         state=job.state if job else "",
         grades={"run_valid": Grade.FALSE},

@@ -1,0 +1,75 @@
+"""MPICH's mpiexec (hydra, Debian's `mpich`): one launcher for the whole job, ranks from PMI_RANK,
+PMI_SIZE and MPI_LOCALRANKID; run with `-print-all-exitcodes`, as a site does to see every rank.
+
+When a rank dies by a signal, hydra kills the others (SIGKILL) and prints its banner: `BAD
+TERMINATION OF ONE OF YOUR APPLICATION PROCESSES`, `PID <pid> RUNNING AT <host>`, `EXIT CODE: 9`
+(the pid is any of the dead, often a killed one), then `YOUR APPLICATION TERMINATED WITH THE
+EXIT STRING: Killed (signal 9)` (the first to die). A rank that exits with a non-zero code is
+not reported: hydra waits for the others and exits with the code. `-print-all-exitcodes` adds
+`[mpiexec@<host>] Exit codes: [<host>] 0,768 ...`: every rank's wait status, in rank order.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+from collections.abc import Sequence
+
+from faultloop.contracts import RankExit
+from faultloop.run.launchers import mpi
+from faultloop.run.launchers.base import JobEnd, LaunchJob
+from faultloop.run.srun import Task
+from faultloop.signals import exit_signal
+
+NAMES = ("mpiexec.hydra", "mpiexec.mpich", "mpiexec")
+OPTIONS = ("-print-all-exitcodes",)
+BAD_TERMINATION = "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES"
+EXIT_CODES_RE = re.compile(r"^\[mpiexec@\S+\] Exit codes: (.*)$")
+HOST_CODES_RE = re.compile(r"\[\S+\] ([\d,]+)")
+EXIT_STRING_RE = re.compile(r"TERMINATED WITH THE EXIT STRING: .*\(signal (\d+)\)")
+
+
+def local_tasks(job: LaunchJob) -> list[Task]:
+    """One mpiexec playing every node: `-n G -env <name> <value>` per app context."""
+    argv = [
+        mpi.program(*NAMES),
+        *OPTIONS,
+        *mpi.app_contexts(
+            job,
+            lambda node, env: ["-n", str(job.spec.gpus_per_node), *(f for k, v in env.items() for f in ("-env", k, v))],
+        ),
+    ]
+    env = dict(job.env, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(job.port))
+    return [Task(0, argv, env, job.node_names[0])]
+
+
+def allocation_argv(job: LaunchJob, hosts: list[str]) -> list[str]:
+    """mpiexec inside the allocation (hydra bootstraps with srun there), G ranks per node."""
+    s = job.spec
+    return [mpi.program(*NAMES), *OPTIONS, "-n", str(s.world_size), "-ppn", str(s.gpus_per_node), *job.rank_command]
+
+
+def rank_exits(end: JobEnd) -> dict[int, RankExit]:
+    """Every rank's wait status from hydra's `Exit codes:` line; a rank killed by SIGKILL after
+    another died of a different signal (hydra's clean-up) is TERMINATED."""
+    ranks = end.all_ranks()
+    ranks.update(read_exit_codes(end.lines))
+    return ranks
+
+
+def read_exit_codes(lines: Sequence[str]) -> dict[int, RankExit]:
+    statuses: list[int] = []
+    first_signal: int | None = None
+    for line in lines:
+        if m := EXIT_CODES_RE.search(line):
+            statuses = [int(code) for host in HOST_CODES_RE.findall(m[1]) for code in host.split(",")]
+        elif m := EXIT_STRING_RE.search(line):
+            first_signal = int(m[1])
+    found: dict[int, RankExit] = {}
+    for rank, status in enumerate(statuses):
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        cleaned_up = code == -signal.SIGKILL and first_signal not in (None, signal.SIGKILL)
+        state = "SUCCEEDED" if code == 0 else "TERMINATED" if cleaned_up else "FAILED"
+        found[rank] = RankExit(rank, code, exit_signal(code), state)
+    return found
