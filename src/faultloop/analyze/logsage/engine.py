@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from faultloop.analyze.logsage import culprits, prefilter, ranks, records, scan
+from faultloop.analyze.logsage import culprits, fallback, prefilter, ranks, records, scan
 from faultloop.analyze.logsage.attribute import attribute
 from faultloop.analyze.logsage.facts import MAX_EVIDENCE, Evidence, Facts
 from faultloop.analyze.logsage.policy import POLICY
@@ -95,6 +95,8 @@ def _analyze_path(path: Path, settings: Settings) -> Verdict:
     records.read_blocks(path, facts)
     ranks.single_process(facts, culprits.device_rank(facts))
     found = attribute(facts)
+    if not found.cause:  # the rows found nothing: the readings under them (generic, temporal, spatial)
+        found = fallback.read_under(path, facts) or found
     checkpoint = any(k == CHECKPOINT for k, _ in facts.first)
     if not found.cause:
         return Verdict(
@@ -142,6 +144,7 @@ def _analyze_path(path: Path, settings: Settings) -> Verdict:
         checkpoint,
         found.confidence,
         found.confidence_reason,
+        found_by=found.found_by,
         extra={CAUSE: str(cause)},  # the cause a job's life compares attempts by (logsage.life)
     )
 

@@ -1,0 +1,140 @@
+"""The generic reading: a failure statement by its severity and its words, where no row knows the
+program that printed it.
+
+An operator who has never met a program still reads its log: a line logged at an error or fatal
+severity, in whatever framing the program's logger prints it, that says `failed`, `refused`,
+`died` or `corrupt` states a failure. Its category comes from the words it carries (CATEGORIES:
+memory, signal, device, network, storage, permission, configuration, a hang), else it is a
+program's error. Known templates (rules.RULES, shapes.SHAPES) always read first; this reading is
+only the fallback of a log on which they found nothing (engine.py), so its confidence is low and
+its reason says that no row knows the wording.
+
+The tables below are what loggers print and what failing programs say, not any one log's words:
+SEVERITIES from the logging frameworks' formats (CPython's logging `%(levelname)s`, glog's
+`[IWEF]mmdd`, torch's c10 `[E ...]`, syslog-like `<error>`, logfmt's `level=error`, JSON's
+`"level": "error"`), FAILURE_WORDS from the verbs and adjectives of errno's strerror texts and of
+the exception messages the frameworks raise.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from faultloop.analyze.logsage import exits
+from faultloop.analyze.logsage.shapes import CODE_RE, QUIET_RE
+from faultloop.analyze.logsage.vocab import Cause
+
+ERROR, FATAL = "error", "fatal"
+ENDED = "ended"  # a Statement's severity where it reports an exit status or a signal (exits.py), any level
+
+# severity -> the framings loggers print it in (matched on the raw line: framing peels the header)
+# fmt: off
+SEVERITIES: tuple[tuple[str, str], ...] = (
+    (FATAL, r"\b(?:FATAL|CRITICAL|CRIT|PANIC|EMERG|ALERT|SEVERE)\b"        # logging's and syslog's names
+            r"|(?:^|[\s\]|:>)])F\d{4} \d\d:\d\d:\d\d"                        # glog: F0715 12:00:00.123
+            r"|\[F(?: |\d{4} )"                                            # torch c10: [F socket.cpp:...]
+            r"|[<\[](?:fatal|critical|crit|panic)[>\]]"                    # <fatal>, [critical]
+            r"|\blevel[\"']?\s*[=:]\s*[\"']?(?:fatal|critical|crit|panic)\b"),  # logfmt, JSON
+    (ERROR, r"\b(?:ERROR|ERR|FAILURE)\b"
+            r"|(?:^|[\s\]|:>)])E\d{4} \d\d:\d\d:\d\d"                        # glog: E0715 12:00:00.123
+            r"|\[E(?: |\d{4} )"                                            # torch c10: [E ProcessGroupNCCL.cpp:...]
+            r"|[<\[](?:error|err)[>\]]"                                    # <error>, [error]
+            r"|\blevel[\"']?\s*[=:]\s*[\"']?(?:error|err)\b"),             # logfmt, JSON
+)
+# the words that say something failed (strerror's texts, the frameworks' messages): a line at an
+# error severity without one of them reports, but states no failure (`ERROR: see above`)
+FAILURE_WORDS = (
+    r"\b(?:[Ff]ail(?:s|ed|ure|ing)?|FAIL(?:ED|URE)?|[Rr]efused|[Uu]nreachable|[Ll]ost|[Tt]imed? ?out|"
+    r"[Aa]bort(?:s|ed|ing)?|[Kk]illed|[Ee]victed|[Dd]ied|[Dd]ead|[Dd]enied|[Dd]isconnected|[Ii]nvalid|"
+    r"[Cc]orrupt(?:ed|ion)?|[Ee]xhausted|[Cc]rash(?:ed|es)?|[Ee]xceeded|[Uu]nexpected(?:ly)?|[Uu]nable|"
+    r"[Cc]annot|[Cc]an't|[Cc]ould not|[Nn]ot found|[Nn]o such|[Mm]issing|[Bb]roken|[Rr]eset|[Ss]egmentation|"
+    r"[Ee]xception|[Ee]rror|[Ff]atal|[Pp]anic|[Hh]ung|[Ss]talled|[Ss]tuck|[Dd]eadlock|[Mm]ismatch(?:ed)?|"
+    r"[Uu]nsupported|[Ii]llegal|[Oo]ut of)\b"
+)
+# category -> the cause it reads as, and the words that carry it; the first row whose words the
+# statement carries decides (memory before device: `CUDA out of memory` is memory; storage before
+# network: `volume unreachable: I/O error` is storage)
+CATEGORIES: tuple[tuple[str, str, str], ...] = (
+    ("memory", Cause.OOM,
+     r"(?i)\bout of memory\b|\bOOM(?:[- ]?kill(?:ed|er)?)?\b|OOMKilled|cannot allocate memory|\bENOMEM\b|"
+     r"bad_alloc|memory (?:exhausted|limit)|\bmemory\b.{0,30}\bexceeded\b"),
+    ("signal", Cause.CRASH,  # the signal's own cause where the words name one (exits.SIGNAL_CAUSES)
+     r"(?i)segmentation fault|\bsegfault|core dumped|\bSIG[A-Z]{2,6}\b|\bsignal\b|bus error|"
+     r"illegal instruction|floating point exception|\bkilled\b"),
+    ("device", Cause.GPU_ERROR,
+     r"\bCUDA\b|\bGPU\b|\bcuDNN\b|\bcuBLAS\b|\bNVML\b|\bXid\b|\bECC\b|device-side|\bROCm\b|\bHIP\b|"
+     r"(?i:uncorrectable)"),
+    ("storage", Cause.STORAGE_ERROR,
+     r"(?i)no space left|\bdisk\b|\bquota\b|\bI/O error|\bEIO\b|read-only file ?system|file ?system|"
+     r"\bENOSPC\b|\bNFS\b|\bLustre\b|\bmount"),
+    ("hang", Cause.HANG,
+     r"(?i)\bhung\b|\bhang(?:s|ing)?\b|\bstall(?:ed|s)?\b|\bstuck\b|\bdeadlock|no progress|"
+     r"watchdog|heartbeat"),
+    ("network", Cause.NETWORK,
+     r"(?i)connection|connect\b|refused|unreachable|\bsocket|\bnetwork|\bpeer\b|\bhost\b|\bport\b|"
+     r"rendezvous|\bIB\b|infiniband|\bibv_|\bRDMA\b|\btransport\b|disconnected|\bDNS\b|resolve|"
+     r"\bECONN|\bETIMEDOUT|\bEHOSTUNREACH|timed? ?out"),
+    ("permission", Cause.CONFIG_ERROR,
+     r"(?i)permission denied|not permitted|\bEACCES\b|\bEPERM\b|unauthori[sz]ed|forbidden|access denied|"
+     r"credential"),
+    ("configuration", Cause.CONFIG_ERROR,
+     r"(?i)\bconfig(?:uration)?\b|\binvalid\b|\bsetting\b|\boption\b|\bargument\b|\bparameter\b|"
+     r"environment variable|\bnot set\b|\bunsupported\b|\bmismatch|\bversion\b|\bexceeded\b"),
+)
+# fmt: on
+PROGRAM = "program"  # a statement whose words name no category: the program's own error
+_SEVERITY_RES = tuple((level, re.compile(rx)) for level, rx in SEVERITIES)
+_FAILURE_RE = re.compile(FAILURE_WORDS)
+_CATEGORY_RES = tuple((name, cause, re.compile(rx)) for name, cause, rx in CATEGORIES)
+# literals one of SEVERITIES' framings holds: a line without any is not read further (a hot loop)
+_SEVERITY_LITERALS = re.compile(r"(?i)fatal|crit|panic|emerg|alert|severe|err|fail|\[[EF]|[EF]\d{4} ")
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """A failure statement the generic reading found: its severity (ENDED: an exit status or a
+    signal at any level), the words that say it failed, its category (a CATEGORIES name, or
+    PROGRAM), the cause that category reads as and the signal it names."""
+
+    severity: str
+    failed: str
+    category: str
+    cause: str
+    signal: str | None = None
+
+
+def severity(raw: str) -> str | None:
+    """The error severity the line's framing states (FATAL before ERROR), None for any other."""
+    if not _SEVERITY_LITERALS.search(raw):
+        return None
+    return next((level for level, rx in _SEVERITY_RES if rx.search(raw)), None)
+
+
+def category(words: str) -> tuple[str, str]:
+    """(category, cause) of the words of a failure: the first CATEGORIES row they carry, else the
+    program's own error."""
+    return next(
+        ((name, cause) for name, cause, rx in _CATEGORY_RES if rx.search(words)), (PROGRAM, Cause.PROGRAM_ERROR)
+    )
+
+
+def statement(raw: str, words: str) -> Statement | None:
+    """The failure a line states, None where it states none (code a traceback shows, a line that
+    retries or goes on): an exit status or a signal in any wording (exits.ended), else an error
+    severity (read on the raw line, `raw`: framing peels the header) with a failure word (read on
+    the program's words, `words`)."""
+    if not words.strip() or CODE_RE.match(words) or QUIET_RE.search(words):
+        return None
+    if (end := exits.ended(words)) is not None:
+        return Statement(ENDED, end.said, "signal" if end.signal else "exit status", end.cause, end.signal)
+    level = severity(raw)
+    if level is None:
+        return None
+    failed = _FAILURE_RE.search(words) or _FAILURE_RE.search(raw)
+    if failed is None:
+        return None
+    name, cause = category(words)
+    if name == "signal" and (named := exits.named_signal(words)) is not None:
+        return Statement(level, failed.group(), name, exits.cause_of(named, None, words), named)
+    return Statement(level, failed.group(), name, cause)
