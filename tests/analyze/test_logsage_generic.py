@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from bounded import fuzz_settings
 from conftest import REAL_LOG_FOLDERS, SHARED, needs_real_logs
 from faultloop.analyze.logsage import Settings, analyze_log, exits, fallback, generic, healthy, spatial, temporal
-from faultloop.contracts.verdicts import GENERIC, READINGS, ROW, TEMPORAL, LogVerdict, RecordError
+from faultloop.contracts.verdicts import GENERIC, READINGS, ROW, SPATIAL, TEMPORAL, LogVerdict, RecordError
 from faultloop.faults import ERRORS_NOT_FOUND, RESTART, STOP
 from faultloop.score import corpus as evallogs
 from faultloop.signals import SRUN_WORDS
@@ -235,3 +235,16 @@ def test_a_statement_behind_generated_prefixes_is_never_nothing_found(wrapper, l
     lines = wrapper(["step 1 loss 2.0", "step 2 loss 1.9", line])
     v = analyze_log(lines, SETTINGS)
     assert v.restart != ERRORS_NOT_FOUND, (wrapper.describe, lines)
+
+
+def test_the_rank_behind_the_others_collective_sequence_in_a_hang_is_named_by_the_spatial_reading() -> None:
+    watchdog = (
+        "[E ProcessGroupNCCL.cpp:719] [Rank {r}] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum={seq}, OpType=_ALLGATHER_BASE, Timeout(ms)=1800000) ran for 1806456 milliseconds "
+        "before timing out."
+    )
+    lines = [watchdog.format(r=r, seq=7561) for r in (1, 2, 3)] + [watchdog.format(r=0, seq=7559)]
+    v = analyze_log(lines, SETTINGS)
+    assert (v.primary_ranks, v.found_by, v.restart, v.confidence) == ([0], SPATIAL, STOP, "medium")
+    same = analyze_log([watchdog.format(r=r, seq=7561) for r in range(4)], SETTINGS)
+    assert same.found_by == ROW and same.fault_type != "SLOW_RANK"

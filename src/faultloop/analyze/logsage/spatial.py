@@ -2,7 +2,7 @@
 
 Ranks of one job print alike; the one that does not is where to look. The rank missing from a
 list every other rank is in (`ranks [0, 1, 3] reached the barrier`), the rank stuck at an earlier
-step than all the others, the only rank that states a failure, the only one silent at the end
+step or collective sequence than all the others, the only rank that states a failure, the only one silent at the end
 while the others still print: each names a culprit candidate, inferred, never more than medium
 confidence (the reason says which profile singled it out).
 """
@@ -43,6 +43,21 @@ def behind(steps: dict[int, int]) -> int | None:
         return None
     low = [r for r, s in steps.items() if s == values[0]]
     return low[0] if len(low) == 1 else None
+
+
+def behind_in_sequence(facts: Facts) -> tuple[int, int, int] | None:
+    """(rank, its SeqNum, the next lowest) of the one rank whose first timed-out collective comes
+    earlier in the sequence than every other rank's: the others went on past it, so it stopped
+    issuing collectives while they did (a one-rank path), where at least two ranks timed out."""
+    first: dict[int, int] = {}
+    for (seq, _, _), ranks in facts.collective_ranks.items():
+        for rank in ranks:
+            first[rank] = min(first.get(rank, seq), seq)
+    if len(first) < 2:
+        return None
+    ordered = sorted(first.items(), key=lambda rs: rs[1])
+    (rank, seq), (_, next_seq) = ordered[0], ordered[1]
+    return (rank, seq, next_seq) if seq < next_seq else None
 
 
 def only_one(ranks: Iterable[int | None], printing: set[int]) -> int | None:
