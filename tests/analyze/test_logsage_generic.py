@@ -248,3 +248,18 @@ def test_the_rank_behind_the_others_collective_sequence_in_a_hang_is_named_by_th
     assert (v.primary_ranks, v.found_by, v.restart, v.confidence) == ([0], SPATIAL, STOP, "medium")
     same = analyze_log([watchdog.format(r=r, seq=7561) for r in range(4)], SETTINGS)
     assert same.found_by == ROW and same.fault_type != "SLOW_RANK"
+
+
+@pytest.mark.parametrize(
+    "what, fault_type",
+    [
+        ("Floating point exception (core dumped)", "SEGFAULT"),
+        ("Illegal instruction", "SEGFAULT"),
+        ("Trace/breakpoint trap", "SEGFAULT"),
+        ("Bus error", "SEGFAULT"),
+        ("Aborted", "OS_ABORT"),
+    ],
+)
+def test_a_rank_ended_by_any_signal_the_shells_name_is_its_crash(what: str, fault_type: str) -> None:
+    v = analyze_log([f"srun: error: node1: task 1: {what}"], SETTINGS)
+    assert (v.fault_category, v.fault_type, v.primary_ranks, v.found_by) == ("crash", fault_type, [1], ROW)
