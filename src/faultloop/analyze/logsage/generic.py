@@ -131,7 +131,7 @@ def statement(raw: str, words: str) -> Statement | None:
     level = severity(raw)
     if level is None:
         return None
-    failed = _FAILURE_RE.search(words) or _FAILURE_RE.search(raw)
+    failed = _FAILURE_RE.search(words)
     if failed is None:
         return None
     name, cause = category(words)
