@@ -265,3 +265,11 @@ def test_the_rank_behind_the_others_collective_sequence_in_a_hang_is_named_by_th
 def test_a_rank_ended_by_any_signal_the_shells_name_is_its_crash(what: str, fault_type: str) -> None:
     v = analyze_log([f"srun: error: node1: task 1: {what}"], SETTINGS)
     assert (v.fault_category, v.fault_type, v.primary_ranks, v.found_by) == ("crash", fault_type, [1], ROW)
+
+
+def test_the_only_rank_that_warns_in_a_log_that_ends_in_a_stall_is_the_candidate() -> None:
+    lines = [f"rank={r} | step 40 loss 1.5" for r in range(4)]
+    lines += ["rank=1 | [W reducer.cpp:120] slow gradient bucket, waited 30s", "rank=0 | no progress for 600 s"]
+    v = analyze_log(lines, SETTINGS)
+    assert (v.fault_category, v.found_by, v.primary_ranks) == ("hang", TEMPORAL, [1])
+    assert "only rank that warns" in v.confidence_reason

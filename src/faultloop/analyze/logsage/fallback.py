@@ -109,6 +109,8 @@ def _ending(facts: Facts, lines: list[TailLine], end: Ending) -> Attribution:
         culprit = late, f"rank {late} stopped at an earlier step ({steps[late]}) than every other rank"
     elif (quiet := spatial.silent(facts, lines)) is not None:
         culprit = quiet, f"rank {quiet} is the only rank silent at the end while the others still print"
+    elif (warned := spatial.only_warning(facts, lines)) is not None:
+        culprit = warned, f"rank {warned} is the only rank that warns"
     if not POLICY[cause].blames_rank:
         culprit = None
     keys = [

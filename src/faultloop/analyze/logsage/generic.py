@@ -42,6 +42,11 @@ SEVERITIES: tuple[tuple[str, str], ...] = (
             r"|[<\[](?:error|err)[>\]]"                                    # <error>, [error]
             r"|\blevel[\"']?\s*[=:]\s*[\"']?(?:error|err)\b"),             # logfmt, JSON
 )
+# a warning in the same framings: no failure statement, but a rank that alone warns stands out (spatial.py)
+WARNING = (
+    r"\b(?:WARN|WARNING)\b|(?:^|[\s\]|:>)])W\d{4} \d\d:\d\d:\d\d|\[W(?: |\d{4} )|[<\[](?:warn|warning)[>\]]"
+    r"|\blevel[\"']?\s*[=:]\s*[\"']?(?:warn|warning)\b"
+)
 # the words that say something failed (strerror's texts, the frameworks' messages): a line at an
 # error severity without one of them reports, but states no failure (`ERROR: see above`)
 FAILURE_WORDS = (
@@ -86,6 +91,7 @@ CATEGORIES: tuple[tuple[str, str, str], ...] = (
 PROGRAM = "program"  # a statement whose words name no category: the program's own error
 _SEVERITY_RES = tuple((level, re.compile(rx)) for level, rx in SEVERITIES)
 _FAILURE_RE = re.compile(FAILURE_WORDS)
+_WARNING_RE = re.compile(WARNING)
 _CATEGORY_RES = tuple((name, cause, re.compile(rx)) for name, cause, rx in CATEGORIES)
 # literals one of SEVERITIES' framings holds: a line without any is not read further (a hot loop)
 _SEVERITY_LITERALS = re.compile(r"(?i)fatal|crit|panic|emerg|alert|severe|err|fail|\[[EF]|[EF]\d{4} ")
@@ -109,6 +115,11 @@ def severity(raw: str) -> str | None:
     if not _SEVERITY_LITERALS.search(raw):
         return None
     return next((level for level, rx in _SEVERITY_RES if rx.search(raw)), None)
+
+
+def warns(raw: str) -> bool:
+    """Whether the line's framing states a warning or worse."""
+    return _WARNING_RE.search(raw) is not None or severity(raw) is not None
 
 
 def category(words: str) -> tuple[str, str]:

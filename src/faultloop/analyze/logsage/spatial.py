@@ -2,9 +2,9 @@
 
 Ranks of one job print alike; the one that does not is where to look. The rank missing from a
 list every other rank is in (`ranks [0, 1, 3] reached the barrier`), the rank stuck at an earlier
-step or collective sequence than all the others, the only rank that states a failure, the only one silent at the end
-while the others still print: each names a culprit candidate, inferred, never more than medium
-confidence (the reason says which profile singled it out).
+step or collective sequence than all the others, the only rank that states a failure or warns at
+all, the only one silent at the end while the others still print: each names a culprit candidate,
+inferred, never more than medium confidence (the reason says which profile singled it out).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable
 
 from faultloop.analyze.logsage.facts import Facts
+from faultloop.analyze.logsage.generic import warns
 from faultloop.analyze.logsage.ranks import resolve_rank, seen_ranks
 from faultloop.analyze.logsage.temporal import TailLine
 
@@ -66,6 +67,12 @@ def only_one(ranks: Iterable[int | None], printing: set[int]) -> int | None:
     if len(named) == 1 and len(printing - named) >= 1:
         return named.pop()
     return None
+
+
+def only_warning(facts: Facts, lines: list[TailLine]) -> int | None:
+    """The only rank whose lines warn (or worse), where other ranks print too."""
+    warned = [resolve_rank(facts, t.source, t.words) for t in lines if warns(t.raw)]
+    return only_one(warned, printing_ranks(facts, lines)) if None not in warned else None
 
 
 def printing_ranks(facts: Facts, lines: Iterable[TailLine]) -> set[int]:
