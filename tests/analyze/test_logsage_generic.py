@@ -273,3 +273,12 @@ def test_the_only_rank_that_warns_in_a_log_that_ends_in_a_stall_is_the_candidate
     v = analyze_log(lines, SETTINGS)
     assert (v.fault_category, v.found_by, v.primary_ranks) == ("hang", TEMPORAL, [1])
     assert "only rank that warns" in v.confidence_reason
+
+
+def test_a_severity_stamped_on_every_line_says_nothing_but_an_exit_status_still_does() -> None:
+    stamped = [f"severity=ERROR | step {i} loss 2.0" for i in range(1, 6)]
+    lost = "severity=ERROR | transport to peer 10.0.0.2 lost"
+    assert analyze_log([*stamped, lost], SETTINGS).restart == ERRORS_NOT_FOUND  # a collector filed all of stderr
+    v = analyze_log([*stamped, lost, "severity=ERROR | trainer exited with exit code 137"], SETTINGS)
+    assert (v.fault_type, v.found_by) == ("SIGKILL", GENERIC)
+    assert analyze_log([*(s.replace("ERROR", "INFO") for s in stamped), lost], SETTINGS).found_by == GENERIC

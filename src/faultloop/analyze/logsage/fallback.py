@@ -40,10 +40,12 @@ def read_under(path: Path, facts: Facts) -> Attribution | None:
 def statements(lines: list[TailLine]) -> list[tuple[TailLine, Statement]]:
     """The failure statements among the lines (generic.statement) that no row or shape reads (a
     known template, failure or not, is the rows' to judge: the rows found nothing here) and that a
-    healthy run does not print too (healthy.printed), the first MAX_STATEMENTS."""
+    healthy run does not print too (healthy.printed), the first MAX_STATEMENTS. A severity stamped
+    on every line (generic.stamped) says nothing: then only exit statuses and signals count."""
     out = []
+    by_severity = not generic.stamped([(t.raw, t.words) for t in lines])
     for t in lines:
-        said = generic.statement(t.raw, t.words)
+        said = generic.statement(t.raw, t.words, by_severity)
         if said is not None and not healthy.printed(t.words) and reading.read(t.raw).found is None:
             out.append((t, said))
             if len(out) >= MAX_STATEMENTS:

@@ -88,6 +88,7 @@ CATEGORIES: tuple[tuple[str, str, str], ...] = (
      r"environment variable|\bnot set\b|\bunsupported\b|\bmismatch|\bversion\b|\bexceeded\b"),
 )
 # fmt: on
+STAMPED_MIN = 3  # lines without a failure word that show whether a severity is stamped on every line
 PROGRAM = "program"  # a statement whose words name no category: the program's own error
 _SEVERITY_RES = tuple((level, re.compile(rx)) for level, rx in SEVERITIES)
 _FAILURE_RE = re.compile(FAILURE_WORDS)
@@ -130,16 +131,25 @@ def category(words: str) -> tuple[str, str]:
     )
 
 
-def statement(raw: str, words: str) -> Statement | None:
+def stamped(lines: list[tuple[str, str]]) -> bool:
+    """Whether an error severity is stamped on the lines rather than meant: at least half of the
+    (raw, words) lines that carry no failure word carry one too (a collector that files all of
+    stderr at ERROR), STAMPED_MIN of them at least."""
+    plain = [raw for raw, words in lines if not _FAILURE_RE.search(words)]
+    return len(plain) >= STAMPED_MIN and 2 * sum(1 for raw in plain if severity(raw)) >= len(plain)
+
+
+def statement(raw: str, words: str, by_severity: bool = True) -> Statement | None:
     """The failure a line states, None where it states none (code a traceback shows, a line that
     retries or goes on): an exit status or a signal in any wording (exits.ended), else an error
     severity (read on the raw line, `raw`: framing peels the header) with a failure word (read on
-    the program's words, `words`)."""
+    the program's words, `words`); not by severity where it is stamped on every line (`by_severity`
+    false: see stamped)."""
     if not words.strip() or CODE_RE.match(words) or QUIET_RE.search(words):
         return None
     if (end := exits.ended(words)) is not None:
         return Statement(ENDED, end.said, "signal" if end.signal else "exit status", end.cause, end.signal)
-    level = severity(raw)
+    level = severity(raw) if by_severity else None
     if level is None:
         return None
     failed = _FAILURE_RE.search(words)
