@@ -83,8 +83,21 @@ _NAMED_RE = re.compile(
     r"\b(SIG[A-Z][A-Z0-9]{1,6})\b|(?i:\b(" + "|".join(re.escape(w) for w in _BY_WORDS) + r"|segfault)\b)"
 )
 _BY_WORDS["segfault"] = "SIGSEGV"
-# literals one of WORDINGS holds: a line without any is not read further (a hot loop)
-_LITERALS = re.compile(r"(?i)exit|status|code|rc|signal|sig|oom|dumped|" + _WORDS)
+# words one of WORDINGS holds, lower-cased: a line without any is not read further (a tail's every line
+# is tried: substring tests, not a case-blind regex)
+_KEYS = (
+    "exit",
+    "status",
+    "code",
+    "rc=",
+    "rc:",
+    "rc =",
+    "signal",
+    "sig",
+    "oom",
+    "dumped",
+    *(w.lower() for w in SRUN_WORDS),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,10 +138,16 @@ def cause_of(signal: str | None, code: int | None, words: str) -> str:
     return Cause.CRASH
 
 
+def may_end(words: str) -> bool:
+    """Whether the words hold one of the words an end is reported with (a cheap test first)."""
+    low = words.lower()
+    return any(key in low for key in _KEYS)
+
+
 def ended(words: str) -> Ended | None:
     """The end the program's words report (WORDINGS), None where they report none: no status, a
     status of 0, a teardown's own line, or code a traceback shows."""
-    if not _LITERALS.search(words) or CODE_RE.match(words) or _SENDING_RE.search(words):
+    if not may_end(words) or CODE_RE.match(words) or _SENDING_RE.search(words):
         return None
     for rx in _COMPILED:
         m = rx.search(words)

@@ -94,8 +94,10 @@ _SEVERITY_RES = tuple((level, re.compile(rx)) for level, rx in SEVERITIES)
 _FAILURE_RE = re.compile(FAILURE_WORDS)
 _WARNING_RE = re.compile(WARNING)
 _CATEGORY_RES = tuple((name, cause, re.compile(rx)) for name, cause, rx in CATEGORIES)
-# literals one of SEVERITIES' framings holds: a line without any is not read further (a hot loop)
-_SEVERITY_LITERALS = re.compile(r"(?i)fatal|crit|panic|emerg|alert|severe|err|fail|\[[EF]|[EF]\d{4} ")
+# what one of SEVERITIES' framings holds, lower-cased (glog's and torch's letters apart): a line without
+# any is not read further (a tail's every line is tried: substring tests, not a case-blind regex)
+_SEVERITY_KEYS = ("fatal", "crit", "panic", "emerg", "alert", "severe", "err", "failure")
+_LETTER_RE = re.compile(r"[EF]\d{4} |\[[EF][ \d]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +115,8 @@ class Statement:
 
 def severity(raw: str) -> str | None:
     """The error severity the line's framing states (FATAL before ERROR), None for any other."""
-    if not _SEVERITY_LITERALS.search(raw):
+    low = raw.lower()
+    if not any(key in low for key in _SEVERITY_KEYS) and not _LETTER_RE.search(raw):
         return None
     return next((level for level, rx in _SEVERITY_RES if rx.search(raw)), None)
 
@@ -132,11 +135,11 @@ def category(words: str) -> tuple[str, str]:
 
 
 def stamped(lines: list[tuple[str, str]]) -> bool:
-    """Whether an error severity is stamped on the lines rather than meant: at least half of the
-    (raw, words) lines that carry no failure word carry one too (a collector that files all of
-    stderr at ERROR), STAMPED_MIN of them at least."""
-    plain = [raw for raw, words in lines if not _FAILURE_RE.search(words)]
-    return len(plain) >= STAMPED_MIN and 2 * sum(1 for raw in plain if severity(raw)) >= len(plain)
+    """Whether an error severity is stamped on the lines rather than meant: it stands on at least
+    half of the (raw, words) lines without a failure word (a collector that files all of stderr at
+    ERROR), STAMPED_MIN of them at least."""
+    plain = [words for raw, words in lines if severity(raw) and not _FAILURE_RE.search(words)]
+    return len(plain) >= STAMPED_MIN and 2 * len(plain) >= len(lines)
 
 
 def statement(raw: str, words: str, by_severity: bool = True) -> Statement | None:
@@ -145,11 +148,13 @@ def statement(raw: str, words: str, by_severity: bool = True) -> Statement | Non
     severity (read on the raw line, `raw`: framing peels the header) with a failure word (read on
     the program's words, `words`); not by severity where it is stamped on every line (`by_severity`
     false: see stamped)."""
+    level = severity(raw) if by_severity else None
+    if level is None and not exits.may_end(words):
+        return None
     if not words.strip() or CODE_RE.match(words) or QUIET_RE.search(words):
         return None
     if (end := exits.ended(words)) is not None:
         return Statement(ENDED, end.said, "signal" if end.signal else "exit status", end.cause, end.signal)
-    level = severity(raw) if by_severity else None
     if level is None:
         return None
     failed = _FAILURE_RE.search(words)

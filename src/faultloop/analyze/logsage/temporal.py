@@ -23,7 +23,7 @@ from faultloop.analyze.logsage.facts import Facts, Source
 from faultloop.analyze.logsage.ranks import resolve_rank
 from faultloop.analyze.logsage.shapes import QUIET_RE
 
-TAIL_BYTES = 256 << 10  # the tail read: the failure region of an excerpt is all of it
+TAIL_BYTES = 64 << 10  # the tail read: some 500 to 1000 lines of a job's end; all of an excerpt
 TAIL_LINE = 4096  # longer lines are read by their first characters
 COUNT_BLOCK = 1 << 20
 ENDING_LINES = 12  # the last lines with words that tell how the log ends
