@@ -47,15 +47,17 @@ WARNING = (
     r"\b(?:WARN|WARNING)\b|(?:^|[\s\]|:>)])W\d{4} \d\d:\d\d:\d\d|\[W(?: |\d{4} )|[<\[](?:warn|warning)[>\]]"
     r"|\blevel[\"']?\s*[=:]\s*[\"']?(?:warn|warning)\b"
 )
-# the words that say something failed (strerror's texts, the frameworks' messages): a line at an
-# error severity without one of them reports, but states no failure (`ERROR: see above`)
-FAILURE_WORDS = (
-    r"\b(?:[Ff]ail(?:s|ed|ure|ing)?|FAIL(?:ED|URE)?|[Rr]efused|[Uu]nreachable|[Ll]ost|[Tt]imed? ?out|"
-    r"[Aa]bort(?:s|ed|ing)?|[Kk]illed|[Ee]victed|[Dd]ied|[Dd]ead|[Dd]enied|[Dd]isconnected|[Ii]nvalid|"
-    r"[Cc]orrupt(?:ed|ion)?|[Ee]xhausted|[Cc]rash(?:ed|es)?|[Ee]xceeded|[Uu]nexpected(?:ly)?|[Uu]nable|"
-    r"[Cc]annot|[Cc]an't|[Cc]ould not|[Nn]ot found|[Nn]o such|[Mm]issing|[Bb]roken|[Rr]eset|[Ss]egmentation|"
-    r"[Ee]xception|[Ee]rror|[Ff]atal|[Pp]anic|[Hh]ung|[Ss]talled|[Ss]tuck|[Dd]eadlock|[Mm]ismatch(?:ed)?|"
-    r"[Uu]nsupported|[Ii]llegal|[Oo]ut of)\b"
+# the words that say something failed (strerror's texts, the frameworks' messages), lower-case: a
+# line at an error severity without one of them reports, but states no failure (`ERROR: see above`);
+# each is read with its first letter in either case, or all in capitals but for the severities' own
+# names (`ERROR`, `FATAL`, `PANIC` in capitals are the framing's)
+FAILURE_WORDS: tuple[str, ...] = (
+    "fail", "fails", "failed", "failure", "failing", "refused", "unreachable", "lost", "timed out", "timeout",
+    "time out", "abort", "aborts", "aborted", "aborting", "killed", "evicted", "died", "dead", "denied",
+    "disconnected", "invalid", "corrupt", "corrupted", "corruption", "exhausted", "crash", "crashed", "crashes",
+    "exceeded", "unexpected", "unexpectedly", "unable", "cannot", "can't", "could not", "not found", "no such",
+    "missing", "broken", "reset", "segmentation", "exception", "error", "fatal", "panic", "hung", "stalled",
+    "stuck", "deadlock", "mismatch", "mismatched", "unsupported", "illegal", "out of",
 )
 # category -> the cause it reads as, and the words that carry it; the first row whose words the
 # statement carries decides (memory before device: `CUDA out of memory` is memory; storage before
@@ -91,7 +93,17 @@ CATEGORIES: tuple[tuple[str, str, str], ...] = (
 STAMPED_MIN = 3  # lines without a failure word that show whether a severity is stamped on every line
 PROGRAM = "program"  # a statement whose words name no category: the program's own error
 _SEVERITY_RES = tuple((level, re.compile(rx)) for level, rx in SEVERITIES)
-_FAILURE_RE = re.compile(FAILURE_WORDS)
+
+
+def _either_case(words: tuple[str, ...]) -> str:
+    """The words as one regex: each with its first letter in either case, or all in capitals (but
+    the severities' names)."""
+    capitals = [re.escape(w.upper()) for w in words if w not in ("error", "fatal", "panic")]
+    forms = [f"[{w[0]}{w[0].upper()}]{re.escape(w[1:])}" for w in words] + capitals
+    return r"\b(?:" + "|".join(sorted(forms, key=len, reverse=True)) + r")\b"
+
+
+_FAILURE_RE = re.compile(_either_case(FAILURE_WORDS))
 _WARNING_RE = re.compile(WARNING)
 _CATEGORY_RES = tuple((name, cause, re.compile(rx)) for name, cause, rx in CATEGORIES)
 # what one of SEVERITIES' framings holds, lower-cased (glog's and torch's letters apart): a line without
