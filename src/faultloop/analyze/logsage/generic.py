@@ -147,11 +147,20 @@ def category(words: str) -> tuple[str, str]:
 
 
 def stamped(lines: list[tuple[str, str]]) -> bool:
-    """Whether an error severity is stamped on the lines rather than meant: it stands on at least
-    half of the (raw, words) lines without a failure word (a collector that files all of stderr at
-    ERROR), STAMPED_MIN of them at least."""
-    plain = [words for raw, words in lines if severity(raw) and not _FAILURE_RE.search(words)]
-    return len(plain) >= STAMPED_MIN and 2 * len(plain) >= len(lines)
+    """Whether an error severity is stamped on the lines rather than meant: at least half of the
+    (raw, words) lines without a failure word carry one too (a collector that files all of stderr
+    at ERROR), STAMPED_MIN of them at least. (The lines without a severity are read for failure
+    words only where that many with one are plain: a clean log pays for its severities only.)"""
+    severe = [severity(raw) is not None for raw, _ in lines]
+    plain_severe = sum(
+        1 for (_, words), sev in zip(lines, severe, strict=True) if sev and not _FAILURE_RE.search(words)
+    )
+    if plain_severe < STAMPED_MIN:
+        return False
+    plain = plain_severe + sum(
+        1 for (_, words), sev in zip(lines, severe, strict=True) if not sev and not _FAILURE_RE.search(words)
+    )
+    return 2 * plain_severe >= plain
 
 
 def statement(raw: str, words: str, by_severity: bool = True) -> Statement | None:
