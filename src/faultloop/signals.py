@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import signal
 
-# srun's words for a task's death by a signal (glibc's strsignal), as its task report prints them.
+# glibc's strsignal texts (what srun's task report and bash print for a death by a signal, bash
+# with ` (core dumped)` after it), one per signal torch and the shells name.
 SRUN_WORDS = {
     "Killed": "SIGKILL",
     "Segmentation fault": "SIGSEGV",
@@ -17,6 +18,17 @@ SRUN_WORDS = {
     "Interrupt": "SIGINT",
     "Bus error": "SIGBUS",
     "Hangup": "SIGHUP",
+    "Illegal instruction": "SIGILL",
+    "Floating point exception": "SIGFPE",
+    "Trace/breakpoint trap": "SIGTRAP",
+    "CPU time limit exceeded": "SIGXCPU",
+    "File size limit exceeded": "SIGXFSZ",
+    "Broken pipe": "SIGPIPE",
+    "Quit": "SIGQUIT",
+    "User defined signal 1": "SIGUSR1",
+    "User defined signal 2": "SIGUSR2",
+    "Alarm clock": "SIGALRM",
+    "Bad system call": "SIGSYS",
 }
 
 

@@ -82,3 +82,19 @@ def test_restart_policy_travels_in_the_records_not_in_scores_tsv() -> None:
     row = record("nvrx_restart_agent", Cell("SIGKILL", 1, 5, 1), restart_policy="retry_budget.v1 general_retry (x)")
     assert ScoreRecord.from_json(row.to_json()).restart_policy == row.restart_policy
     assert "restart_policy" not in row.to_row()
+
+
+def test_reading_section_counts_which_reading_found_each_verdict_and_how_often_it_passed() -> None:
+    kill, hang, exc = Cell("SIGKILL", 1, 5, 1), Cell("GPU_SLEEP", 3, 5, 1), Cell("WORKLOAD_EXC", 0, 5, 1)
+    log_views = {
+        "faultloop": [
+            record("faultloop", kill, found_by="row"),
+            record("faultloop", exc, found_by="row"),
+            record("faultloop", hang, {"rank_primary": Grade.FALSE}, found_by="temporal"),
+        ],
+        "first_error": [record("first_error", kill)],  # says nothing of its readings
+    }
+    (finding,) = differences.reading_findings(log_views)
+    (table,) = [b for b in finding.blocks if isinstance(b, differences.FindingTable)]
+    assert table.rows == [["faultloop", "row", "2", "2/2"], ["faultloop", "temporal", "1", "0/1"]]
+    assert differences.reading_findings({"first_error": log_views["first_error"]}) == []

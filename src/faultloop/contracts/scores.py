@@ -136,6 +136,7 @@ class ScoreRecord:
     files: list[FileLink] = field(default_factory=list)  # the analyzer's own files on the cell
     cell_files: list[FileLink] = field(default_factory=list)  # the run's: manifest, logs, dumps
     restart_policy: str = ""  # the analyzer's own restart policy, where its verdict names one (not in scores.tsv)
+    found_by: str = ""  # the reading that found its verdict, where it says (LogVerdict.found_by; not in scores.tsv)
     # A job's life: this run's decision for the next attempt as the policy scorer reads the verdict
     # (score.life.read_decision; "" where not read), and on a cell's record every attempt's grades
     # (`life`) and the policy's cost against the oracle's in node-minutes (None: not measured)

@@ -37,6 +37,12 @@ NodeRef = int | str  # a node of a run's allocation: its index (0-based) or its 
 # of the job's life (the decision's rule, its reasons, each attempt) and, in it, the host each rank
 # of the failing attempt ran on (the combined verdict drains an FR-named rank's node by it)
 LIFE_RECORD, RANK_HOSTS = "life", "rank_hosts"
+# Which reading of a log found a verdict (`found_by`): a row of the known templates, the generic
+# reading of severities and failure words (exit statuses and signals in any wording too), where the
+# log stops (temporal), or which rank differs from the others (spatial). A record written before
+# the field existed reads as "" (not said).
+ROW, GENERIC, TEMPORAL, SPATIAL = "row", "generic", "temporal", "spatial"
+READINGS = (ROW, GENERIC, TEMPORAL, SPATIAL)
 
 
 def _node_list(value: Any, name: str) -> list[NodeRef]:
@@ -158,6 +164,7 @@ class LogVerdict:
     # analyzer states one apart from `restart` (its decision on this log alone, upstream's).
     drain_nodes: list[NodeRef] = field(default_factory=list)
     next_attempt: str = ""
+    found_by: str = ""  # the reading that found it (READINGS), "" where the analyzer does not say
     extra: dict[str, Any] = field(default_factory=dict)
 
     def drained(self, nodes: Sequence[str]) -> list[str]:
@@ -191,6 +198,8 @@ class LogVerdict:
         }
         if self.next_attempt:
             out["next_attempt"] = self.next_attempt
+        if self.found_by:
+            out["found_by"] = self.found_by
         return out | self.extra
 
     def to_text(self) -> str:
@@ -212,6 +221,9 @@ class LogVerdict:
         if next_attempt not in ("", RESTART, STOP):
             raise RecordError(f"next_attempt must be {RESTART!r} or {STOP!r}, not {next_attempt!r:.60}")
         category, fault_type = data.get("fault_category"), data.get("fault_type")
+        found_by = data.get("found_by") or ""
+        if found_by not in ("", *READINGS):
+            raise RecordError(f"found_by must be one of {', '.join(READINGS)}, not {found_by!r:.60}")
         known = {f.name for f in fields(cls)}
         return cls(
             restart.strip(),
@@ -229,6 +241,7 @@ class LogVerdict:
             str(data.get("analyzer_version") or ""),
             drain_nodes=_node_list(data.get("drain_nodes"), "drain_nodes"),
             next_attempt=next_attempt,
+            found_by=found_by,
             extra={k: v for k, v in data.items() if k not in known},
         )
 

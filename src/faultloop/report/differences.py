@@ -1,6 +1,7 @@
 """What the side-by-side tables do not say: where an analyzer's restart decisions differ from the
-restart table by its own policy (a design, not a miss), and where faultloop's combined verdict
-differs from the two verdicts it merged. The report renders these findings as its sections."""
+restart table by its own policy (a design, not a miss), which reading of a log found each verdict,
+and where faultloop's combined verdict differs from the two verdicts it merged. The report renders
+these findings as its sections."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field
 
 from faultloop.analyze.kinds import combined
 from faultloop.contracts import DIMENSIONS, FR_RANK, Grade, Reads, ScoreRecord
+from faultloop.contracts.verdicts import READINGS
 
 RESTART = "restart_correct"
 
@@ -63,6 +65,38 @@ def policy_findings(log_views: dict[str, list[ScoreRecord]]) -> list[Finding]:
                 FindingTable(["analyzer", "cell", "table says", "decided", "its policy's reason"], detail)
                 if detail
                 else "No decision differs from the table.",
+            ],
+        )
+    ]
+
+
+# ---- which reading found each verdict ----------------------------------------------------------
+
+
+def reading_findings(log_views: dict[str, list[ScoreRecord]]) -> list[Finding]:
+    """Per analyzer whose verdicts say which reading found them (faultloop's: a known row, the
+    generic reading, where the log stops, which rank differs), how often each carried and how often
+    its verdict passed every dimension."""
+    said = {n: [r for r in rows if r.scored and r.found_by] for n, rows in log_views.items()}
+    said = {n: rows for n, rows in said.items() if rows}
+    if not said:
+        return []
+    table = []
+    for name, rows in said.items():
+        for reading in READINGS:
+            mine = [r for r in rows if r.found_by == reading]
+            if mine:
+                table.append([name, reading, str(len(mine)), f"{sum(1 for r in mine if r.passed)}/{len(mine)}"])
+    return [
+        Finding(
+            "Which reading found each verdict",
+            [
+                "faultloop's log analyzer reads a log with its rows of known templates first; where they find "
+                "nothing it falls back on the generic reading (a severity and failure words, an exit status or "
+                "a signal in any wording), on where the log stops (retries that never succeeded, a stall, threads "
+                "waiting), and on which rank differs from the others. A verdict a fallback found is inferred, "
+                "with low or medium confidence.",
+                FindingTable(["analyzer", "reading", "verdicts", "passed"], table),
             ],
         )
     ]

@@ -540,8 +540,13 @@ def judge_section(rep: Report) -> list[Section]:
 
 
 def difference_sections(rep: Report) -> list[Section]:
-    """Restart decisions by policy, and the combined verdict against its inputs (report.differences)."""
-    findings = differences.policy_findings(rep.log_views) + differences.combined_findings(rep.log_views, rep.fr_views)
+    """Restart decisions by policy, which reading found each verdict, and the combined verdict against
+    its inputs (report.differences)."""
+    findings = (
+        differences.policy_findings(rep.log_views)
+        + differences.reading_findings(rep.log_views)
+        + differences.combined_findings(rep.log_views, rep.fr_views)
+    )
     return [
         Section(
             f.title,

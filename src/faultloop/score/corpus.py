@@ -166,6 +166,9 @@ class Scores:
     unknown_high: Tally = field(default_factory=Tally)  # counts overclaims (lower is better)
     restart_recall: dict[str, Tally] = field(default_factory=dict)  # per labelled decision (RESTART, STOP)
     not_found: Tally = field(default_factory=Tally)  # failure logs answered ERRORS NOT FOUND (lower is better)
+    # the reading that found each verdict (its `found_by`: a known row, generic, temporal, spatial):
+    # how often each carried, and how often its category was right
+    found_by: dict[str, Tally] = field(default_factory=dict)
 
     def add(self, o: Outcome) -> None:
         self.cases += 1
@@ -177,6 +180,8 @@ class Scores:
             self.restart_recall.setdefault(o.case.expected_restart, Tally()).add(o.restart_ok)
         if NONE_CATEGORY not in o.case.categories:
             self.not_found.add(o.got is not None and o.got.restart == ERRORS_NOT_FOUND)
+        if o.got is not None and o.got.found_by:
+            self.found_by.setdefault(o.got.found_by, Tally()).add(o.category_ok)
 
     def recall(self, label: str) -> Tally:
         return self.restart_recall.get(label, Tally())
@@ -190,7 +195,13 @@ class Scores:
             "unknown_culprit_high_confidence": self.unknown_high.to_json(counted="named_high"),
             "restart_recall": {label: self.recall(label).to_json() for label in RESTART_OF_LABEL},
             "errors_not_found_on_failure_logs": self.not_found.to_json(counted="not_found"),
+            "found_by": {reading: tally.to_json(counted="category_right") for reading, tally in self.found_by.items()},
         }
+
+    def readings(self) -> str:
+        """How often each reading found the verdict, and its category was right: `row 340 (330
+        right), generic 3 (2 right)`."""
+        return ", ".join(f"{r} {t.total} ({t.right} right)" for r, t in sorted(self.found_by.items())) or "-"
 
 
 @dataclass
@@ -283,6 +294,8 @@ class Evaluation:
             f"{'threshold':<26}{'':>6}  {'>= ' + format(bar.category, '.0%'):<13}"
             f"{'>= ' + format(bar.restart, '.0%'):<13}{'>= ' + format(bar.culprit, '.0%'):<13}"
             f"<= {bar.unknown_high:.0%}",
+            "",
+            f"found by (the reading that found each verdict; its category right): {self.overall.readings()}",
         ]
         for heading, key in (
             ("by folder", lambda o: o.case.folder),

@@ -206,6 +206,7 @@ def score_cell(
         base.analyzer_restart = log.restart
         base.primary_ranks, base.secondary_ranks = list(log.primary_ranks), list(log.secondary_ranks)
         base.restart_policy = restart_policy(log)
+        base.found_by = log.found_by
     base.fr_suspects = sorted(set(fr.suspect_ranks)) if fr else []
     _grade(base, truth, log, fr, {Reads.LOG, Reads.FR})
     base.judge_notes = _notes(truth, base, log, problems)

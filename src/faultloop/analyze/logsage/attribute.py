@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from faultloop.analyze.logsage import spatial
 from faultloop.analyze.logsage.causes import crash_cause, hang_cause, with_meaning
 from faultloop.analyze.logsage.confidence import (
     HIGH,
@@ -53,6 +54,7 @@ from faultloop.analyze.logsage.vocab import (
     TIMEOUT,
     Cause,
 )
+from faultloop.contracts.verdicts import SPATIAL
 
 
 def attribute(facts: Facts) -> Attribution:
@@ -378,6 +380,13 @@ def _hang(facts: Facts, tl: Timeline) -> Attribution | None:
         keys = [busy, *keys]
     elif Cause.WATCHDOG_HANG in hints:
         cause = Cause.WATCHDOG_HANG
+    elif not primary and (behind := spatial.behind_in_sequence(facts)) is not None:
+        rank, seq, next_seq = behind
+        reason = (
+            f"rank {rank} timed out on collective SeqNum {seq} while every other rank had gone on to "
+            f"{next_seq} or later: it stopped issuing collectives while they did (one-rank work, inferred)"
+        )
+        return attribution(Cause.SLOW_RANK, [rank], tl.victims, keys, reason, MEDIUM, reason, SPATIAL)
     else:
         cause = hang_cause(facts, primary[0]) if len(primary) == 1 else Cause.HANG
     return attribution(cause, primary, tl.victims, keys, why, level, level_reason)
@@ -491,7 +500,9 @@ DECISIONS: tuple[Callable[[Facts, Timeline], Attribution | None], ...] = (
     _hang,  # 8. a hang: ranks timed out first -> SETUP_HANG (the rank every waiter fetches the
     #         communicator's id from, or the one member the waiters lack), SHUTDOWN_HANG, SLOW_RANK
     #         (one busy rank: a one-rank path recurs, STOP), WATCHDOG_HANG, the odd rank out's
-    #         GPU_SLEEP / LOCK_GIL / SIGSTOP, or HANG with no culprit (RESTART)
+    #         GPU_SLEEP / LOCK_GIL / SIGSTOP, SLOW_RANK where no rank stands out but one timed out
+    #         earlier in the collective sequence than every other (spatial.py), or HANG with no
+    #         culprit (RESTART)
     _peer_lost,  # 9. peers were lost and nobody failed visibly -> a rank that died silently, else NETWORK
 )
 # 10. otherwise (_quiet_end): DONE when the application finished, else no errors found

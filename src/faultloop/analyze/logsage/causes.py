@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from signal import Signals
 
+from faultloop.analyze.logsage.exits import SIGNAL_CAUSES
 from faultloop.analyze.logsage.facts import Evidence, Facts
 from faultloop.analyze.logsage.policy import POLICY
 from faultloop.analyze.logsage.ranks import every_rank_dumped
@@ -16,7 +17,6 @@ from faultloop.analyze.logsage.rules import (
     ERRNO_RE,
     EXCEPTION_MEANING,
     RECURS,
-    SIGNAL_FAULT,
     TRANSIENT,
 )
 from faultloop.analyze.logsage.timeline import named_signal, ranks_with
@@ -55,9 +55,9 @@ def crash_cause(facts: Facts, rank: int | None) -> str:
     ex = facts.exits.get(rank) if rank is not None else None
     if (SIGNAL, rank) in first:
         sig = named_signal(first[(SIGNAL, rank)].text)
-        return SIGNAL_FAULT.get(sig or "", Cause.EXTERNAL_SIGNAL)
-    if ex and ex.signal in SIGNAL_FAULT:
-        return SIGNAL_FAULT[ex.signal]
+        return SIGNAL_CAUSES.get(sig or "", Cause.EXTERNAL_SIGNAL)
+    if ex and ex.signal in SIGNAL_CAUSES:
+        return SIGNAL_CAUSES[ex.signal]
     for kind in (DEATH, *WEAK_ORIGINS):
         if (kind, rank) in first and first[(kind, rank)].hint in POLICY:
             return first[(kind, rank)].hint or Cause.CRASH

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from faultloop.analyze.logsage.facts import Evidence, Facts
 from faultloop.analyze.logsage.policy import POLICY
 from faultloop.analyze.logsage.timeline import Timeline
+from faultloop.contracts.verdicts import ROW
 
 HIGH, MEDIUM, LOW = "high", "medium", "low"
 
@@ -29,6 +30,7 @@ class Attribution:
     reasoning: str
     confidence: str
     confidence_reason: str
+    found_by: str = ROW  # which reading found it (contracts.verdicts.READINGS)
 
 
 def attribution(
@@ -39,6 +41,7 @@ def attribution(
     why: str,
     confidence: str,
     confidence_reason: str,
+    found_by: str = ROW,
 ) -> Attribution:
     """Job-wide causes (POLICY's blames_rank false) name no primary rank: everyone reporting is
     a victim of the job's environment or configuration."""
@@ -46,7 +49,7 @@ def attribution(
         victims, primary = set(victims) | set(primary), []
         confidence_reason = f"{cause} is a job-wide cause: the ranks that report it are not at fault"
     return Attribution(
-        cause, sorted(primary), sorted(set(victims) - set(primary)), keys, why, confidence, confidence_reason
+        cause, sorted(primary), sorted(set(victims) - set(primary)), keys, why, confidence, confidence_reason, found_by
     )
 
 

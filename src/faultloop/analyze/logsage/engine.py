@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from faultloop.analyze.logsage import culprits, prefilter, ranks, records, scan
+from faultloop.analyze.logsage import culprits, fallback, prefilter, ranks, records, scan, shapes
 from faultloop.analyze.logsage.attribute import attribute
 from faultloop.analyze.logsage.facts import MAX_EVIDENCE, Evidence, Facts
 from faultloop.analyze.logsage.policy import POLICY
 from faultloop.analyze.logsage.vocab import CHECKPOINT
 from faultloop.contracts import LogVerdict as Verdict  # the logsage.json contract
+from faultloop.contracts.verdicts import GENERIC, ROW
 from faultloop.faults import ERRORS_NOT_FOUND, NO_LOGS, NONE, RESTART
 from faultloop.fingerprint import source_fingerprint
 
@@ -95,6 +96,10 @@ def _analyze_path(path: Path, settings: Settings) -> Verdict:
     records.read_blocks(path, facts)
     ranks.single_process(facts, culprits.device_rank(facts))
     found = attribute(facts)
+    if not found.cause:  # the rows found nothing: the readings under them (generic, temporal, spatial)
+        found = fallback.read_under(path, facts) or found
+    elif found.found_by == ROW and found.keys and found.keys[0].rule in shapes.SHAPE_NAMES:
+        found.found_by = GENERIC  # its line was read by the shape of what programs say, not by a row
     checkpoint = any(k == CHECKPOINT for k, _ in facts.first)
     if not found.cause:
         return Verdict(
@@ -142,6 +147,7 @@ def _analyze_path(path: Path, settings: Settings) -> Verdict:
         checkpoint,
         found.confidence,
         found.confidence_reason,
+        found_by=found.found_by,
         extra={CAUSE: str(cause)},  # the cause a job's life compares attempts by (logsage.life)
     )
 

@@ -518,17 +518,7 @@ FIRST_SEQ = 1  # a timeout at or below this collective number: the job never got
 BUSY_WINDOW_LINES = 200  # one-rank work this close before the first timeout explains it
 
 # -- exit statuses and signals ---------------------------------------------------------------------
-# the cause a rank's death by each signal shows (exit statuses and srun's words are read into signal
-# names by faultloop.signals)
-SIGNAL_FAULT: dict[str, str] = {
-    "SIGKILL": Cause.SIGKILL,
-    "SIGTERM": Cause.SIGTERM,
-    "SIGINT": Cause.SIGINT,
-    "SIGSEGV": Cause.SEGFAULT,
-    "SIGABRT": Cause.OS_ABORT,
-    "SIGBUS": Cause.SEGFAULT,
-    "SIGHUP": Cause.SIGTERM,
-}
+# (the cause a rank's death by each signal shows: exits.SIGNAL_CAUSES, every signal the shells name)
 # signals launchers and schedulers send to stop the rest of a job: a rank ended by one after the
 # stop began is a victim
 STOP_SIGNALS = ("SIGTERM", "SIGKILL", "SIGHUP", "SIGINT")

@@ -16,6 +16,7 @@ from typing import IO
 
 from faultloop.analyze.logsage import framing, prefilter, reading, shapes
 from faultloop.analyze.logsage.collectives import collective, count_collective
+from faultloop.analyze.logsage.exits import SIGNAL_CAUSES
 from faultloop.analyze.logsage.facts import (
     MAX_EVIDENCE,
     MAX_HOSTS,
@@ -35,7 +36,6 @@ from faultloop.analyze.logsage.rules import (
     DEVICE_NAMED_RE,
     DIVERGED_SKIP_SHARE,
     OOM_DEVICE_RE,
-    SIGNAL_FAULT,
     STOP_SIGNALS,
     WARMUP_SKIPS,
 )
@@ -163,7 +163,7 @@ def record_exit(
             facts.pid_rank[pid] = rank
     if signal or exitcode or ev.hint:  # (a hint: what the report says became of it, a crash)
         kind = DEATH if signal or ev.hint else EXITED
-        add(facts, Evidence(ev.line, ev.text, kind, rank, ev.rule, SIGNAL_FAULT.get(signal or "") or ev.hint))
+        add(facts, Evidence(ev.line, ev.text, kind, rank, ev.rule, SIGNAL_CAUSES.get(signal or "") or ev.hint))
 
 
 def scan(

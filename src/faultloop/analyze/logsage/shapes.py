@@ -8,7 +8,8 @@ row still says what happened in a few shapes, modelled here once:
   * a launcher's report of a child, from any program: a rank or process named with an exit status
     or a signal (`worker 3 exited with code 137`, `rank 2 was killed by signal 9`), or with what
     became of it (`crashed`, `killed`, `non-zero status`);
-  * a failure statement at any log level (`... encountered an error: ...`, `... failed with ...`);
+  * a failure statement at any log level (`... encountered an error: ...`, `... failed with ...`,
+    `This is likely a configuration error`);
   * the templates of RULES' rows anchored at the start of the program's words, found anywhere on a
     line behind a prefix no shape reads (ANYWHERE): what stands before them is framing.
 
@@ -66,9 +67,11 @@ SHAPES: tuple[Rule, ...] = (
     Rule("failure_statement", REPORTED, (),
          r"\b(?:encountered|hit|raised|threw|caught|reported) (?:an? |the )?(?:\w+ )?(?:error|exception|failure)s?\b"
          r"|\b(?:[Ff]ailed|FAILED|[Cc]rashed|[Aa]borted) (?:with|due to|because)\b"
-         r"|\b[Ee]rror (?:occurred|occured|happened)\b", Cause.PROGRAM_ERROR, ANY_PROGRAM),
+         r"|\b[Ee]rror (?:occurred|occured|happened)\b"
+         r"|\b(?:is|was) (?:likely |probably |most likely )?an? (?:\w+ )?error\b", Cause.PROGRAM_ERROR, ANY_PROGRAM),
 )
 # fmt: on
+SHAPE_NAMES = frozenset(rule.name for rule in SHAPES)  # a verdict resting on one of them is the generic reading's
 # the signal a launcher's word for a child's end names (`killed`: strsignal(SIGKILL), as srun and bash print it)
 HOW_SIGNAL = {
     "killed": "SIGKILL",
