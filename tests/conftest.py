@@ -31,7 +31,8 @@ NVRX_FR = SHARED / "fixtures" / "nvrx_fr"
 REAL_LOGS = SHARED / "real_logs"
 REAL_LOGS_HO = SHARED / "real_logs_ho"  # the corpus's second folder (labels_ho.tsv)
 REAL_LOGS_B = SHARED / "real_logs_b"  # the third (labels_r4.tsv, labels_r5.tsv)
-REAL_LOG_FOLDERS = tuple(folder for folder in (REAL_LOGS, REAL_LOGS_HO, REAL_LOGS_B) if folder.is_dir())
+REAL_LOGS_C = SHARED / "real_logs_c"  # the fourth: two blind collections (labels_r6.tsv, labels_r7*.tsv)
+REAL_LOG_FOLDERS = tuple(folder for folder in (REAL_LOGS, REAL_LOGS_HO, REAL_LOGS_B, REAL_LOGS_C) if folder.is_dir())
 needs_nvrx_dumps = pytest.mark.skipif(
     not NVRX_FR.is_dir(),
     reason=f"NVRx flight-recorder fixtures not found at "

@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import re
 
+from faultloop.analyze.logsage import ablation, messages
 from faultloop.analyze.logsage.launchers import (
+    EVERY_ADAPTER,
     dask,
     deepspeed,
     horovod,
@@ -47,6 +49,7 @@ from faultloop.analyze.logsage.launchers import (
     torch_tests,
     torchrun,
 )
+from faultloop.analyze.logsage.launchers import EXCEPTION_CAUSES as LAUNCHER_EXCEPTION_CAUSES
 from faultloop.analyze.logsage.vocab import (
     BUSY,
     CHECKPOINT,
@@ -142,7 +145,7 @@ MEGATRON_DDP = ("Megatron-LM", "megatron/core/distributed/param_and_grad_buffer.
 # NCCL's WARN level prints, ...) rather than adding new ones. ripgrep runs a set of at most ~47
 # literals of three bytes or more with SIMD, several times faster than a bigger one (tests hold the
 # table to that; `make bench-logs` measures it).
-RULES: tuple[Rule, ...] = (
+EVERY_RULE: tuple[Rule, ...] = (
     # -- the scheduler ended the job (these explain everything after them) --------------------
     Rule("preempted", SLURM, ("CANCELLED", "reempt"), r"CANCELLED.*DUE TO PREEMPTION|\b[Pp]reempted\b", Cause.PREEMPTION,
          SLURM_STEPD),
@@ -405,6 +408,8 @@ RULES: tuple[Rule, ...] = (
          ("any program", "the `prog: error:` convention of C programs (err(3), SLURM's error()) and argparse")),
 )
 # fmt: on
+# the rows of the programs this process reads: all but those left out (ablation.py)
+RULES: tuple[Rule, ...] = tuple(rule for rule in EVERY_RULE if ablation.keeps(rule.origin))
 
 # A DeepSpeed step report is a failure when most steps so far were skipped on fp16 overflow, and
 # more than loss-scale warm-up skips: the scale halves on each overflow, from 2**32 (DeepSpeed's
@@ -419,7 +424,7 @@ EXCEPTION_CAUSES: dict[str, str] = {
     "KeyboardInterrupt": Cause.SIGINT,
     "ModuleNotFoundError": Cause.CONFIG_ERROR,
     "ImportError": Cause.CONFIG_ERROR,
-    **dask.EXCEPTION_CAUSES,
+    **LAUNCHER_EXCEPTION_CAUSES,
 }
 # What an exception means: where it comes from (the workload's code, or the infrastructure it runs
 # on: storage, network, a remote service, the rendezvous store) and whether the next attempt may
@@ -532,3 +537,14 @@ SIGNAL_FAULT: dict[str, str] = {
 # signals launchers and schedulers send to stop the rest of a job: a rank ended by one after the
 # stop began is a victim
 STOP_SIGNALS = ("SIGTERM", "SIGKILL", "SIGHUP", "SIGINT")
+
+
+def programs() -> list[str]:
+    """Every program the tables name, the names `faultloop eval-logs --ablate` leaves out: of the
+    rows, the launcher adapters and the catalog's entries (ablation.py)."""
+    origins = [
+        *(rule.origin for rule in EVERY_RULE),
+        *(adapter.ORIGIN for adapter in EVERY_ADAPTER),
+        *((t.program, t.source) for t in messages.load_catalog(left_out=frozenset())),
+    ]
+    return sorted({name for origin in origins for name in ablation.programs_of(origin)})

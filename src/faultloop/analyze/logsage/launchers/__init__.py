@@ -39,21 +39,26 @@ import importlib
 import pkgutil
 import re
 
+from faultloop.analyze.logsage import ablation
 from faultloop.analyze.logsage.launchers import dask, horovod, open_mpi, ray
 
 # every module of the package is an adapter: a new one takes part once its rows are spliced into RULES
-ADAPTERS = tuple(importlib.import_module(f"{__name__}.{module.name}") for module in pkgutil.iter_modules(__path__))
+EVERY_ADAPTER = tuple(importlib.import_module(f"{__name__}.{module.name}") for module in pkgutil.iter_modules(__path__))
+# the adapters of the programs this process reads (all but those left out: ablation.py)
+ADAPTERS = tuple(adapter for adapter in EVERY_ADAPTER if ablation.keeps(adapter.ORIGIN))
 
 # a frame of a launcher's own traceback (it reports a worker's failure, or fails itself)
-LAUNCHER_FRAMES = re.compile("|".join(adapter.FRAMES for adapter in ADAPTERS if adapter.FRAMES))
+LAUNCHER_FRAMES = re.compile("|".join(adapter.FRAMES for adapter in ADAPTERS if adapter.FRAMES) or "(?!)")
 # a function of a launcher's own work after its workers ended (torchrun's exit barrier): an exception it
 # logs from there is the launcher's, not a worker's failure or a hang
 LAUNCHER_AFTER_RUN = re.compile("|".join(a.AFTER_RUN for a in ADAPTERS if getattr(a, "AFTER_RUN", "")) or "(?!)")
 # the exception classes launchers report a child's failure with (the child's own lines say why)
 LAUNCHER_EXCEPTIONS = tuple(name for adapter in ADAPTERS for name in adapter.REPORT_EXCEPTIONS)
+# the classes an orchestrator reports a worker's end with, and the cause each means (Dask's KilledWorker)
+EXCEPTION_CAUSES = {name: cause for a in ADAPTERS for name, cause in getattr(a, "EXCEPTION_CAUSES", {}).items()}
 # the first process a launcher's multi-line report names: its name's rank (mpirun, horovodrun)
-FIRST_EXIT_NAMES = (open_mpi.NAME_RE, horovod.NAME_RE)
+FIRST_EXIT_NAMES = tuple(adapter.NAME_RE for adapter in (open_mpi, horovod) if adapter in ADAPTERS)
 # rows read on the later lines of an exception's message, where a launcher words what happened
-MESSAGE_ROWS = ray.MESSAGE_ROWS
+MESSAGE_ROWS = tuple(row for row in ray.MESSAGE_ROWS if ablation.keeps(row.origin))
 # a launcher's row -> the row of a line it logs above it that says why (read back from that line)
-WHY_ABOVE = dask.WHY_ABOVE
+WHY_ABOVE = {name: row for name, row in dask.WHY_ABOVE.items() if ablation.keeps(row.origin)}

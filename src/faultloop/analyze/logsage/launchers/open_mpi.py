@@ -42,3 +42,5 @@ WRAPPED_RANK_RE = re.compile(REPORT_ROWS[1].pattern)
 WRAPPED_SIGNAL_RE = re.compile(r"^\s*signal (\d+)\b")
 FRAMES = ""
 REPORT_EXCEPTIONS: tuple[str, ...] = ()
+# the program this adapter reads (ablation.programs_of): its frames and exception classes are that program's
+ORIGIN = RUN

@@ -43,3 +43,5 @@ MESSAGE_ROWS: tuple[Rule, ...] = (
 )
 FRAMES = ""  # the driver is the user's script
 REPORT_EXCEPTIONS = ("TrainingFailedError", "WorkerGroupError")
+# the program this adapter reads (ablation.programs_of): its frames and exception classes are that program's
+ORIGIN = TRAIN

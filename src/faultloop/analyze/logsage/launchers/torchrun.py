@@ -75,3 +75,5 @@ REPORT_EXCEPTIONS = ("ChildFailedError", "SignalException")
 # after its workers ended, the agent waits for the other agents (api.py's _exit_barrier, 1.9 on) and logs
 # `Error waiting on exit barrier. Elapsed: N seconds` with the store's exception: its wait, not a worker's failure
 AFTER_RUN = r"^_exit_barrier$"
+# the program this adapter reads (ablation.programs_of): its frames and exception classes are that program's
+ORIGIN = AGENT
