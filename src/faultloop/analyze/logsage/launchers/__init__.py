@@ -12,7 +12,9 @@ written from its program's source and states the versions each wording is printe
   lightning.py    Lightning's subprocess launcher and signal handlers
   srun.py         SLURM's srun (its task reports and launch failures)
   open_mpi.py     Open MPI's mpirun (orterun <= 4.1, prterun 5.0)
-  ray.py          Ray Train
+  mpich.py        MPICH's mpiexec (Hydra), and Intel MPI's mpiexec.hydra
+  kubeflow.py     Kubeflow's training operator (PyTorchJob and the other jobs' conditions)
+  ray.py          Ray Train, and Ray's own reports (a worker's death, the memory monitor, a node lost)
   dask.py         Dask distributed's nanny and scheduler
   horovod.py      horovodrun (Gloo and MPI) and Horovod's stall inspector
   submitit.py     submitit's handler of the scheduler's signals in a SLURM job
@@ -20,6 +22,7 @@ written from its program's source and states the versions each wording is printe
 
 An adapter's rows are Rule rows of the RULES vocabulary. RULES is first-match-wins, so each row
 stands where it must in that order; rules.py splices an adapter's tuples at their places:
+  NODE_ROWS      with the scheduler's rows, first (an orchestrator's word that a node was lost)
   STALL_ROWS     among the timeout rows (a launcher's word that a rank never ended: its culprit)
   VICTIM_ROWS    among the lost-peer rows (a launcher's word that a survivor lost its peers)
   FAILURE_ROWS   launch failures and task ends, before the shell's and faulthandler's wording
