@@ -37,6 +37,8 @@ CASES: dict[str, list[tuple[str, str | None, tuple[str, str, list[int], str | No
         ("failed (exitcode: -9) local_rank: {local} (pid: {pid}) of fn", ">=1.10", ("crash", STOP, [2], "SIGKILL")),
         ("exitcode  : -9 (pid: {pid}) SIGKILL", ">=2.12", ("crash", STOP, [5], "SIGKILL")),
         ("exitcode  : -11 (pid: {pid})\\n", ">=1.10,<2.12", ("crash", STOP, [5], "SEGFAULT")),
+        # the summary's first format (`Root Cause:` first, `msg:` lines): its record's rank above its status
+        ('  msg: "Signal 9 (SIGKILL) received by PID {pid}"', None, ("crash", STOP, [5], "SIGKILL")),
         # the agent's own failures: its rendezvous, its store
         ("RendezvousStateError", ">=1.10", LAUNCH_FAILURE),
         ("RendezvousClosedError", ">=1.10", LAUNCH_FAILURE),
