@@ -241,7 +241,7 @@ FLOORS: dict[str, dict[str, float]] = {
     "real_logs": {"category": 0.92, "restart": 0.94, "culprit": 0.94, "RESTART": 1.00, "STOP": 0.93},
     "real_logs/gh": {"category": 0.96, "restart": 0.88, "culprit": 1.00, "RESTART": 1.00, "STOP": 0.86},
     "real_logs_ho": {"category": 0.94, "restart": 0.90, "culprit": 0.94, "RESTART": 0.81, "STOP": 0.91},
-    "real_logs_b": {"category": 0.93, "restart": 0.77, "culprit": 0.90, "RESTART": 0.75, "STOP": 0.79},
+    "real_logs_b": {"category": 0.93, "restart": 0.79, "culprit": 0.90, "RESTART": 0.75, "STOP": 0.82},
     "real_logs_c": {"category": 0.85, "restart": 0.72, "culprit": 0.67, "RESTART": 0.60, "STOP": 0.78},
 }
 CORPUS_CASES = 379

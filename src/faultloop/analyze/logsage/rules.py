@@ -253,13 +253,15 @@ EVERY_RULE: tuple[Rule, ...] = (
     Rule("nccl_shm", NETWORK_KIND, ("rror",), r"Error while creating shared memory segment", Cause.NCCL_SETUP, NCCL_SHM),
     # NCCL's own socket, bootstrap and net warnings (`host:pid:tid [dev] file.cc:line NCCL WARN ...`, NCCL
     # 2.10 to 2.30; catalog/nccl.tsv has each wording with its releases). What they mean, not where:
-    # the job's settings name no interface, address or device NCCL can use: a restart repeats it (not
+    # the job's settings name no interface, address or device NCCL can use (nor a NET device its topology lists,
+    # 2.21 on: ncclInternalError): a restart repeats it (not
     # NET/IB's `No IP interface found` or `Unable to open device`: NCCL skips that device or falls back
     # to sockets, and the job may run on)
     Rule("nccl_no_interface", NETWORK_KIND, ("NCCL WARN",),
          r"NCCL WARN (?:.*\b(?:no socket interface found|No usable listening interface found|no interface found|"
          r"no device found (?:matching|after excluding))|"
-         r"Invalid NCCL_COMM_ID|Net : (?:No valid \S+ pair found|error encountered when getting address info))",
+         r"Invalid NCCL_COMM_ID|Net : (?:No valid \S+ pair found|error encountered when getting address info)|"
+         r"Could not find NET with id \w+)",
          Cause.NCCL_SETUP, NCCL_INTERFACES),
     # a connection that could not be made (refused, timed out, unreachable, out of retries): during
     # setup the addresses and interfaces the job chose, after progress the network's state
