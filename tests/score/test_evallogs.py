@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from conftest import REAL_LOG_FOLDERS, REAL_LOGS, REAL_LOGS_B, REAL_LOGS_C, REAL_LOGS_HO, needs_real_logs
+from conftest import REAL_LOG_CORPUS, REAL_LOGS, REAL_LOGS_B, REAL_LOGS_C, REAL_LOGS_HO, needs_real_logs
 from faultloop.analyze import registry as analyzers
 from faultloop.cli import eval_logs as eval_logs_cli
 from faultloop.contracts import LogVerdict
@@ -225,7 +225,7 @@ def test_no_log_labelled_with_a_failure_is_errors_not_found() -> None:
     """A log whose only lines are plain failures is evidence, not `ERRORS NOT FOUND` (issue 20),
     in every corpus folder; the ones listed above are known and fail this test once they are read."""
     analyze = analyzers.resolve("faultloop", {}).analyze
-    cases = evallogs.load_cases(*REAL_LOG_FOLDERS)
+    cases = evallogs.load_cases(*REAL_LOG_CORPUS)
     found_nothing = {
         case.name for case in cases if "none" not in case.categories and analyze(case.log).restart == ERRORS_NOT_FOUND
     }
@@ -248,10 +248,10 @@ CORPUS_CASES = 379
 
 
 @needs_real_logs
-@pytest.mark.skipif(len(REAL_LOG_FOLDERS) < 4, reason=f"{REAL_LOGS_HO}, {REAL_LOGS_B} or {REAL_LOGS_C} not found")
+@pytest.mark.skipif(len(REAL_LOG_CORPUS) < 4, reason=f"{REAL_LOGS_HO}, {REAL_LOGS_B} or {REAL_LOGS_C} not found")
 def test_logsage_holds_its_floors_on_every_corpus_folder() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "faultloop.cli", "eval-logs", *map(str, REAL_LOG_FOLDERS), "--format", "json"],
+        [sys.executable, "-m", "faultloop.cli", "eval-logs", *map(str, REAL_LOG_CORPUS), "--format", "json"],
         capture_output=True,
         text=True,
         timeout=600,
