@@ -37,6 +37,8 @@ CASES: dict[str, list[tuple[str, str | None, tuple[str, str, list[int], str | No
         ("failed (exitcode: -9) local_rank: {local} (pid: {pid}) of fn", ">=1.10", ("crash", STOP, [2], "SIGKILL")),
         ("exitcode  : -9 (pid: {pid}) SIGKILL", ">=2.12", ("crash", STOP, [5], "SIGKILL")),
         ("exitcode  : -11 (pid: {pid})\\n", ">=1.10,<2.12", ("crash", STOP, [5], "SEGFAULT")),
+        # the summary's first format (`Root Cause:` first, `msg:` lines): its record's rank above its status
+        ('  msg: "Signal 9 (SIGKILL) received by PID {pid}"', None, ("crash", STOP, [5], "SIGKILL")),
         # the agent's own failures: its rendezvous, its store
         ("RendezvousStateError", ">=1.10", LAUNCH_FAILURE),
         ("RendezvousClosedError", ">=1.10", LAUNCH_FAILURE),
@@ -96,6 +98,20 @@ CASES: dict[str, list[tuple[str, str | None, tuple[str, str, list[int], str | No
         ("status,\\nthus causing", ">=5.0.6", ("exception", STOP, [5], "WORKLOAD_EXC")),
         ("and potentially your MPI job)", ">=1.10,<5", LAUNCH_FAILURE),
         ("and MPI will try to terminate your MPI job as well)", ">=5", LAUNCH_FAILURE),
+        # a rank that ended without MPI_Finalize; a daemon (its node) lost mid-run, or never reached
+        ("node {host} exiting improperly.", ">=1.10,<5", ("crash", STOP, [5], None)),
+        ("ORTE has lost communication with a remote daemon.", ">=2.1,<5", ("other", RESTART, [], None)),
+        ("An ORTE daemon has unexpectedly failed after launch", ">=1.10,<5", LAUNCH_FAILURE),
+    ],
+    "mpich": [
+        # Hydra's block and mpiexec's exit string: the death's signal, no rank (strsignal's words for SIGSEGV
+        # are the shell's, read as the log's one process)
+        ("(signal 9)", ">=3.2", ("crash", STOP, [], "SIGKILL")),
+        ("Segmentation fault (signal 11)", ">=3.2", ("crash", STOP, [0], "SEGFAULT")),
+    ],
+    "kubeflow": [
+        # the operator's word names a replica type, never a rank or a cause: nothing to attribute alone
+        ("is failed because 1 Worker replica(s) failed.", None, ("none", ERRORS_NOT_FOUND, [], None)),
     ],
     "ray": [
         # the driver's word names no worker: read as the log's one process
@@ -121,6 +137,13 @@ CASES: dict[str, list[tuple[str, str | None, tuple[str, str, list[int], str | No
             ("other", RESTART, [], None),
         ),
         ("The Ray Train run failed", ">=2.5", ("none", ERRORS_NOT_FOUND, [], None)),  # it says: look above
+        # Ray's own reports: its memory monitor's kills (the driver's word: the log's one process), a worker's
+        # death as the raylet reports it (a death record naming no rank), a node lost (the GCS, the raylet)
+        ("0 Workers crashed due to other reasons", None, ("oom", STOP, [0], None)),
+        ("exit detail: Task was killed due to the node running low on memory.", None, ("oom", STOP, [0], None)),
+        ("Worker unexpectedly exits with a connection error code 2. End of file.", None, ("crash", STOP, [], None)),
+        ("(OOM, preempted node, etc.)", None, ("other", RESTART, [], None)),
+        ("or has lagging heartbeats.", None, ("other", RESTART, [], None)),
         ("[Rank {rank} Error Snippet]:", ">=2.49", ("exception", STOP, [5], "WORKLOAD_EXC")),
     ],
     "dask": [

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from conftest import REAL_LOG_FOLDERS, REAL_LOGS, REAL_LOGS_B, REAL_LOGS_HO, needs_real_logs
+from conftest import REAL_LOG_CORPUS, REAL_LOGS, REAL_LOGS_B, REAL_LOGS_C, REAL_LOGS_HO, needs_real_logs
 from faultloop.analyze import registry as analyzers
 from faultloop.cli import eval_logs as eval_logs_cli
 from faultloop.contracts import LogVerdict
@@ -214,7 +214,10 @@ def test_any_configured_analyzer_is_graded_and_the_baseline_is_the_floor(tmp_pat
 
 # Failure logs logsage still answers ERRORS NOT FOUND on, and why (each a template it cannot yet
 # prefilter or read); the test fails once one is read, so that it leaves this list
-NOT_FOUND_YET: dict[str, str] = {}
+NOT_FOUND_YET: dict[str, str] = {
+    "r7a_07": "DeepSpeed's launcher killing its subprocesses, its exit line cut",
+    "r7b_15": "DeepSpeed's launcher killing its subprocesses, its exit line cut",
+}
 
 
 @needs_real_logs
@@ -222,7 +225,7 @@ def test_no_log_labelled_with_a_failure_is_errors_not_found() -> None:
     """A log whose only lines are plain failures is evidence, not `ERRORS NOT FOUND` (issue 20),
     in every corpus folder; the ones listed above are known and fail this test once they are read."""
     analyze = analyzers.resolve("faultloop", {}).analyze
-    cases = evallogs.load_cases(*REAL_LOG_FOLDERS)
+    cases = evallogs.load_cases(*REAL_LOG_CORPUS)
     found_nothing = {
         case.name for case in cases if "none" not in case.categories and analyze(case.log).restart == ERRORS_NOT_FOUND
     }
@@ -230,24 +233,25 @@ def test_no_log_labelled_with_a_failure_is_errors_not_found() -> None:
 
 
 # The measured floors on the corpus, overall and per folder (real_logs and its gh/ part, real_logs_ho,
-# real_logs_b): what this version reaches, rounded down to a point, held so that a change cannot
+# real_logs_b, real_logs_c): what this version reaches, rounded down to a point, held so that a change cannot
 # lose it unnoticed (the issue's targets and where they stand: benchmarks/README.md). RESTART and
 # STOP are the recalls of the two restart labels.
 FLOORS: dict[str, dict[str, float]] = {
-    "overall": {"category": 0.93, "restart": 0.86, "culprit": 0.93, "RESTART": 0.80, "STOP": 0.88},
+    "overall": {"category": 0.91, "restart": 0.82, "culprit": 0.86, "RESTART": 0.73, "STOP": 0.85},
     "real_logs": {"category": 0.92, "restart": 0.94, "culprit": 0.94, "RESTART": 1.00, "STOP": 0.93},
     "real_logs/gh": {"category": 0.96, "restart": 0.88, "culprit": 1.00, "RESTART": 1.00, "STOP": 0.86},
     "real_logs_ho": {"category": 0.94, "restart": 0.90, "culprit": 0.94, "RESTART": 0.81, "STOP": 0.91},
-    "real_logs_b": {"category": 0.93, "restart": 0.77, "culprit": 0.90, "RESTART": 0.75, "STOP": 0.79},
+    "real_logs_b": {"category": 0.93, "restart": 0.79, "culprit": 0.90, "RESTART": 0.75, "STOP": 0.82},
+    "real_logs_c": {"category": 0.85, "restart": 0.72, "culprit": 0.67, "RESTART": 0.60, "STOP": 0.78},
 }
-CORPUS_CASES = 278
+CORPUS_CASES = 379
 
 
 @needs_real_logs
-@pytest.mark.skipif(len(REAL_LOG_FOLDERS) < 3, reason=f"{REAL_LOGS_HO} or {REAL_LOGS_B} not found")
+@pytest.mark.skipif(len(REAL_LOG_CORPUS) < 4, reason=f"{REAL_LOGS_HO}, {REAL_LOGS_B} or {REAL_LOGS_C} not found")
 def test_logsage_holds_its_floors_on_every_corpus_folder() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "faultloop.cli", "eval-logs", *map(str, REAL_LOG_FOLDERS), "--format", "json"],
+        [sys.executable, "-m", "faultloop.cli", "eval-logs", *map(str, REAL_LOG_CORPUS), "--format", "json"],
         capture_output=True,
         text=True,
         timeout=600,

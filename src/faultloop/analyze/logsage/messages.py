@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from faultloop.analyze.logsage import ablation
 from faultloop.faults import ERRORS_NOT_FOUND, RESTART, STOP
 
 CATALOG = Path(__file__).parent / "catalog"
@@ -73,8 +74,9 @@ def read_table(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[str, dict
             yield f"{path.name}:{row_no}", row
 
 
-def load_catalog(folder: Path = CATALOG) -> list[Template]:
-    """Every template of every catalog file, checked for its columns and labels."""
+def load_catalog(folder: Path = CATALOG, left_out: frozenset[str] = ablation.LEFT_OUT) -> list[Template]:
+    """Every template of every catalog file, checked for its columns and labels, but those of the
+    programs left out (ablation.py)."""
     templates = []
     for path in sorted(folder.glob("*.tsv")):
         for where, row in read_table(path, COLUMNS):
@@ -82,6 +84,8 @@ def load_catalog(folder: Path = CATALOG) -> list[Template]:
                 raise ValueError(f"{where}: every field is needed; restart is RESTART, STOP or NOT_FOUND")
             if row["versions"] != UNCHECKED and not _VERSIONS_RE.fullmatch(row["versions"]):
                 raise ValueError(f"{where}: versions {row['versions']!r} is not a version range like >=1.10,<2.2")
+            if not ablation.keeps((row["program"], row["source"]), left_out):
+                continue
             templates.append(
                 Template(
                     row["program"],

@@ -33,12 +33,16 @@ from __future__ import annotations
 
 import re
 
+from faultloop.analyze.logsage import ablation, messages
 from faultloop.analyze.logsage.launchers import (
+    EVERY_ADAPTER,
     dask,
     deepspeed,
     horovod,
+    kubeflow,
     launch,
     lightning,
+    mpich,
     open_mpi,
     ray,
     spawn,
@@ -47,6 +51,7 @@ from faultloop.analyze.logsage.launchers import (
     torch_tests,
     torchrun,
 )
+from faultloop.analyze.logsage.launchers import EXCEPTION_CAUSES as LAUNCHER_EXCEPTION_CAUSES
 from faultloop.analyze.logsage.vocab import (
     BUSY,
     CHECKPOINT,
@@ -118,6 +123,10 @@ CPYTHON = ("CPython", "Python/pythonrun.c (the exception line), Modules/main.c")
 CPYTHON_FAULTHANDLER = ("CPython", "Modules/faulthandler.c")
 CPYTHON_IMPORT = ("CPython", "Python/import.c; Lib/argparse.py")
 LIBSTDCXX = ("libstdc++", "libsupc++/vterminate.cc")
+CPP_CHECK = ("glog, abseil", "glog src/glog/logging.h (CHECK), src/logging.cc; abseil absl/log/internal/check_op.h")
+OFI_NCCL = ("aws-ofi-nccl", "src/nccl_ofi_rdma.cpp, src/nccl_ofi_sendrecv.cpp (src/nccl_ofi_net.c before 1.7)")
+RDMA_CORE = ("rdma-core", "providers/mlx5/cq.c (the mlx5 verbs provider's dump of an error completion)")
+UCX_IB = ("UCX", "src/uct/ib/mlx5/ib_mlx5_log.c (uct_ib_mlx5_completion_with_err)")
 SHELL = ("bash", "jobs.c (the death of a foreground job)")
 MEGATRON = ("Megatron-LM", "megatron/training/training.py")
 TRANSFORMERS = ("transformers", "src/transformers/trainer.py")
@@ -142,8 +151,9 @@ MEGATRON_DDP = ("Megatron-LM", "megatron/core/distributed/param_and_grad_buffer.
 # NCCL's WARN level prints, ...) rather than adding new ones. ripgrep runs a set of at most ~47
 # literals of three bytes or more with SIMD, several times faster than a bigger one (tests hold the
 # table to that; `make bench-logs` measures it).
-RULES: tuple[Rule, ...] = (
+EVERY_RULE: tuple[Rule, ...] = (
     # -- the scheduler ended the job (these explain everything after them) --------------------
+    *ray.NODE_ROWS,  # an orchestrator lost a node
     Rule("preempted", SLURM, ("CANCELLED", "reempt"), r"CANCELLED.*DUE TO PREEMPTION|\b[Pp]reempted\b", Cause.PREEMPTION,
          SLURM_STEPD),
     Rule("time_limit", SLURM, ("CANCELLED",), r"CANCELLED.*DUE TO TIME LIMIT", Cause.TIME_LIMIT, SLURM_STEPD),
@@ -204,6 +214,10 @@ RULES: tuple[Rule, ...] = (
     # -- OOM and GPU errors (before the generic NCCL/CUDA rows) ------------------------------
     Rule("dataloader_killed", OOM_KIND, ("ignal",), r"DataLoader worker \(pid \d+\) is killed by signal: Killed",
          origin=TORCH_DATALOADER),
+    # a DataLoader worker's own handler of a fatal signal (`ERROR: Unexpected segmentation fault encountered in
+    # worker.`, `... bus error ... This might be caused by insufficient shared memory (shm).`), before its exit
+    Rule("dataloader_worker_fault", FATAL, ("egmentat", "rror"),
+         r"Unexpected (?:segmentation fault|bus error) encountered in worker", Cause.SEGFAULT, TORCH_DATALOADER),
     Rule("cuda_oom", OOM_KIND, ("of memory", "rror"), r"(?:CUDA|HIP) out of memory|OutOfMemoryError\b(?!')|CUDA error: out of memory",
          origin=TORCH_ALLOCATOR),
     Rule("nccl_cuda_oom", OOM_KIND, ("ailure",), r"Cuda failure (?:\d+ )?'out of memory'", origin=NCCL_CHECKS),
@@ -239,13 +253,15 @@ RULES: tuple[Rule, ...] = (
     Rule("nccl_shm", NETWORK_KIND, ("rror",), r"Error while creating shared memory segment", Cause.NCCL_SETUP, NCCL_SHM),
     # NCCL's own socket, bootstrap and net warnings (`host:pid:tid [dev] file.cc:line NCCL WARN ...`, NCCL
     # 2.10 to 2.30; catalog/nccl.tsv has each wording with its releases). What they mean, not where:
-    # the job's settings name no interface, address or device NCCL can use: a restart repeats it (not
+    # the job's settings name no interface, address or device NCCL can use (nor a NET device its topology lists,
+    # 2.21 on: ncclInternalError): a restart repeats it (not
     # NET/IB's `No IP interface found` or `Unable to open device`: NCCL skips that device or falls back
     # to sockets, and the job may run on)
     Rule("nccl_no_interface", NETWORK_KIND, ("NCCL WARN",),
          r"NCCL WARN (?:.*\b(?:no socket interface found|No usable listening interface found|no interface found|"
          r"no device found (?:matching|after excluding))|"
-         r"Invalid NCCL_COMM_ID|Net : (?:No valid \S+ pair found|error encountered when getting address info))",
+         r"Invalid NCCL_COMM_ID|Net : (?:No valid \S+ pair found|error encountered when getting address info)|"
+         r"Could not find NET with id \w+)",
          Cause.NCCL_SETUP, NCCL_INTERFACES),
     # a connection that could not be made (refused, timed out, unreachable, out of retries): during
     # setup the addresses and interfaces the job chose, after progress the network's state
@@ -258,6 +274,20 @@ RULES: tuple[Rule, ...] = (
     # spent, and NCCL gives up (the WARN above) unless this one goes through
     Rule("nccl_connect_retries", NETWORK_KIND, ("etrying",), r"connect (?:to \S+ )?returned .*, retrying \((\d+)/\1\)",
          Cause.NCCL_SETUP, NCCL_SOCKET),
+    # before 2.24 the INFO line of every 1000th refused connect (`Call to connect returned Connection refused,
+    # retrying`, 2.10 to 2.23) counts nothing: a peer not listening yet, or never; weak, it counts where
+    # nothing stronger does (a log that ends in it)
+    Rule("nccl_connect_refused", REPORTED, ("etrying",), r"Call to connect returned [^,]+, retrying\s*$",
+         Cause.NCCL_SETUP, NCCL_SOCKET),
+    # the network plugins under NCCL, which log through NCCL's logger: aws-ofi-nccl (`NET/OFI `) on a
+    # failed completion of libfabric's queue; UCX's InfiniBand transport on a work request that completed
+    # in error (the retry-count syndromes carry no prefilter anchor)
+    Rule("ofi_completion_error", NETWORK_KIND, ("NCCL WARN",),
+         r"NCCL WARN NET/OFI (?:Request \S+(?: \([^)]*\))? completed with error|Remote write completed with error|"
+         r"Unable to retrieve completion queue entries|Unable to read from fi_cq_readerr)", Cause.NETWORK, OFI_NCCL),
+    Rule("ucx_ib_error", NETWORK_KIND, ("rror",),
+         r"\b(?:Local (?:length|QP operation|protection|access)|Remote (?:access|operation)|Memory window bind) error on \S+ "
+         r"\(synd 0x", Cause.NETWORK, UCX_IB),
     # a connection that was made and then failed under it: a bootstrap message (fixed sizes, NCCL's
     # own protocol: ncclInternalError) came longer than the exchange expects, crossed or cut; the port
     # of an InfiniBand device failed
@@ -266,6 +296,11 @@ RULES: tuple[Rule, ...] = (
     Rule("nccl_ib_async", NETWORK_KIND, ("NCCL WARN",),
          r"NCCL WARN NET/IB : (?:(?:\S+ )?Got async event : [\w ]*(?:error|catastrophic)|\S+ Got async error event|"
          r"\S+ async fatal event)", Cause.NETWORK, NCCL_IB),
+    # the verbs provider under NCCL's IB transport, UCX and libfabric: mlx5 dumps a failed completion (not a flush or
+    # a retry-count one) after `mlx5: HOST: got completion with error:` (Ray's log deduplication may count it)
+    Rule("ibv_completion_error", NETWORK_KIND, ("rror",), r"\bgot completion with error:(?: \[repeated \d+x across cluster\])?\s*$",
+         Cause.NETWORK,
+         RDMA_CORE),
     # the other end of a connection went away (recv or send failed, the proxy's socket died): a victim
     Rule("nccl_socket_failed", PEER_LOST, ("NCCL WARN",),
          r"NCCL WARN (?:.*Call to (?:recv from|send to) \S+ failed|NET/Socket : socket progress error|"
@@ -298,6 +333,7 @@ RULES: tuple[Rule, ...] = (
          r"possible application crash on rank|Did the remote server shutdown or crash", origin=C10D_STORE),
     Rule("broken_pipe", PEER_LOST, ("rror",), r"BrokenPipeError|Broken pipe", origin=CPYTHON),
     *horovod.VICTIM_ROWS,  # a launcher's word that a survivor lost its peers
+    *open_mpi.VICTIM_ROWS,
     # the caller's misuse of NCCL (ncclInvalidUsage, ncclInvalidArgument): ncclGetErrorString's words, with
     # `(run with NCCL_DEBUG=WARN for details)` from NCCL 2.18, bare before, then torch's `, NCCL version`
     Rule("nccl_usage", FATAL, ("rror",), r"NCCL error.*invalid (?:usage|argument)(?: \(run with NCCL_DEBUG|, NCCL version|$)",
@@ -344,6 +380,11 @@ RULES: tuple[Rule, ...] = (
     Rule("fatal_other", FATAL, ("rror",), r"Fatal Python error: ", origin=CPYTHON_FAULTHANDLER),
     Rule("cpp_terminate", TERMINATE, ("erminat",), r"terminate called after throwing an instance of", Cause.OS_ABORT,
          LIBSTDCXX),
+    # a C++ CHECK that failed: glog's and abseil's fatal log aborts the process (SIGABRT) after its line
+    # (`F1207 12:00:00.000000 123 file.cc:42] Check failed: x == y (1 vs. 2)`, framing peels the header)
+    # and glog's stack dump header
+    Rule("check_failed", FATAL, ("ailed", "ailure"), r"\bCheck failed: |\*\*\* Check failure stack trace: \*\*\*",
+         Cause.OS_ABORT, CPP_CHECK),
     Rule("shell_segv", FATAL, ("egmentat",), r"Segmentation fault", Cause.SEGFAULT, SHELL),
     Rule("shell_abort", FATAL, ("borted",), r"Aborted\s+\(core dumped\)", Cause.OS_ABORT, SHELL),
     # -- a Python traceback (classified by its exception line, read after the scan) ----------
@@ -356,10 +397,12 @@ RULES: tuple[Rule, ...] = (
     *deepspeed.REPORT_ROWS,
     *lightning.REPORT_ROWS,
     *open_mpi.REPORT_ROWS,
+    *mpich.REPORT_ROWS,
     *horovod.REPORT_ROWS,
     *launch.REPORT_ROWS,
     *dask.REPORT_ROWS,
     *submitit.REPORT_ROWS,
+    *kubeflow.REPORT_ROWS,
     Rule("signal_received", SIGNAL, ("ignal", "eceived SIG"),
          r"\b(?:[Rr]eceived (?:signal[: ]*)?|(?:[Gg]ot|[Cc]aught) signal[: ]*)(?:SIG[A-Z0-9]+|\d+)", origin=SIGNAL_REPORTS),
     # -- training that runs on but learns nothing -----------------------------------------------
@@ -405,6 +448,8 @@ RULES: tuple[Rule, ...] = (
          ("any program", "the `prog: error:` convention of C programs (err(3), SLURM's error()) and argparse")),
 )
 # fmt: on
+# the rows of the programs this process reads: all but those left out (ablation.py)
+RULES: tuple[Rule, ...] = tuple(rule for rule in EVERY_RULE if ablation.keeps(rule.origin))
 
 # A DeepSpeed step report is a failure when most steps so far were skipped on fp16 overflow, and
 # more than loss-scale warm-up skips: the scale halves on each overflow, from 2**32 (DeepSpeed's
@@ -419,7 +464,7 @@ EXCEPTION_CAUSES: dict[str, str] = {
     "KeyboardInterrupt": Cause.SIGINT,
     "ModuleNotFoundError": Cause.CONFIG_ERROR,
     "ImportError": Cause.CONFIG_ERROR,
-    **dask.EXCEPTION_CAUSES,
+    **LAUNCHER_EXCEPTION_CAUSES,
 }
 # What an exception means: where it comes from (the workload's code, or the infrastructure it runs
 # on: storage, network, a remote service, the rendezvous store) and whether the next attempt may
@@ -513,7 +558,7 @@ SCATTERS = ("REDUCE_SCATTER", "_REDUCE_SCATTER_BASE")
 DEFAULT_GROUP_RE = re.compile(r"\[PG ID 0 |^(?!.*\bPG\b)")
 # the GPU an allocator's OOM message names (c10/cuda/CUDACachingAllocator.cpp: `(GPU 1; 10.76 GiB total
 # capacity` before torch 2.1, `GPU 1 has a total capacity of` after): the rank driving it on one node
-OOM_DEVICE_RE = re.compile(r"\(GPU (\d+); |GPU (\d+) has a total capacity")
+OOM_DEVICE_RE = re.compile(r"\(GPU (\d+); |GPU (\d+) has a total capacit?y")
 FIRST_SEQ = 1  # a timeout at or below this collective number: the job never got going
 BUSY_WINDOW_LINES = 200  # one-rank work this close before the first timeout explains it
 
@@ -522,3 +567,14 @@ BUSY_WINDOW_LINES = 200  # one-rank work this close before the first timeout exp
 # signals launchers and schedulers send to stop the rest of a job: a rank ended by one after the
 # stop began is a victim
 STOP_SIGNALS = ("SIGTERM", "SIGKILL", "SIGHUP", "SIGINT")
+
+
+def programs() -> list[str]:
+    """Every program the tables name, the names `faultloop eval-logs --ablate` leaves out: of the
+    rows, the launcher adapters and the catalog's entries (ablation.py)."""
+    origins = [
+        *(rule.origin for rule in EVERY_RULE),
+        *(adapter.ORIGIN for adapter in EVERY_ADAPTER),
+        *((t.program, t.source) for t in messages.load_catalog(left_out=frozenset())),
+    ]
+    return sorted({name for origin in origins for name in ablation.programs_of(origin)})

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from faultloop.analyze.logsage.vocab import Rule
 
+ACCELERATE = ("accelerate", "accelerate/commands/launch.py")
+
 REPORT_ROWS: tuple[Rule, ...] = ()
 FRAMES = r"accelerate/commands/|/bin/accelerate\b"
 REPORT_EXCEPTIONS: tuple[str, ...] = ()
+# the program this adapter reads (ablation.programs_of): its frames and exception classes are that program's
+ORIGIN = ACCELERATE

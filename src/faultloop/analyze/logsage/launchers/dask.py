@@ -45,3 +45,5 @@ FRAMES = ""
 REPORT_EXCEPTIONS: tuple[str, ...] = ()
 # exception classes a launcher raises in the user's process, and the cause they mean
 EXCEPTION_CAUSES: dict[str, str] = {"KilledWorker": Cause.CRASH}
+# the program this adapter reads (ablation.programs_of): its frames and exception classes are that program's
+ORIGIN = NANNY

@@ -24,3 +24,5 @@ REPORT_ROWS: tuple[Rule, ...] = (
 # fmt: on
 FRAMES = r"deepspeed/launcher/|/bin/deepspeed\b"
 REPORT_EXCEPTIONS: tuple[str, ...] = ()
+# the program this adapter reads (ablation.programs_of): its frames and exception classes are that program's
+ORIGIN = LAUNCH

@@ -55,3 +55,5 @@ NAME_RE = re.compile(r"^\s*Process name: (?:(\d+)|\S+\[\d+\])\s*$")
 MISSING_RANK_RE = re.compile(r"^\s*(\d+)!?: \[")
 FRAMES = r"horovod/runner/|horovod/run/|/bin/horovodrun\b"
 REPORT_EXCEPTIONS: tuple[str, ...] = ()
+# the program this adapter reads (ablation.programs_of): its frames and exception classes are that program's
+ORIGIN = MPI_RUN

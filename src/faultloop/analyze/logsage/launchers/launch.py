@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from faultloop.analyze.logsage.vocab import DEATH, Rule
 
+LAUNCH = ("torch", "torch/distributed/launch.py")
 SUBPROCESS = ("CPython", "Lib/subprocess.py (CalledProcessError.__str__)")
 
 # fmt: off
@@ -23,3 +24,5 @@ REPORT_ROWS: tuple[Rule, ...] = (
 # fmt: on
 FRAMES = r"torch/distributed/launch\.py"
 REPORT_EXCEPTIONS = ("CalledProcessError",)
+# the program this adapter reads (ablation.programs_of): its frames and exception classes are that program's
+ORIGIN = LAUNCH

@@ -27,3 +27,5 @@ REPORT_ROWS: tuple[Rule, ...] = (
 # fmt: on
 FRAMES = ""  # the launcher is the script itself: its frames are the workload's
 REPORT_EXCEPTIONS: tuple[str, ...] = ()
+# the program this adapter reads (ablation.programs_of): its frames and exception classes are that program's
+ORIGIN = OBSERVER

@@ -12,22 +12,56 @@ records.py). Ray Train then ends the run: `TrainingFailedError: The Ray Train ru
 inspect the previous error messages for a cause.` (Train v1), or Train v2's `WorkerGroupError:
 Training failed due to worker errors:` followed by `[Rank R Error Snippet]:` over each failed
 worker's traceback (ray/train/v2/_internal/execution/worker_group/poll.py): the header names the rank.
+Ray's own reports to the driver: the raylet's `A worker died or was killed while executing a task by
+an unexpected system error. ... Worker exit type: SYSTEM_ERROR Worker exit detail: D` (D: `Task was
+killed due to the node running low on memory.` where its memory monitor killed it; OutOfMemoryError
+says the same; the monitor's summary `N Workers (tasks / actors) killed due to memory pressure
+(OOM), M Workers crashed due to other reasons at node ...`: src/ray/raylet/node_manager.cc), the
+GCS's `The node with node id: N and address: A and node name: H has been marked dead because the
+detector has missed too many heartbeats from it. This can happen when a (1) raylet crashes
+unexpectedly (OOM, preempted node, etc.)` (`and ip: A ... when a raylet crashes unexpectedly or
+has lagging heartbeats` in Ray 1.x: src/ray/gcs/gcs_server/gcs_node_manager.cc), and a node's
+raylet gone: `Raylet is terminated. Termination is unexpected.`
 """
 
 from __future__ import annotations
 
-from faultloop.analyze.logsage.vocab import CHILD_ERROR, FATAL, SLURM, STOPPING, Cause, Rule
+from faultloop.analyze.logsage.vocab import CHILD_ERROR, DEATH, FATAL, OOM_KIND, SLURM, STOPPING, Cause, Rule
 
 EXCEPTIONS = ("Ray", "python/ray/exceptions.py (ActorDiedError, WorkerCrashedError, RayTaskError)")
 GCS = ("Ray", "src/ray/gcs/gcs_server/gcs_actor_manager.cc (the reason an actor died with its node)")
+NODES = (
+    "Ray",
+    "src/ray/gcs/gcs_server/gcs_node_manager.cc (a node marked dead), printed by python/ray/_private/worker.py",
+)
+RAYLET = (
+    "Ray",
+    "src/ray/raylet/node_manager.cc (a worker's death, the memory monitor's kills), src/ray/raylet/main.cc",
+)
 TRAIN = (
     "Ray",
     "python/ray/train/base_trainer.py (v1); python/ray/train/v2/api/exceptions.py, worker_group/poll.py (v2)",
 )
 
 # fmt: off
+# with the scheduler's rows (a node lost explains everything after it), before the preemption row that
+# the GCS's list of reasons (`preempted node`) would meet
+NODE_ROWS: tuple[Rule, ...] = (
+    Rule("ray_node_marked_dead", SLURM, ("crash",),
+         r"has been marked dead because the detector has missed too many heartbeats", Cause.NODE_FAIL, NODES),
+    Rule("ray_raylet_died", SLURM, ("erminat",), r"Raylet is terminated\. Termination is unexpected", Cause.NODE_FAIL,
+         RAYLET),
+)
 # before the plain exception line, which would read these as the driver's own exception
 WORKER_ROWS: tuple[Rule, ...] = (
+    Rule("ray_memory_monitor", OOM_KIND, ("rror", "crash"),
+         r"Worker exit detail: Task was killed due to the node running low on memory|OutOfMemoryError: Task was killed due "
+         r"to the node running low on memory|Workers \(tasks / actors\) killed due to memory pressure \(OOM\)",
+         Cause.HOST_OOM, RAYLET),
+    # the raylet's report of a worker's death (as a launcher's of its child): its own lines, or a network
+    # error under it, say more
+    Rule("ray_system_error", DEATH, ("rror",),
+         r"A worker died or was killed while executing a task by an unexpected system error", Cause.CRASH, RAYLET),
     Rule("ray_node_died", SLURM, ("rror",), r"(?:ActorDied|RayActor)Error: The actor died because its node has died",
          Cause.NODE_FAIL, EXCEPTIONS),
     Rule("ray_worker_died", FATAL, ("rror",),
@@ -43,3 +77,5 @@ MESSAGE_ROWS: tuple[Rule, ...] = (
 )
 FRAMES = ""  # the driver is the user's script
 REPORT_EXCEPTIONS = ("TrainingFailedError", "WorkerGroupError")
+# the program this adapter reads (ablation.programs_of): its frames and exception classes are that program's
+ORIGIN = TRAIN

@@ -26,3 +26,5 @@ REPORT_ROWS: tuple[Rule, ...] = (
 # no frames: the child's own traceback, printed under the header, runs through spawn.py's _wrap too
 FRAMES = ""
 REPORT_EXCEPTIONS = ("ProcessRaisedException", "ProcessExitedException")
+# the program this adapter reads (ablation.programs_of): its frames and exception classes are that program's
+ORIGIN = SPAWN

@@ -27,3 +27,5 @@ FAILURE_ROWS: tuple[Rule, ...] = (
 # fmt: on
 FRAMES = ""
 REPORT_EXCEPTIONS: tuple[str, ...] = ()
+# the program this adapter reads (ablation.programs_of): its frames and exception classes are that program's
+ORIGIN = TASKS

@@ -23,3 +23,5 @@ REPORT_ROWS: tuple[Rule, ...] = (
 # fmt: on
 FRAMES = r"submitit/core/"
 REPORT_EXCEPTIONS: tuple[str, ...] = ()
+# the program this adapter reads (ablation.programs_of): its frames and exception classes are that program's
+ORIGIN = HANDLER

@@ -26,3 +26,5 @@ STALL_ROWS: tuple[Rule, ...] = (
 # fmt: on
 FRAMES = ""  # its tracebacks report the ranks (the rows read their words), they are not a launch that failed
 REPORT_EXCEPTIONS: tuple[str, ...] = ()
+# the program this adapter reads (ablation.programs_of): its frames and exception classes are that program's
+ORIGIN = HARNESS

@@ -39,6 +39,7 @@ AGENT = ("torch", "torch/distributed/elastic/agent/server/api.py")
 PROCESSES = ("torch", "torch/distributed/elastic/multiprocessing/api.py")
 ERRORS = ("torch", "torch/distributed/elastic/multiprocessing/errors/__init__.py")
 RENDEZVOUS = ("torch", "torch/distributed/elastic/rendezvous/api.py, dynamic_rendezvous.py")
+NVRX_RENDEZVOUS = ("NVRx", "src/nvidia_resiliency_ext/fault_tolerance/ft_rendezvous_barrier.py")
 
 # fmt: off
 # the agent could not rendezvous with its peers: no worker was started (a launch failure)
@@ -49,6 +50,10 @@ FAILURE_ROWS: tuple[Rule, ...] = (
          Cause.NODE_FAIL, RENDEZVOUS),
     Rule("rendezvous_failed", FATAL, ("rror",), r"Rendezvous(?:Connection|Timeout|Closed|State|)Error\b", Cause.LAUNCH_ENV,
          RENDEZVOUS),
+    # NVRx's ft_launcher (a fork of this agent): its barrier rendezvous refuses a node over max_nodes, logs why
+    # and raises RendezvousClosedError (fault_tolerance/ft_rendezvous_barrier.py, 0.5 on)
+    Rule("ft_rendezvous_full", FATAL, ("rror",), r"Maximum number of nodes \(\d+\) exceeded\. Active participant count",
+         Cause.LAUNCH_ENV, NVRX_RENDEZVOUS),
 )
 # a record's `rank :` line, which stands right above its `exitcode :` line (_FAILURE_FORMAT_TEMPLATE)
 RECORD_RANK_RE = re.compile(r"^\s*rank\s*:\s*(?P<rank>\d+) \(local_rank: (?P<local>\d+)\)")
@@ -75,3 +80,5 @@ REPORT_EXCEPTIONS = ("ChildFailedError", "SignalException")
 # after its workers ended, the agent waits for the other agents (api.py's _exit_barrier, 1.9 on) and logs
 # `Error waiting on exit barrier. Elapsed: N seconds` with the store's exception: its wait, not a worker's failure
 AFTER_RUN = r"^_exit_barrier$"
+# the program this adapter reads (ablation.programs_of): its frames and exception classes are that program's
+ORIGIN = AGENT
