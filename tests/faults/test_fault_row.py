@@ -60,9 +60,9 @@ def test_the_pool_and_planning_take_the_new_row(tmp_path: Path, monkeypatch: pyt
 
 
 def test_the_workload_injects_it_and_marks_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from faultloop.run import workload
+    from faultloop.run import spec, workload
 
-    plan = workload.FaultPlan.from_env({"FAULT_TYPE": "SIGHUP", "FAULT_RANK": "1", "FAULT_AT_ITER": "5"})
+    plan = spec.FaultPlan.from_env({"FAULT_TYPE": "SIGHUP", "FAULT_RANK": "1", "FAULT_AT_ITER": "5"})
     assert plan is not None and plan.fault is SIGHUP
     sent: list[signal.Signals] = []
     monkeypatch.setattr(workload, "_spawn_worker", sent.append)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from faultloop.faults import FAULTS, Fault
 from faultloop.frameworks import DEFAULT_FRAMEWORK
 
 # The launchers a session may default to (each a row of faultloop.run.launchers.LAUNCHERS; a
@@ -158,3 +159,41 @@ class JobSpec:
         values = {name: getattr(self.settings, name) for name in RANK_SETTINGS}
         values["init_timeout_s"] = self.init_timeout_s
         return [part for name, value in values.items() for part in (flag(name), str(value))]
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """The injected fault as upstream's env contract states it; only the target rank acts: the
+    rank FAULT_RANK, or with FAULT_NODE the rank on that node with FAULT_RANK's local rank."""
+
+    fault: Fault
+    rank: int
+    at_iter: int
+    delay_s: float
+    node: str | None = None
+    gpus_per_node: int = 1
+
+    @property
+    def name(self) -> str:
+        return self.fault.name
+
+    def targets(self, rank: int, local_rank: int, node: str) -> bool:
+        if self.node is None:
+            return rank == self.rank
+        return node == self.node and local_rank == self.rank % self.gpus_per_node
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> FaultPlan | None:
+        name = env.get("FAULT_TYPE", "").strip()
+        if not name or name == "NONE":
+            return None
+        if name not in FAULTS:
+            raise ValueError(f"unknown FAULT_TYPE {name!r}")
+        return cls(
+            FAULTS[name],
+            int(env.get("FAULT_RANK", "0")),
+            int(env.get("FAULT_AT_ITER", "1")),
+            float(env.get("FAULT_DELAY", "0") or 0),
+            env.get(FAULT_NODE_ENV) or None,
+            int(env.get("GPUS_PER_NODE") or 1),
+        )

@@ -38,12 +38,11 @@ import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from faultloop.core import layout
-from faultloop.faults import FAULTS, Fault
 from faultloop.marker import firing_line, scheduled_line
 from faultloop.run import memcg
 from faultloop.run.launchers.identity import RankIdentity, rank_identity
 from faultloop.run.rank_io import Checkpointer, FlightRecorder, log
-from faultloop.run.spec import FAULT_NODE_ENV, RESUME_ENV, JobSettings, rank_node_line
+from faultloop.run.spec import RESUME_ENV, FaultPlan, JobSettings, rank_node_line
 from faultloop.signals import signal_name
 
 # Signals the launcher (or an operator) uses to stop a rank. Blocked in every thread and taken by a
@@ -69,44 +68,6 @@ SHARD_ROWS = 4096
 CHECKPOINT_EVERY = 5  # iterations between checkpoints (every rank saves its replica)
 FULL_DEVICE = "/dev/full"  # every write to it fails with ENOSPC, as on a full volume
 OOM_HEADROOM_BYTES = 64 << 20  # HOST_OOM: the cgroup's limit is the rank's use plus this
-
-
-@dataclass(frozen=True)
-class FaultPlan:
-    """The injected fault as upstream's env contract states it; only the target rank acts: the
-    rank FAULT_RANK, or with FAULT_NODE the rank on that node with FAULT_RANK's local rank."""
-
-    fault: Fault
-    rank: int
-    at_iter: int
-    delay_s: float
-    node: str | None = None
-    gpus_per_node: int = 1
-
-    @property
-    def name(self) -> str:
-        return self.fault.name
-
-    def targets(self, rank: int, local_rank: int, node: str) -> bool:
-        if self.node is None:
-            return rank == self.rank
-        return node == self.node and local_rank == self.rank % self.gpus_per_node
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> FaultPlan | None:
-        name = env.get("FAULT_TYPE", "").strip()
-        if not name or name == "NONE":
-            return None
-        if name not in FAULTS:
-            raise ValueError(f"unknown FAULT_TYPE {name!r}")
-        return cls(
-            FAULTS[name],
-            int(env.get("FAULT_RANK", "0")),
-            int(env.get("FAULT_AT_ITER", "1")),
-            float(env.get("FAULT_DELAY", "0") or 0),
-            env.get(FAULT_NODE_ENV) or None,
-            int(env.get("GPUS_PER_NODE") or 1),
-        )
 
 
 @dataclass(frozen=True)
@@ -187,8 +148,6 @@ class Trainer:
         self.done_iter = 0
         self.finished = False
         self.failing = threading.Event()  # an exception is on its way out of the rank
-        self._fire_at: float | None = None
-        self._fired = False
         self._sample_offset = 0
         gen = torch.Generator().manual_seed(1234)  # identical initial weights on every rank
         self.params = [
@@ -205,28 +164,18 @@ class Trainer:
         # The mechanisms the fault table's rows name (Fault.injector); a signal fault sends its signal.
         # Plain callables, bound here: the line that calls one shows in the rank's traceback, so it
         # must say no more than `action()` (nothing an analyzer reads may name the injection).
-        mechanisms: dict[str, Callable[[], None]] = {
-            "gpu_error": self.device.launch_bad_access,
-            "gpu_sleep": self.device.launch_spin,
-            "shard_overrun": self._skip_to_shard_end,
-            "bad_pointer": self._remap_shard,
-            "poison_gradients": self._refresh_shard,
-            "fill_checkpoint_volume": self._move_checkpoints,
-            **PROCESS_MECHANISMS,
-        }
-        self._action: Callable[[], None] | None = None
-        if self.plan is not None:
-            fault = self.plan.fault
-            if fault.injector == "exceed_memory_limit" and (
-                memcg.hierarchy() is None or not os.environ.get(memcg.MEMCG_ENV)
-            ):
-                raise RuntimeError(f"fault {fault.name} needs a writable memory cgroup hierarchy and {memcg.MEMCG_ENV}")
-            if fault.injector == "send_signal":
-                assert fault.signal is not None, f"fault {fault.name} sends no signal"
-                mechanisms["send_signal"] = signal_sender(fault.signal)
-            if fault.injector not in mechanisms:
-                raise ValueError(f"fault {self.plan.name}: the workload has no injector {fault.injector!r}")
-            self._action = mechanisms[fault.injector]
+        self.timer = FaultTrigger(
+            self.plan,
+            {
+                "gpu_error": self.device.launch_bad_access,
+                "gpu_sleep": self.device.launch_spin,
+                "shard_overrun": self._skip_to_shard_end,
+                "bad_pointer": self._remap_shard,
+                "poison_gradients": self._refresh_shard,
+                "fill_checkpoint_volume": self._move_checkpoints,
+            },
+            "the workload",
+        )
 
     # -- process setup -------------------------------------------------------------------------
 
@@ -415,18 +364,7 @@ class Trainer:
     # -- periodic work (the injected fault fires here on its rank) ------------------------------
 
     def _housekeeping(self, it: int) -> None:
-        plan = self.plan
-        if plan is None or self._fired:
-            return
-        if it >= plan.at_iter and self._fire_at is None:  # a resumed job may start past it
-            self._fire_at = time.time() + plan.delay_s
-            log(scheduled_line(self.s.rank, plan.name, self._fire_at, it, plan.delay_s))
-        if self._fire_at is not None and time.time() >= self._fire_at:
-            self._fired = True
-            log(firing_line(self.s.rank, plan.name, it, device=self.device.name, pid=os.getpid()))
-            action = self._action
-            assert action is not None
-            action()
+        self.timer.tick(self.s.rank, it, self.device.name)
 
     def _skip_to_shard_end(self) -> None:
         self._sample_offset = SHARD_ROWS
@@ -542,6 +480,50 @@ PROCESS_MECHANISMS: dict[str, Callable[[], None]] = {
     "cut_connections": _recycle_connections,
     "exceed_memory_limit": _grow_cache,
 }
+
+
+class FaultTrigger:
+    """The injected fault's clock and injector, shared by the built-in workload and the framework
+    workloads: scheduled at the first iteration >= its ITER on its rank (a resumed job may start
+    past it), fired FAULT_DELAY later by the mechanism its row names: `mechanisms`, the workload's
+    own on its data, device and checkpoints, and the process-level ones."""
+
+    def __init__(self, plan: FaultPlan | None, mechanisms: Mapping[str, Callable[[], None]], who: str) -> None:
+        self.plan = plan
+        self.fired = False
+        self._fire_at: float | None = None
+        self._action: Callable[[], None] | None = None
+        if plan is None:
+            return
+        fault = plan.fault
+        # Plain callables, bound here: the line that calls one shows in the rank's traceback, so it
+        # must say no more than `action()` (nothing an analyzer reads may name the injection).
+        bound = {**mechanisms, **PROCESS_MECHANISMS}
+        if fault.injector == "exceed_memory_limit" and (
+            memcg.hierarchy() is None or not os.environ.get(memcg.MEMCG_ENV)
+        ):
+            raise RuntimeError(f"fault {fault.name} needs a writable memory cgroup hierarchy and {memcg.MEMCG_ENV}")
+        if fault.injector == "send_signal":
+            assert fault.signal is not None, f"fault {fault.name} sends no signal"
+            bound["send_signal"] = signal_sender(fault.signal)
+        if fault.injector not in bound:
+            raise ValueError(f"fault {fault.name}: {who} has no injector {fault.injector!r}")
+        self._action = bound[fault.injector]
+
+    def tick(self, rank: int, it: int, device: str) -> None:
+        """Iteration `it` is about to train on `rank`: schedule the fault, or fire it when its time came."""
+        plan = self.plan
+        if plan is None or self.fired:
+            return
+        if it >= plan.at_iter and self._fire_at is None:
+            self._fire_at = time.time() + plan.delay_s
+            log(scheduled_line(rank, plan.name, self._fire_at, it, plan.delay_s))
+        if self._fire_at is not None and time.time() >= self._fire_at:
+            self.fired = True
+            log(firing_line(rank, plan.name, it, device=device, pid=os.getpid()))
+            action = self._action
+            assert action is not None
+            action()
 
 
 def _die_by(sig: signal.Signals) -> None:

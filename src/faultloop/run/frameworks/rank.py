@@ -33,12 +33,10 @@ from pathlib import Path
 import torch
 
 from faultloop.core import layout
-from faultloop.marker import firing_line, scheduled_line
-from faultloop.run import memcg
 from faultloop.run.launchers.identity import RankIdentity, rank_identity
 from faultloop.run.rank_io import FlightRecorder, log
-from faultloop.run.spec import JobSettings, rank_node_line
-from faultloop.run.workload import PROCESS_MECHANISMS, Device, FaultPlan, on_user_signal, signal_sender
+from faultloop.run.spec import FaultPlan, JobSettings, rank_node_line
+from faultloop.run.workload import Device, FaultTrigger, on_user_signal
 
 FEATURES = 32
 BATCH = 8  # rows per rank and step
@@ -155,33 +153,20 @@ class FaultHook:
         self.ctx = ctx
         self.device = device
         self.plan = plan if plan and plan.targets(ctx.rank, ctx.local_rank, ctx.node_name) else None
-        self._fire_at: float | None = None
         self._last_iteration_at: float | None = None
-        self.fired = False
-        self._action: Callable[[], None] | None = None
-        if self.plan is None:
-            return
-        fault = self.plan.fault
-        if why := refused(fault.name):
-            raise ValueError(f"fault {fault.name}: {why}")
-        mechanisms: dict[str, Callable[[], None]] = {
-            "gpu_error": device.launch_bad_access,
-            "gpu_sleep": device.launch_spin,
-            "shard_overrun": shard.skip_to_end,
-            "bad_pointer": shard.remap,
-            "poison_gradients": shard.refresh,
-            **PROCESS_MECHANISMS,
-        }
-        if fault.injector == "exceed_memory_limit" and (
-            memcg.hierarchy() is None or not os.environ.get(memcg.MEMCG_ENV)
-        ):
-            raise RuntimeError(f"fault {fault.name} needs a writable memory cgroup hierarchy and {memcg.MEMCG_ENV}")
-        if fault.injector == "send_signal":
-            assert fault.signal is not None, f"fault {fault.name} sends no signal"
-            mechanisms["send_signal"] = signal_sender(fault.signal)
-        if fault.injector not in mechanisms:
-            raise ValueError(f"fault {fault.name}: the framework workloads have no injector {fault.injector!r}")
-        self._action = mechanisms[fault.injector]
+        if self.plan is not None and (why := refused(self.plan.name)):
+            raise ValueError(f"fault {self.plan.name}: {why}")
+        self.timer = FaultTrigger(
+            self.plan,
+            {
+                "gpu_error": device.launch_bad_access,
+                "gpu_sleep": device.launch_spin,
+                "shard_overrun": shard.skip_to_end,
+                "bad_pointer": shard.remap,
+                "poison_gradients": shard.refresh,
+            },
+            "the framework workloads",
+        )
 
     def at_iteration(self, it: int) -> None:
         """Called by the framework's hook before iteration `it` (1-based) trains. Iterations last
@@ -191,18 +176,7 @@ class FaultHook:
         if self._last_iteration_at is not None:
             time.sleep(max(0.0, self._last_iteration_at + self.ctx.job.iter_time_s - now))
         self._last_iteration_at = time.monotonic()
-        plan = self.plan
-        if plan is None or self.fired:
-            return
-        if it >= plan.at_iter and self._fire_at is None:  # a resumed job may start past it
-            self._fire_at = time.time() + plan.delay_s
-            log(scheduled_line(self.ctx.rank, plan.name, self._fire_at, it, plan.delay_s))
-        if self._fire_at is not None and time.time() >= self._fire_at:
-            self.fired = True
-            log(firing_line(self.ctx.rank, plan.name, it, device=self.device.name, pid=os.getpid()))
-            action = self._action
-            assert action is not None
-            action()
+        self.timer.tick(self.ctx.rank, it, self.device.name)
 
 
 class Rank:
