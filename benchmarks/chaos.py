@@ -28,6 +28,8 @@ Exits 0 when every count is 0 and the schedule was spent.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import csv
 import json
 import os
 import random
@@ -35,6 +37,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -43,7 +46,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 
-from faultloop.contracts import FrVerdict, LogVerdict, Manifest, RunRecord  # noqa: E402
+from faultloop.contracts import DIMENSIONS, FrVerdict, LogVerdict, Manifest, RunRecord  # noqa: E402
 from faultloop.contracts.scores import read_cell_scores, read_score_records, read_score_tsv  # noqa: E402
 from faultloop.contracts.verdicts import read_index  # noqa: E402
 from faultloop.core import layout  # noqa: E402
@@ -69,8 +72,8 @@ TARGETS = ("snakemake", "launcher", "rank", "analysis")
 SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT)
 # The analysis jobs' commands (workflow/rules/analysis.smk, score.smk): what `analysis` targets.
 ANALYSIS_VERBS = ("analyzers run-cell", "fr-analyzers", "analyzers merge", "faultloop.cli score", "strip-log")
-# Score columns whose grade depends on the run's timing, not only on its fault.
-TIMING_COLUMNS = {"JOB_ID", "STATE", "TTV_S", "WALL_S", "ANALYZER_WALL_S", "FAULT_TO_END_S", "NOTES"}
+# What the comparison with a clean run reads: every score dimension, and what they rest on.
+COMPARED = ("STATUS", *(d.name for d in DIMENSIONS), "analyzer_restart", "primary_ranks", "fr_suspects")
 COPIED = ("workflow", "config", "profiles", "src")
 
 
@@ -81,6 +84,7 @@ class Interruption:
     target: str
     signal: str
     at_s: float  # seconds into the Snakemake run
+    at: float  # the wall clock's time
     pid: int
     cell: str = ""  # the run folder, for a launcher or rank
 
@@ -154,8 +158,7 @@ class Harness:
         ]  # fmt: skip
 
     def start(self, session: str, run: int) -> subprocess.Popen:
-        out = open(self.workdir / "chaos-logs" / f"{session}-{run}.log", "w")  # noqa: SIM115 (closed by the child's end)
-        with out:
+        with open(self.workdir / "chaos-logs" / f"{session}-{run}.log", "w") as out:
             return subprocess.Popen(
                 self.command(session), cwd=self.workdir, env=self.env, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: the terminal Ctrl-C reaches
@@ -214,9 +217,24 @@ class Harness:
                         os.kill(victim.pid, sig)
                 except ProcessLookupError:
                     continue
-                at = time.monotonic() - started
-                self.log.append(Interruption(number, run, kind, sig.name, round(at, 2), victim.pid, victim.cell))
+                event = Interruption(
+                    number,
+                    run,
+                    kind,
+                    sig.name,
+                    round(time.monotonic() - started, 1),
+                    time.time(),
+                    victim.pid,
+                    victim.cell,
+                )
+                self.log.append(event)
                 self.counts.interruptions += 1
+                where = f" of {Path(victim.cell).name}" if victim.cell else ""
+                print(
+                    f"  {self.counts.interruptions:3d}. round {number} run {run} at {event.at_s:5.1f} s:"
+                    f" {sig.name} to {kind}{where}",
+                    flush=True,
+                )
                 return True
             time.sleep(0.05)
         return False
@@ -246,6 +264,9 @@ class Harness:
         if left:
             self.counts.left += len(left)
             self.finding(f"{when}: left behind: {'; '.join(left)}")
+            for proc in alive:  # this harness's own runs started them: they must not skew the next
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGKILL)
 
     def snapshot(self, name: str, seen: dict[str, tuple]) -> None:
         """Each scored cell's identity; a cell scored before must still be, and be the same."""
@@ -318,7 +339,7 @@ class Harness:
             if key[0] in perturbed:
                 continue
             theirs = clean.get(key)
-            differing = [c for c in row if c not in TIMING_COLUMNS and (theirs or {}).get(c) != row[c]]
+            differing = [c for c in COMPARED if (theirs or {}).get(c) != row.get(c)]
             if differing:
                 self.counts.differ += 1
                 self.finding(f"{name}/{key[0]} {key[1]}: differs from the clean run in {differing}")
@@ -334,22 +355,12 @@ class Harness:
                 manifest = Manifest.read(self.session(name) / cell / layout.MANIFEST)
             except (OSError, ValueError):
                 continue
-            hit_at = self.wall_of(event)
-            if manifest.start_time and manifest.end_time and manifest.start_time <= hit_at <= manifest.end_time + 1:
+            if manifest.start_time and manifest.end_time and manifest.start_time <= event.at <= manifest.end_time + 1:
                 hit.add(cell)
         return hit
 
-    def wall_of(self, event: Interruption) -> float:
-        return self.wall[(event.round, event.run)] + event.at_s
-
-    # -- the whole session ------------------------------------------------------------------------
-
-    wall: dict[tuple[int, int], float]
-
 
 def scores_by_cell(session: Path) -> dict[tuple[str, str], dict[str, str]]:
-    import csv
-
     with open(session / layout.SCORES_TSV, newline="") as handle:
         return {
             (row["CELL"], row["ANALYZER"]): row
@@ -375,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, help="where the workflow copy runs (default: a temporary folder)")
     parser.add_argument("--json", type=Path, help="write the counts and every interruption here")
     args = parser.parse_args(argv)
-    workdir = (args.workdir or Path(tempfile_dir())).resolve()
+    workdir = (args.workdir or Path(tempfile.mkdtemp(prefix="faultloop-chaos-"))).resolve()
     prepare(workdir)
     harness = Harness(workdir, args.seed, args.interruptions, args.max_delay_s)
     started = time.monotonic()
@@ -411,12 +422,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps({**asdict(counts), "log": [asdict(e) for e in harness.log]}, indent=1))
     return 1 if counts.failed() else 0
-
-
-def tempfile_dir() -> str:
-    import tempfile
-
-    return tempfile.mkdtemp(prefix="faultloop-chaos-")
 
 
 if __name__ == "__main__":

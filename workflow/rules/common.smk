@@ -28,6 +28,7 @@ from faultloop.run.spec import rule_flags
 from faultloop.workflow.invocation import (
     cell_targets,
     forced,
+    full_filesystem,
     infra_failures,
     invoked_until,
     run_targets,
@@ -72,6 +73,14 @@ onstart:
             map(str, workflow.persistence.all_inputfiles()),
             map(str, workflow.persistence.all_outputfiles()),
         )
+
+
+# A failed run on a full disk ends with one line naming the session's folder (its jobs may have had
+# no room to say so in their logs); every write is atomic, so what was finished stays whole.
+onerror:
+    full = full_filesystem(SESSION)
+    if full:
+        print(full, file=sys.stderr)
 
 
 # Snakemake parses the Snakefile before it hands the workflow its DAG settings, so the rules an

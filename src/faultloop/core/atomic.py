@@ -24,6 +24,11 @@ def write_atomic(path: str | Path, text: str) -> None:
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
         os.replace(tmp, path)
+    except OSError as error:
+        Path(tmp).unlink(missing_ok=True)
+        if error.filename is None:  # a failed write (a full disk) names no file: name the one written
+            raise OSError(error.errno, error.strerror, str(path)) from error
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

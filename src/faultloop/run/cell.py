@@ -41,8 +41,11 @@ class CellRun:
 
 
 def record_infra_failure(cell_dir: Path, failure: Mapping[str, Any]) -> None:
-    with open(cell_dir / layout.INFRA_HISTORY, "a") as handle:
-        handle.write(json.dumps(dict(failure)) + "\n")
+    """Add a line to the cell's infrastructure failures, rewritten whole (a full disk or a kill
+    mid-write leaves the previous lines, never half of one)."""
+    history = cell_dir / layout.INFRA_HISTORY
+    earlier = history.read_text() if history.is_file() else ""
+    atomic.write_atomic(history, earlier + json.dumps(dict(failure)) + "\n")
 
 
 def _tracked_run(experiment_dir: str) -> str:

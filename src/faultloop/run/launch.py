@@ -230,14 +230,17 @@ class RunJob:
             stale.unlink(missing_ok=True)
 
     def run(self) -> int:
-        """Run the job; the cell's memory cgroups are removed however it ends, also when the
-        workflow stops run_job with SIGTERM or SIGHUP (a SIGKILL leaves them to the next attempt)."""
+        """Run the job; its processes and the cell's memory cgroups are gone however it ends, also
+        when the workflow stops run_job with SIGTERM or SIGHUP (a SIGKILL leaves them to the next
+        attempt). A rank whose launcher was killed would live on otherwise: a job step ends with
+        none of its processes left, as SLURM's does."""
         previous = _exit_on_termination()
         try:
             return self._run()
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            stop_leftovers(self.cell)
             if self.memcg_folder is not None:
                 removed = memcg.remove_folder(self.memcg_folder)
                 if removed:

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from faultloop.core import layout
 from faultloop.core.cell import Cell
-from faultloop.core.errors import ConfigError
+from faultloop.core.errors import ConfigError, no_space
 from faultloop.score.tables import failing_cells
 
 
@@ -126,12 +126,41 @@ def infra_failures(cell_dir: Path) -> int:
     return len(history.read_text().splitlines()) if history.is_file() else 0
 
 
+# A filesystem with less free than this (the smaller of the two) is called full when a run fails.
+FULL_BYTES = 64 << 20
+FULL_FRACTION = 0.05
+
+
+def full_filesystem(folder: Path) -> str | None:
+    """One line naming the session's folder when its filesystem is (nearly) full, for a failed run's
+    end: a job that hit ENOSPC there may have had no room to say so in its own log."""
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    stat = os.statvfs(probe)
+    free, size = stat.f_bavail * stat.f_frsize, stat.f_blocks * stat.f_frsize
+    if free >= min(FULL_BYTES, size * FULL_FRACTION) and (stat.f_favail or not stat.f_files):
+        return None
+    return (
+        f"faultloop: {folder} is on a full filesystem ({free >> 10} KiB free of {size >> 10} KiB,"
+        f" {stat.f_favail} inodes free): free space there and run the same command again;"
+        " finished cells are kept"
+    )
+
+
 @contextlib.contextmanager
 def logged(log_path: str | Path) -> Iterator[None]:
     """Send stdout and stderr of a workflow script to its rule's log file."""
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w") as handle, contextlib.redirect_stdout(handle), contextlib.redirect_stderr(handle):
-        yield
+        try:
+            yield
+        except OSError as error:
+            line = no_space(error, Path(log_path).stem)
+            if line is None:
+                raise
+            print(line, file=sys.stderr)
+            raise SystemExit(1) from None
 
 
 def run_cli(main: Callable[[list[str]], int | None], argv: list[str]) -> None:
