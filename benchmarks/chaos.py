@@ -75,6 +75,7 @@ ANALYSIS_VERBS = ("analyzers run-cell", "fr-analyzers", "analyzers merge", "faul
 # What the comparison with a clean run reads: every score dimension, and what they rest on.
 COMPARED = ("STATUS", *(d.name for d in DIMENSIONS), "analyzer_restart", "primary_ranks", "fr_suspects")
 COPIED = ("workflow", "config", "profiles", "src")
+LEFT_GRACE_S = 30.0
 
 
 @dataclass
@@ -138,12 +139,18 @@ def targets(kind: str, workdir: Path, snakemake: subprocess.Popen) -> list[Proc]
         return [p for p in found if p.cell and "torch.distributed.run" in p.cmdline]
     if kind == "rank":
         return [p for p in found if p.cell and RANK_MODULE in p.cmdline and "torch.distributed.run" not in p.cmdline]
-    return [p for p in found if "-m faultloop.cli" in p.cmdline and any(v in p.cmdline for v in ANALYSIS_VERBS)]
+    return [
+        p
+        for p in found  # the Python process itself, not the job's shell around it
+        if p.cmdline.split(" ", 1)[0].rsplit("/", 1)[-1].startswith("python")
+        and "-m faultloop.cli " in p.cmdline
+        and any(verb in p.cmdline for verb in ANALYSIS_VERBS)
+    ]
 
 
 class Harness:
-    def __init__(self, workdir: Path, seed: int, interruptions: int, max_delay_s: float) -> None:
-        self.workdir, self.wanted, self.max_delay_s = workdir, interruptions, max_delay_s
+    def __init__(self, workdir: Path, pool: str, seed: int, interruptions: int, max_delay_s: float) -> None:
+        self.workdir, self.pool, self.wanted, self.max_delay_s = workdir, pool, interruptions, max_delay_s
         self.rng = random.Random(seed)
         self.counts = Counts()
         self.log: list[Interruption] = []
@@ -154,7 +161,7 @@ class Harness:
             str(Path(sys.executable).parent / "snakemake"),
             "--profile", "profiles/local",
             "--configfile", "config/config.yaml", "chaos.yaml",
-            "--config", f"pool={POOL}", f"session={session}", *ANALYZERS,
+            "--config", f"pool={self.pool}", f"session={session}", *ANALYZERS,
         ]  # fmt: skip
 
     def start(self, session: str, run: int) -> subprocess.Popen:
@@ -176,16 +183,17 @@ class Harness:
             proc = self.start(name, run)
             started, hits = time.monotonic(), 0
             while proc.poll() is None and self.counts.interruptions < self.wanted:
-                if not self.interrupt(proc, started, number, run):
+                event = self.interrupt(proc, started, number, run)
+                hits += event is not None
+                if event is None or event.target == "snakemake":  # it ends: the rerun follows
                     break
-                hits += 1
             try:
                 code = proc.wait(timeout=900)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 code = proc.wait()
                 self.finding(f"round {number} run {run}: Snakemake still running 900 s after its last interruption")
-            self.check_left(name, f"round {number} run {run}")
+            self.check_left(name, f"round {number} run {run}", completed=code == 0 and not hits)
             self.snapshot(name, seen)
             if code == 0 and not hits:
                 return
@@ -197,47 +205,36 @@ class Harness:
                     raise SystemExit("three reruns failed with no interruption: stopping")
         raise SystemExit(f"round {number}: the pool did not complete in 200 runs")
 
-    def interrupt(self, proc: subprocess.Popen, started: float, number: int, run: int) -> bool:
-        """Wait a random moment, then signal a random target of a random kind (waiting for one to
-        exist); False when Snakemake ended first."""
-        kind, sig = self.rng.choice(TARGETS), self.rng.choice(SIGNALS)
+    def interrupt(self, proc: subprocess.Popen, started: float, number: int, run: int) -> Interruption | None:
+        """At a random moment, a random signal to a random target among the kinds that exist then
+        (Snakemake always does); None when Snakemake ended first."""
         deadline = time.monotonic() + self.rng.uniform(0.2, self.max_delay_s)
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                return False
+                return None
             time.sleep(0.05)
+        sig = self.rng.choice(SIGNALS)
         while proc.poll() is None:
-            found = targets(kind, self.workdir, proc)
-            if found:
-                victim = self.rng.choice(found)
-                try:
-                    if sig == signal.SIGINT:  # Ctrl-C: the whole foreground process group
-                        os.killpg(os.getpgid(victim.pid), sig)
-                    else:
-                        os.kill(victim.pid, sig)
-                except ProcessLookupError:
-                    continue
-                event = Interruption(
-                    number,
-                    run,
-                    kind,
-                    sig.name,
-                    round(time.monotonic() - started, 1),
-                    time.time(),
-                    victim.pid,
-                    victim.cell,
-                )
-                self.log.append(event)
-                self.counts.interruptions += 1
-                where = f" of {Path(victim.cell).name}" if victim.cell else ""
-                print(
-                    f"  {self.counts.interruptions:3d}. round {number} run {run} at {event.at_s:5.1f} s:"
-                    f" {sig.name} to {kind}{where}",
-                    flush=True,
-                )
-                return True
-            time.sleep(0.05)
-        return False
+            found = {kind: targets(kind, self.workdir, proc) for kind in TARGETS}
+            kind = self.rng.choice([kind for kind in TARGETS if found[kind]])
+            victim = self.rng.choice(found[kind])
+            try:
+                if sig == signal.SIGINT:  # Ctrl-C: the whole foreground process group
+                    os.killpg(os.getpgid(victim.pid), sig)
+                else:
+                    os.kill(victim.pid, sig)
+            except ProcessLookupError:
+                continue
+            at_s = round(time.monotonic() - started, 1)
+            event = Interruption(number, run, kind, sig.name, at_s, time.time(), victim.pid, victim.cell)
+            self.log.append(event)
+            self.counts.interruptions += 1
+            where = f" of {Path(victim.cell).name}" if victim.cell else ""
+            print(
+                f"  {self.counts.interruptions:3d}. round {number} run {run} at {at_s:5.1f} s: {sig.name} {kind}{where}"
+            )
+            return event
+        return None
 
     # -- checks ----------------------------------------------------------------------------------
 
@@ -245,19 +242,22 @@ class Harness:
         self.counts.findings.append(text)
         print(f"chaos: {text}", file=sys.stderr)
 
-    def check_left(self, name: str, when: str) -> None:
-        """Nothing of an ended run lives on: processes (5 s to end), locks, owner records, cgroups."""
+    def check_left(self, name: str, when: str, *, completed: bool) -> None:
+        """Nothing of an ended run lives on: its processes, and once the pool completed, Snakemake's
+        locks, owner records and the cells' memory cgroups (a killed Snakemake's lock is the
+        rerun's to clear). A job that Snakemake's death orphaned ends by itself (run_job stops its
+        job when its parent is gone; an analysis finishes): LEFT_GRACE_S for them to go."""
+        deadline = time.monotonic() + LEFT_GRACE_S
         alive = list(processes(self.workdir))
-        for _ in range(50):
-            if not alive:
-                break
-            time.sleep(0.1)
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.2)
             alive = list(processes(self.workdir))
         left = [f"process {p.pid}: {p.cmdline[:100]}" for p in alive]
-        left += [f"lock {p.name}" for p in (self.workdir / LOCKS).glob("*.lock")]
-        left += [f"owner record {p.name}" for p in (self.workdir / OWNERS).glob("*")]
+        if completed:
+            left += [f"lock {p.name}" for p in (self.workdir / LOCKS).glob("*.lock")]
+            left += [f"owner record {p.name}" for p in (self.workdir / OWNERS).glob("*")]
         hierarchy = memcg.hierarchy()
-        if hierarchy is not None:
+        if completed and hierarchy is not None:
             for cell in self.session(name).glob("n*_*"):
                 if memcg.cell_folder(hierarchy, cell).exists():
                     left.append(f"memory cgroup of {cell.name}")
@@ -322,9 +322,9 @@ class Harness:
             rows = read_score_tsv(session / layout.SCORES_TSV)
         except (OSError, ValueError, KeyError) as error:
             return [*bad, f"scores.tsv: {error}"]
-        keys = [(r.cell, r.analyzer) for r in rows]
+        keys = [(r.cell.name, r.analyzer) for r in rows]
         bad += [f"scores.tsv: {k} {keys.count(k)} times" for k in sorted(set(keys)) if keys.count(k) != 1]
-        missing = {c.name for c in cells} - {r.cell for r in rows}
+        missing = {c.name for c in cells} - {r.cell.name for r in rows}
         if missing:
             self.counts.lost += len(missing)
             bad.append(f"scores.tsv: no row for {sorted(missing)}")
@@ -382,13 +382,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--interruptions", type=int, default=50)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--pool", default=POOL, help=f"the pool, upstream's one-line form (default: {POOL})")
     parser.add_argument("--max-delay-s", type=float, default=8.0, help="longest wait before an interruption")
     parser.add_argument("--workdir", type=Path, help="where the workflow copy runs (default: a temporary folder)")
     parser.add_argument("--json", type=Path, help="write the counts and every interruption here")
     args = parser.parse_args(argv)
     workdir = (args.workdir or Path(tempfile.mkdtemp(prefix="faultloop-chaos-"))).resolve()
     prepare(workdir)
-    harness = Harness(workdir, args.seed, args.interruptions, args.max_delay_s)
+    harness = Harness(workdir, args.pool, args.seed, args.interruptions, args.max_delay_s)
     started = time.monotonic()
     clean = subprocess.run(harness.command("clean"), cwd=workdir, env=harness.env, capture_output=True, text=True)
     if clean.returncode != 0:

@@ -5,6 +5,7 @@ holds refuses a second run, `--until score` included. The seeded kills are tests
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import time
@@ -52,6 +53,16 @@ def identity(path: Path) -> tuple[int, int, str]:
     return path.stat().st_ino, path.stat().st_mtime_ns, Manifest.read(path).job_id
 
 
+def fill(ballast: Path) -> None:
+    """Write until the filesystem has no block left."""
+    with open(ballast, "wb", buffering=0) as handle:
+        try:
+            while True:
+                handle.write(b"\0" * (64 << 10))
+        except OSError as error:
+            assert error.errno == errno.ENOSPC
+
+
 @pytest.fixture
 def small_disk(work):
     """The results root on a 24 MiB tmpfs, made and removed here (root only)."""
@@ -74,14 +85,30 @@ def test_a_full_disk_stops_the_run_with_one_line_and_keeps_what_was_finished(wor
     session = small_disk / "fault_injection" / "disk"
     kept = {name: (session / name).read_bytes() for name in (layout.REPORT_MD, layout.SCORES_TSV, layout.TRACKING_TSV)}
     finished = identity(session / "n1_WORKLOAD_EXC_r0_i3" / layout.MANIFEST)
-    # The disk fills: a ballast leaves less room than the next cell's job writes.
-    ballast = small_disk / "ballast"
-    free = os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
-    with open(ballast, "wb") as handle:
-        handle.truncate(0)
-        handle.write(b"\0" * (free - (8 << 10)))
+    # The disk fills mid-run: once the next cell's job has started, a ballast takes what is left.
     pool = f"{first} SIGKILL:1:3:1"
-    full = snakemake(work, *command("disk", pool), timeout=600, check=False)
+    running = subprocess.Popen(
+        [str(BIN / "snakemake"), *command("disk", pool)],
+        cwd=work,
+        env=dict(os.environ, PYTHONPATH=str(work / "src")),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    ballast = small_disk / "ballast"
+    try:
+        started = session / "n1_SIGKILL_r1_i3" / "logs" / "slurm"
+        deadline = time.monotonic() + 300
+        while not any(started.glob("*.main_workload.log")) and time.monotonic() < deadline:
+            assert running.poll() is None, running.communicate()
+            time.sleep(0.1)
+        fill(ballast)
+        out, err = running.communicate(timeout=600)
+    finally:
+        if running.poll() is None:
+            running.kill()
+            running.wait()
+    full = subprocess.CompletedProcess(running.args, running.returncode, out, err)
     said = full.stdout + full.stderr
     assert full.returncode != 0
     lines = [line for line in said.splitlines() if "is on a full filesystem" in line]
@@ -92,7 +119,7 @@ def test_a_full_disk_stops_the_run_with_one_line_and_keeps_what_was_finished(wor
     for name, before in kept.items():
         now = (session / name).read_bytes()
         assert now == before or now.startswith(before.split(b"\n", 1)[0]), f"{name} is not whole"
-    assert {r.cell for r in read_score_tsv(session / layout.SCORES_TSV)} >= {"n1_WORKLOAD_EXC_r0_i3"}
+    assert {r.cell.name for r in read_score_tsv(session / layout.SCORES_TSV)} >= {"n1_WORKLOAD_EXC_r0_i3"}
     tracked = (session / layout.TRACKING_TSV).read_text().splitlines()
     assert tracked[0].startswith("JOB_ID") and all(len(row.split("\t")) == 6 for row in tracked)
     assert not [p for p in session.rglob(".*.tmp")], "a write left its temporary file"
@@ -101,7 +128,7 @@ def test_a_full_disk_stops_the_run_with_one_line_and_keeps_what_was_finished(wor
     snakemake(work, *command("disk", pool), timeout=600)
     assert identity(session / "n1_WORKLOAD_EXC_r0_i3" / layout.MANIFEST) == finished
     rows = read_score_tsv(session / layout.SCORES_TSV)
-    assert {r.cell for r in rows} == {"n1_WORKLOAD_EXC_r0_i3", "n1_SIGKILL_r1_i3"}
+    assert {r.cell.name for r in rows} == {"n1_WORKLOAD_EXC_r0_i3", "n1_SIGKILL_r1_i3"}
     assert all(r.status == "scored" for r in rows)
 
 
@@ -141,7 +168,7 @@ def test_two_sessions_run_side_by_side_and_a_busy_session_refuses_a_second_run(w
     root = work / "results" / "fault_injection"
     for name, cells in (("one", {"n1_SIGKILL_r1_i3", "n1_WORKLOAD_EXC_r0_i3"}), ("two", {"n1_SEGFAULT_r0_i3"})):
         rows = read_score_tsv(root / name / layout.SCORES_TSV)
-        assert {r.cell for r in rows} == cells and all(r.status == "scored" for r in rows)
+        assert {r.cell.name for r in rows} == cells and all(r.status == "scored" for r in rows)
         tracked = (root / name / layout.TRACKING_TSV).read_text().splitlines()[1:]
         assert {Path(row.split("\t")[-1]).name for row in tracked} == cells
         assert all(f"/fault_injection/{name}/" in row for row in tracked)

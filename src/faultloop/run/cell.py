@@ -3,6 +3,7 @@ script), its retries after infrastructure failures, and its row in upstream's tr
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from faultloop.contracts import Manifest
-from faultloop.core import atomic, layout
+from faultloop.core import atomic, layout, space
 from faultloop.core.cell import Cell
 from faultloop.marker import MARKER, names_injection
 from faultloop.plan.config import BUILTIN
@@ -133,6 +134,9 @@ def run_cell(request: CellRun) -> int:
     cell_dir, attempt = layout.cell_of_run(run_dir)
     cell = Cell.from_name(cell_dir.name)
     session = cell_dir.parent
+    left = space.full(run_dir)
+    if left is not None:  # a job that cannot write fails as if its infrastructure had, and so would each retry
+        raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} ({left})", str(run_dir))
     # A re-run replaces the previous run's artifacts; stale dumps would mislead the FR analyzer.
     for sub in (layout.SLURM_LOGS, "checkpoints"):
         shutil.rmtree(run_dir / sub, ignore_errors=True)

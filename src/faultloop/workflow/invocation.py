@@ -12,7 +12,7 @@ from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any, Protocol
 
-from faultloop.core import layout
+from faultloop.core import layout, space
 from faultloop.core.cell import Cell
 from faultloop.core.errors import ConfigError, no_space
 from faultloop.score.tables import failing_cells
@@ -126,25 +126,15 @@ def infra_failures(cell_dir: Path) -> int:
     return len(history.read_text().splitlines()) if history.is_file() else 0
 
 
-# A filesystem with less free than this (the smaller of the two) is called full when a run fails.
-FULL_BYTES = 64 << 20
-FULL_FRACTION = 0.05
-
-
 def full_filesystem(folder: Path) -> str | None:
-    """One line naming the session's folder when its filesystem is (nearly) full, for a failed run's
-    end: a job that hit ENOSPC there may have had no room to say so in its own log."""
-    probe = folder
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    stat = os.statvfs(probe)
-    free, size = stat.f_bavail * stat.f_frsize, stat.f_blocks * stat.f_frsize
-    if free >= min(FULL_BYTES, size * FULL_FRACTION) and (stat.f_favail or not stat.f_files):
+    """One line naming the session's folder when its filesystem is full, for a failed run's end: a
+    job that hit ENOSPC there may have had no room to say so in its own log."""
+    left = space.full(folder)
+    if left is None:
         return None
     return (
-        f"faultloop: {folder} is on a full filesystem ({free >> 10} KiB free of {size >> 10} KiB,"
-        f" {stat.f_favail} inodes free): free space there and run the same command again;"
-        " finished cells are kept"
+        f"faultloop: {folder} is on a full filesystem ({left}): free space there and run the same"
+        " command again; finished cells are kept"
     )
 
 
