@@ -184,7 +184,8 @@ def clear_stale(workdir: Path, *, say: Callable[[str], object] = print) -> list[
                 held += 1
                 live += [owner] if owner is not None else []
                 continue
-            removed = _remove_locks(workdir, _locks_of(path))
+            # an unreadable record proves nothing about its locks: they are left to the orphans rule
+            removed = _remove_locks(workdir, _locks_of(path)) if owner is not None else []
             path.with_suffix(".locks").unlink(missing_ok=True)
             path.unlink()
         if removed and owner is not None:
