@@ -3,9 +3,11 @@ interrupted run followed by a plain rerun of the same command, until the pool co
 
 The interruptions are kill -9, SIGTERM and SIGINT (Ctrl-C's: sent to the target's process group, as
 a terminal sends it), each to one of Snakemake, a run_job's launcher (torchrun), one of its ranks or
-an analysis job (logsage, fr_analysis, judge_score). When a pool completes before the schedule is
-spent, the same pool runs again in a fresh session (a round). Then it checks what faultloop promises
-under interruption (README.md, "When a run is interrupted") and prints the counts, all 0 when kept:
+an analysis job (logsage, fr_analysis, judge_score), at a random moment once such a target exists.
+The seed fixes the sequence of kinds and signals; the moments fall as the machine runs. When a pool
+completes before the schedule is spent, the same pool runs again in a fresh session (a round). Then
+it checks what faultloop promises under interruption (README.md, "When a run is interrupted") and
+prints the counts, all 0 when kept:
 
 - lost: a cell scored in one snapshot whose score is gone later, or a cell missing from scores.tsv;
 - corrupt: an artifact that its contract's reader refuses (job.json, verdict.json, fr.json,
@@ -151,9 +153,11 @@ def targets(kind: str, workdir: Path, snakemake: subprocess.Popen) -> list[Proc]
 class Harness:
     def __init__(self, workdir: Path, pool: str, seed: int, interruptions: int, max_delay_s: float) -> None:
         self.workdir, self.pool, self.wanted, self.max_delay_s = workdir, pool, interruptions, max_delay_s
-        self.rng = random.Random(seed)
+        self.draws = random.Random(seed)  # what each interruption is: the same sequence on any machine
+        self.rng = random.Random(seed + 1)  # when, and which of the targets then
         self.counts = Counts()
         self.log: list[Interruption] = []
+        self.drawn: tuple[str, signal.Signals] | None = None  # the next interruption, drawn from the seed
         self.env = dict(os.environ, PYTHONPATH=str(workdir / "src"))
 
     def command(self, session: str) -> list[str]:
@@ -206,35 +210,36 @@ class Harness:
         raise SystemExit(f"round {number}: the pool did not complete in 200 runs")
 
     def interrupt(self, proc: subprocess.Popen, started: float, number: int, run: int) -> Interruption | None:
-        """At a random moment, a random signal to a random target among the kinds that exist then
-        (Snakemake always does); None when Snakemake ended first."""
-        deadline = time.monotonic() + self.rng.uniform(0.2, self.max_delay_s)
-        while time.monotonic() < deadline:
+        """The drawn signal to a target of the drawn kind, at a random moment after one exists;
+        None when Snakemake ended first (the draw waits for the next run)."""
+        if self.drawn is None:
+            self.drawn = (self.draws.choice(TARGETS), self.draws.choice(SIGNALS))
+        kind, sig = self.drawn
+        while not targets(kind, self.workdir, proc):
             if proc.poll() is not None:
                 return None
             time.sleep(0.05)
-        sig = self.rng.choice(SIGNALS)
-        while proc.poll() is None:
-            found = {kind: targets(kind, self.workdir, proc) for kind in TARGETS}
-            kind = self.rng.choice([kind for kind in TARGETS if found[kind]])
-            victim = self.rng.choice(found[kind])
-            try:
-                if sig == signal.SIGINT:  # Ctrl-C: the whole foreground process group
-                    os.killpg(os.getpgid(victim.pid), sig)
-                else:
-                    os.kill(victim.pid, sig)
-            except ProcessLookupError:
-                continue
-            at_s = round(time.monotonic() - started, 1)
-            event = Interruption(number, run, kind, sig.name, at_s, time.time(), victim.pid, victim.cell)
-            self.log.append(event)
-            self.counts.interruptions += 1
-            where = f" of {Path(victim.cell).name}" if victim.cell else ""
-            print(
-                f"  {self.counts.interruptions:3d}. round {number} run {run} at {at_s:5.1f} s: {sig.name} {kind}{where}"
-            )
-            return event
-        return None
+        deadline = time.monotonic() + self.rng.uniform(0.2, self.max_delay_s)
+        while time.monotonic() < deadline or not (found := targets(kind, self.workdir, proc)):
+            if proc.poll() is not None:
+                return None
+            time.sleep(0.05)
+        victim = self.rng.choice(found)
+        try:
+            if sig == signal.SIGINT:  # Ctrl-C: the whole foreground process group
+                os.killpg(os.getpgid(victim.pid), sig)
+            else:
+                os.kill(victim.pid, sig)
+        except ProcessLookupError:  # it ended in between: another moment
+            return self.interrupt(proc, started, number, run)
+        self.drawn = None
+        at_s = round(time.monotonic() - started, 1)
+        event = Interruption(number, run, kind, sig.name, at_s, time.time(), victim.pid, victim.cell)
+        self.log.append(event)
+        self.counts.interruptions += 1
+        where = f" of {Path(victim.cell).name}" if victim.cell else ""
+        print(f"  {self.counts.interruptions:3d}. round {number} run {run} at {at_s:5.1f} s: {sig.name} {kind}{where}")
+        return event
 
     # -- checks ----------------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ FAILURES = ("lost", "corrupt", "rerun", "refused", "left", "differ")
 def test_ten_seeded_interruptions_lose_corrupt_and_rerun_nothing(tmp_path):
     record = tmp_path / "chaos.json"
     command = [
-        sys.executable, str(REPO / "benchmarks" / "chaos.py"), "--interruptions", "10", "--seed", "3",
+        sys.executable, str(REPO / "benchmarks" / "chaos.py"), "--interruptions", "10", "--seed", "4",
         "--pool", "WORKLOAD_EXC:0:3:1 SIGKILL:1:3:1", "--max-delay-s", "3",
         "--workdir", str(tmp_path / "work"), "--json", str(record),
     ]  # fmt: skip
@@ -33,5 +33,8 @@ def test_ten_seeded_interruptions_lose_corrupt_and_rerun_nothing(tmp_path):
     assert {k: counts[k] for k in FAILURES} == dict.fromkeys(FAILURES, 0), said
     assert result.returncode == 0, said
     assert "lost 0, corrupt 0, re-run 0, refused 0, left 0, differ 0" in result.stdout
-    # Every interruption was a real signal to a real process, and reruns followed.
+    # Seed 4 draws every kind of target and every signal (the draws do not depend on timing);
+    # each was a real signal to a real process, and plain reruns followed.
+    assert {e["target"] for e in counts["log"]} == {"snakemake", "launcher", "rank", "analysis"}
+    assert {e["signal"] for e in counts["log"]} == {"SIGKILL", "SIGTERM", "SIGINT"}
     assert counts["runs"] > counts["rounds"] and all(event["pid"] > 0 for event in counts["log"])

@@ -38,6 +38,9 @@ class CellRun:
     gpus_per_node: int = 4
     fault_delay: float = 0.0
     cleanup_cmd: str = ""
+    # The process that started this job (Snakemake): once it is gone, no job runs and a running one
+    # stops (a killed Snakemake's rerun would otherwise meet this run's job in the same folder).
+    driver_pid: int | None = None
     settings: JobSettings = field(default_factory=JobSettings)
 
 
@@ -134,6 +137,9 @@ def run_cell(request: CellRun) -> int:
     cell_dir, attempt = layout.cell_of_run(run_dir)
     cell = Cell.from_name(cell_dir.name)
     session = cell_dir.parent
+    if request.driver_pid is not None and os.getppid() != request.driver_pid:
+        print(f"the process that started this job (pid {request.driver_pid}) is gone: nothing run", file=sys.stderr)
+        return 1
     left = space.full(run_dir)
     if left is not None:  # a job that cannot write fails as if its infrastructure had, and so would each retry
         raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} ({left})", str(run_dir))
@@ -173,7 +179,7 @@ def run_cell(request: CellRun) -> int:
             resume=plan.resume,
             reinjection=plan.reinjection,
         )
-        status = RunJob(spec).run()
+        status = RunJob(spec, driver_pid=request.driver_pid).run()
     if request.cleanup_cmd:
         slurm.run_per_node(request.cleanup_cmd)  # once per node of the allocation under SLURM
     infra_path = run_dir / layout.INFRA_FAILURE

@@ -97,8 +97,9 @@ class RunJob:
     """One cell: launch, wait, write job.json (or infra_failure.json when the fault never had a
     chance to fire because the job could not run)."""
 
-    def __init__(self, spec: JobSpec) -> None:
+    def __init__(self, spec: JobSpec, driver_pid: int | None = None) -> None:
         self.spec = spec
+        self.driver_pid = driver_pid or os.getppid()  # the job stops once this parent is gone
         self.cell = spec.cell_dir.resolve()
         slurm_job = slurm.job_id()
         self.on_slurm = spec.settings.scheduler == "slurm" or (
@@ -284,7 +285,7 @@ class RunJob:
                     f"job {self.job_id}: {s.settings.launcher} layout, {len(tasks)} task(s) on this machine, "
                     f"first: {shlex.join(tasks[0].argv)}"
                 )
-                parent = os.getppid()
+                parent = self.driver_pid
                 exits, timed_out = LocalSrun(
                     joblog, s.settings.term_delay_s, s.settings.kill_grace_s, f"{self.job_id}.0"
                 ).run(tasks, deadline, driver_alive=lambda: os.getppid() == parent)

@@ -10,6 +10,11 @@ whole life; once Snakemake has locked (`onstart`), the record names the lock fil
 own. A lock is stale only when provably dead: its record's flock is free (the kernel drops it with
 the last process holding it), the record is of this host and boot, and its pid is gone or is
 another process now. A live run's record is held, so its lock still refuses a second run.
+
+Snakemake's locks cover a run's files only, so two sessions run side by side in one checkout; but a
+run that ends removes the whole lock folder, a concurrent run's files too. The records are
+faultloop's own guard of a session: a second run of a session a live run holds is refused here,
+whatever is left in `.snakemake/locks/`.
 """
 
 from __future__ import annotations
