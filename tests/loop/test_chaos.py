@@ -1,7 +1,8 @@
 """The chaos harness (benchmarks/chaos.py) on a small pool: ten seeded interruptions of Snakemake, a
 launcher, a rank or an analysis job (kill -9, SIGTERM, Ctrl-C's SIGINT), each followed by a plain
-rerun, lose, corrupt and re-run nothing, leave nothing behind and score as a clean run does. The
-benchmark runs fifty (benchmarks/README.md)."""
+rerun, lose, corrupt and re-run nothing, leave nothing behind (HOST_OOM's cell puts its ranks in
+memory cgroups, which must go too) and score as a clean run does. The benchmark runs fifty
+(benchmarks/README.md)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def test_ten_seeded_interruptions_lose_corrupt_and_rerun_nothing(tmp_path):
     record = tmp_path / "chaos.json"
     command = [
         sys.executable, str(REPO / "benchmarks" / "chaos.py"), "--interruptions", "10", "--seed", "4",
-        "--pool", "WORKLOAD_EXC:0:3:1 SIGKILL:1:3:1", "--max-delay-s", "3",
+        "--pool", "WORKLOAD_EXC:0:3:1 HOST_OOM:1:3:1", "--max-delay-s", "3",
         "--workdir", str(tmp_path / "work"), "--json", str(record),
     ]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, timeout=1200)
