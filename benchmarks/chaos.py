@@ -295,12 +295,13 @@ class Harness:
 
     def snapshot(self, name: str, seen: dict[str, tuple]) -> None:
         """Each scored cell's identity; a cell scored before must still be, and be the same."""
+        files = (layout.MANIFEST, layout.LOGSAGE_INDEX, layout.FR_INDEX, layout.SCORE_JSON)
         for cell in sorted(self.session(name).glob("n*_*")):
-            score = cell / layout.SCORE_JSON
-            if not score.is_file():
+            if not all((cell / f).is_file() for f in files):  # not finished, or being run (again)
                 if cell.name in seen:
                     self.counts.lost += 1
-                    self.finding(f"{name}/{cell.name}: its score is gone")
+                    self.finding(f"{name}/{cell.name}: a finished cell's artifacts are gone")
+                    del seen[cell.name]
                 continue
             try:
                 manifest = Manifest.read(cell / layout.MANIFEST)
@@ -310,11 +311,9 @@ class Harness:
                 continue
             if manifest.state == "INFRA_FAILED":  # retried by the next invocation, as promised
                 continue
-            stat = (cell / layout.MANIFEST).stat()
-            identity = (
-                stat.st_ino, stat.st_mtime_ns, manifest.job_id,
-                *((cell / f).stat().st_mtime_ns for f in (layout.LOGSAGE_INDEX, layout.FR_INDEX, layout.SCORE_JSON)),
-            )  # fmt: skip
+            job = (cell / layout.MANIFEST).stat()
+            later = ((cell / f).stat().st_mtime_ns for f in files[1:])
+            identity = (job.st_ino, job.st_mtime_ns, manifest.job_id, *later)
             if seen.setdefault(cell.name, identity) != identity:
                 self.counts.rerun += 1
                 self.finding(f"{name}/{cell.name}: ran again after its score existed")
