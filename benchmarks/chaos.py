@@ -30,6 +30,7 @@ Exits 0 when every count is 0 and the schedule was spent.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import csv
 import json
@@ -297,7 +298,8 @@ class Harness:
         """Each scored cell's identity; a cell scored before must still be, and be the same."""
         files = (layout.MANIFEST, layout.LOGSAGE_INDEX, layout.FR_INDEX, layout.SCORE_JSON)
         for cell in sorted(self.session(name).glob("n*_*")):
-            if not all((cell / f).is_file() for f in files):  # not finished, or being run (again)
+            unfinished = [f for f in files if not (cell / f).is_file() or self.incomplete(cell / f)]
+            if unfinished:  # not finished, or being run (again)
                 if cell.name in seen:
                     self.counts.lost += 1
                     self.finding(f"{name}/{cell.name}: a finished cell's artifacts are gone")
@@ -318,6 +320,15 @@ class Harness:
                 self.counts.rerun += 1
                 self.finding(f"{name}/{cell.name}: ran again after its score existed")
                 seen[cell.name] = identity
+
+    def incomplete(self, path: Path) -> bool:
+        """Whether Snakemake holds path as incomplete (its job started, its end never recorded: a
+        kill of Snakemake itself), so that the rerun redoes it: its marker in .snakemake/incomplete/
+        is the path's urlsafe base64, cut into 254-character folders (snakemake.persistence.file)."""
+        b64 = base64.urlsafe_b64encode(str(path.relative_to(self.workdir)).encode()).decode()
+        parts = [b64[i : i + 254] for i in range(0, len(b64), 254)]
+        marker = self.workdir / ".snakemake" / "incomplete" / Path(*["@" + p for p in parts[:-1]], parts[-1])
+        return marker.exists()
 
     def check_contracts(self, name: str) -> list[str]:
         """Every artifact read by its contract's reader; scores.tsv one row per cell and analyzer."""
