@@ -5,6 +5,7 @@
 #   make fuzz  - the fuzz tests of the dump and log readers, the parsers of the user's inputs and
 #                the redaction of secrets, at FUZZ_EXAMPLES examples a property
 #   make bench-logs - logsage's flood, 1 GB and grep -c targets in one run (benchmarks/bench_logs.py)
+#   make bench-chaos - a small pool interrupted 50 times at random moments (benchmarks/chaos.py)
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 # Machines of this kind set PYTHONDONTWRITEBYTECODE: every process (each rank, Snakemake step and
@@ -36,7 +37,7 @@ BENCH_ARGS ?=
 # The unknown-shape properties (each example reads the whole corpus) run a hundredth of them.
 FUZZ_EXAMPLES ?= 2000
 
-.PHONY: run test test-fast fuzz bench-logs setup system-deps lint fmt clean-results docs-screenshot
+.PHONY: run test test-fast fuzz bench-logs bench-chaos setup system-deps lint fmt clean-results docs-screenshot
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -87,6 +88,11 @@ fuzz: setup
 # Nice'd: the ratios are same-run.
 bench-logs: setup
 	nice -n 10 $(BIN)/python benchmarks/bench_logs.py $(BENCH_ARGS)
+
+# 50 seeded interruptions of a small pool, each followed by a plain rerun; prints the counts, all 0
+# when kept (BENCH_ARGS: e.g. --seed 2 --interruptions 100).
+bench-chaos: setup
+	nice -n 10 $(BIN)/python benchmarks/chaos.py --interruptions 50 $(BENCH_ARGS)
 
 # The checks a change must pass: the workflow's (Snakemake's linter, snakefmt) and the Python's
 # (ruff's lint and format, mypy on the package). `make fmt` fixes what can be fixed by itself.

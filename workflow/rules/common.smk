@@ -20,6 +20,7 @@ import faultloop.report.history as fl_history
 import faultloop.core.layout as layout
 import faultloop.run.life as fl_life
 import faultloop.run.matrix as fl_matrix
+import faultloop.workflow.owner as fl_owner
 import faultloop.plan.pool as fl_pool
 import faultloop.contracts as fl_contracts
 from faultloop.core.cell import run_name_pattern
@@ -29,6 +30,7 @@ from faultloop.workflow.invocation import (
     cell_targets,
     config_texts,
     forced,
+    full_filesystem,
     infra_failures,
     invoked_until,
     run_targets,
@@ -54,6 +56,37 @@ except ConfigError as error:
     raise WorkflowError(str(error)) from None
 
 SESSION = layout.session_dir(config)
+# Who holds Snakemake's lock (faultloop.workflow.owner): a run records itself before Snakemake's
+# lock check, so a lock a killed run left is cleared with one line, and a session a live run holds
+# is refused. Planning (-n, --lint) and a cluster job's own Snakemake record nothing.
+OWNER = None
+if fl_owner.runs_jobs(sys.argv) and not (
+    workflow.remote_exec or workflow.subprocess_exec
+):
+    try:
+        OWNER = fl_owner.register(
+            Path.cwd(), SESSION, say=lambda line: print(line, file=sys.stderr)
+        )
+    except fl_owner.SessionBusy as error:
+        raise WorkflowError(str(error)) from None
+
+
+onstart:
+    if OWNER is not None:
+        OWNER.claim_locks(
+            map(str, workflow.persistence.all_inputfiles()),
+            map(str, workflow.persistence.all_outputfiles()),
+        )
+
+
+# A failed run on a full disk ends with one line naming the session's folder (its jobs may have had
+# no room to say so in their logs); every write is atomic, so what was finished stays whole.
+onerror:
+    full = full_filesystem(SESSION)
+    if full:
+        print(full, file=sys.stderr)
+
+
 # Snakemake parses the Snakefile before it hands the workflow its DAG settings, so the rules an
 # invocation stops at are read from its command line (faultloop.workflow.invocation.invoked_until).
 UNTIL = invoked_until(sys.argv)

@@ -60,7 +60,8 @@ if not REJUDGE:
             # Changes after an infrastructure failure, so the next invocation retries this cell.
             infra_failures=lambda wildcards: infra_failures(SESSION / wildcards.run),
         shell:
-            "exec env {params.cli} cell run --output {output.manifest:q}"
+            # $PPID: Snakemake, whose death stops the job (the command replaces the shell).
+            "exec env {params.cli} cell run --output {output.manifest:q} --driver-pid $PPID"
             " --infra-try {resources.infra_try} --infra-tries {params.infra_tries}"
             " --workload-script {params.workload_script:q} --cleanup-cmd={params.cleanup:q}"
             " {params.launch} > {log:q} 2>&1"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from faultloop.analyze.strip import strip_log
@@ -28,6 +29,12 @@ def main(argv: list[str]) -> int:
     run.add_argument("--gpus-per-node", type=int, default=4)
     run.add_argument("--fault-delay", type=float, default=0.0)
     run.add_argument("--cleanup-cmd", default="")
+    run.add_argument(
+        "--driver-pid",
+        type=int,
+        help="the process that started this job (the rule passes Snakemake's, $PPID): the job stops when it"
+        " is gone; default: this process's parent when it starts",
+    )
     add_settings(run, JobSettings)
     strip = sub.add_parser("strip-log", help="write the analyzers' copy of the main log, markers removed")
     strip.add_argument("--manifest", type=Path, required=True)
@@ -45,6 +52,7 @@ def main(argv: list[str]) -> int:
             gpus_per_node=args.gpus_per_node,
             fault_delay=args.fault_delay,
             cleanup_cmd=args.cleanup_cmd,
+            driver_pid=args.driver_pid or os.getppid(),
             settings=settings_from(args, JobSettings),
         )
     )

@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib
 import sys
 
+from faultloop.core.errors import no_space
+
 # subcommand -> (module, one-line help). Each module exposes main(argv: list[str]) -> int and is
 # imported only when its command runs (a rule's command pays for no other command's imports).
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -49,7 +51,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"faultloop: unknown command {command!r}\n\n{usage()}", file=sys.stderr)
         return 2
     module = importlib.import_module(SUBCOMMANDS[command][0])
-    return int(module.main(rest) or 0)
+    try:
+        return int(module.main(rest) or 0)
+    except OSError as error:
+        line = no_space(error, f"faultloop {command}")
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

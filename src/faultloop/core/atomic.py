@@ -30,6 +30,11 @@ def write_lines_atomic(path: str | Path, lines: Iterable[str]) -> None:
         with os.fdopen(fd, "w") as handle:
             handle.writelines(lines)
         os.replace(tmp, path)
+    except OSError as error:
+        Path(tmp).unlink(missing_ok=True)
+        if error.filename is None:  # a failed write (a full disk) names no file: name the one written
+            raise OSError(error.errno, error.strerror, str(path)) from error
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -3,6 +3,7 @@ script), its retries after infrastructure failures, and its row in upstream's tr
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from faultloop.contracts import Manifest
-from faultloop.core import atomic, layout
+from faultloop.core import atomic, layout, space
 from faultloop.core.cell import Cell
 from faultloop.frameworks import DEFAULT_FRAMEWORK
 from faultloop.marker import MARKER, names_injection
@@ -38,12 +39,18 @@ class CellRun:
     gpus_per_node: int = 4
     fault_delay: float = 0.0
     cleanup_cmd: str = ""
+    # The process that started this job (Snakemake): once it is gone, no job runs and a running one
+    # stops (a killed Snakemake's rerun would otherwise meet this run's job in the same folder).
+    driver_pid: int | None = None
     settings: JobSettings = field(default_factory=JobSettings)
 
 
 def record_infra_failure(cell_dir: Path, failure: Mapping[str, Any]) -> None:
-    with open(cell_dir / layout.INFRA_HISTORY, "a") as handle:
-        handle.write(json.dumps(dict(failure)) + "\n")
+    """Add a line to the cell's infrastructure failures, rewritten whole (a full disk or a kill
+    mid-write leaves the previous lines, never half of one)."""
+    history = cell_dir / layout.INFRA_HISTORY
+    earlier = history.read_text() if history.is_file() else ""
+    atomic.write_atomic(history, earlier + json.dumps(dict(failure)) + "\n")
 
 
 def _tracked_run(experiment_dir: str) -> str:
@@ -131,6 +138,12 @@ def run_cell(request: CellRun) -> int:
     cell_dir, attempt = layout.cell_of_run(run_dir)
     cell = Cell.from_name(cell_dir.name)
     session = cell_dir.parent
+    if request.driver_pid is not None and os.getppid() != request.driver_pid:
+        print(f"the process that started this job (pid {request.driver_pid}) is gone: nothing run", file=sys.stderr)
+        return 1
+    left = space.full(run_dir)
+    if left is not None:  # a job that cannot write fails as if its infrastructure had, and so would each retry
+        raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} ({left})", str(run_dir))
     # A re-run replaces the previous run's artifacts; stale dumps would mislead the FR analyzer.
     for sub in (layout.SLURM_LOGS, "checkpoints"):
         shutil.rmtree(run_dir / sub, ignore_errors=True)
@@ -171,7 +184,7 @@ def run_cell(request: CellRun) -> int:
             workload=cell.workload or DEFAULT_FRAMEWORK,
             launcher=cell.launcher,
         )
-        status = RunJob(spec).run()
+        status = RunJob(spec, driver_pid=request.driver_pid).run()
     if request.cleanup_cmd:
         slurm.run_per_node(request.cleanup_cmd)  # once per node of the allocation under SLURM
     infra_path = run_dir / layout.INFRA_FAILURE

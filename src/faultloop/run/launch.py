@@ -88,8 +88,9 @@ class RunJob:
     """One cell: launch, wait, write job.json (or infra_failure.json when the fault never had a
     chance to fire because the job could not run)."""
 
-    def __init__(self, spec: JobSpec) -> None:
+    def __init__(self, spec: JobSpec, driver_pid: int | None = None) -> None:
         self.spec = spec
+        self.driver_pid = driver_pid or os.getppid()  # the job stops once this parent is gone
         self.cell = spec.cell_dir.resolve()
         slurm_job = slurm.job_id()
         self.on_slurm = spec.settings.scheduler == "slurm" or (
@@ -154,14 +155,17 @@ class RunJob:
             stale.unlink(missing_ok=True)
 
     def run(self) -> int:
-        """Run the job; the cell's memory cgroups are removed however it ends, also when the
-        workflow stops run_job with SIGTERM or SIGHUP (a SIGKILL leaves them to the next attempt)."""
+        """Run the job; its processes and the cell's memory cgroups are gone however it ends, also
+        when the workflow stops run_job with SIGTERM or SIGHUP (a SIGKILL leaves them to the next
+        attempt). A rank whose launcher was killed would live on otherwise: a job step ends with
+        none of its processes left, as SLURM's does."""
         previous = _exit_on_termination()
         try:
             return self._run()
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            stop_leftovers(self.cell)
             if self.memcg_folder is not None:
                 removed = memcg.remove_folder(self.memcg_folder)
                 if removed:
@@ -205,7 +209,7 @@ class RunJob:
                     f"job {self.job_id}: {s.workload} under {s.launcher_name}, {len(tasks)} task(s) on this machine, "
                     f"first: {shlex.join(tasks[0].argv)}"
                 )
-                parent = os.getppid()
+                parent = self.driver_pid
                 exits, timed_out = LocalSrun(
                     joblog, s.settings.term_delay_s, s.settings.kill_grace_s, f"{self.job_id}.0"
                 ).run(

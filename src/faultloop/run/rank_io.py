@@ -61,12 +61,13 @@ class FlightRecorder:
         with self._lock:
             if self._final:
                 return
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
             try:
                 data = _dump_fr_trace()
-                tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
                 tmp.write_bytes(data)
                 os.replace(tmp, self.path)
             except Exception as exc:  # a failed dump must not mask the job's own failure
+                tmp.unlink(missing_ok=True)  # a full disk leaves no half of it
                 log(f"flight recorder dump failed: {exc!r}")
                 return
             self._final = final
@@ -102,9 +103,13 @@ class Checkpointer:
         folder.mkdir(parents=True, exist_ok=True)
         final = folder / layout.checkpoint_file(self.rank)
         tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
-        with open(self.volume or tmp, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, final)
+        try:
+            with open(self.volume or tmp, "wb") as handle:
+                handle.write(data)
+            os.replace(tmp, final)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # a full disk leaves no half of it
+            raise
         mine = sorted(self.root.glob(f"{layout.CHECKPOINT_ITERATION_PREFIX}*/{final.name}"))
         for old in mine[:-CHECKPOINTS_KEPT]:
             old.unlink(missing_ok=True)

@@ -12,9 +12,9 @@ from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any, Protocol
 
-from faultloop.core import layout
+from faultloop.core import layout, space
 from faultloop.core.cell import Cell
-from faultloop.core.errors import ConfigError
+from faultloop.core.errors import ConfigError, no_space
 from faultloop.score.tables import failing_cells
 
 
@@ -147,12 +147,31 @@ def infra_failures(cell_dir: Path) -> int:
     return len(history.read_text().splitlines()) if history.is_file() else 0
 
 
+def full_filesystem(folder: Path) -> str | None:
+    """One line naming the session's folder when its filesystem is full, for a failed run's end: a
+    job that hit ENOSPC there may have had no room to say so in its own log."""
+    left = space.full(folder)
+    if left is None:
+        return None
+    return (
+        f"faultloop: {folder} is on a full filesystem ({left}): free space there and run the same"
+        " command again; finished cells are kept"
+    )
+
+
 @contextlib.contextmanager
 def logged(log_path: str | Path) -> Iterator[None]:
     """Send stdout and stderr of a workflow script to its rule's log file."""
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w") as handle, contextlib.redirect_stdout(handle), contextlib.redirect_stderr(handle):
-        yield
+        try:
+            yield
+        except OSError as error:
+            line = no_space(error, Path(log_path).stem)
+            if line is None:
+                raise
+            print(line, file=sys.stderr)
+            raise SystemExit(1) from None
 
 
 def run_cli(main: Callable[[list[str]], int | None], argv: list[str]) -> None:
