@@ -53,8 +53,9 @@ from faultloop.contracts import DIMENSIONS, FrVerdict, LogVerdict, Manifest, Run
 from faultloop.contracts.scores import read_cell_scores, read_score_records, read_score_tsv  # noqa: E402
 from faultloop.contracts.verdicts import read_index  # noqa: E402
 from faultloop.core import layout  # noqa: E402
+from faultloop.frameworks import DEFAULT_FRAMEWORK, FRAMEWORKS  # noqa: E402
 from faultloop.run import memcg  # noqa: E402
-from faultloop.run.launch import CELL_ENV, RANK_MODULE  # noqa: E402
+from faultloop.run.launch import CELL_ENV  # noqa: E402
 from faultloop.workflow.owner import LOCKS, OWNERS  # noqa: E402
 
 # Deterministic faults of one node of two ranks: each cell's job takes seconds.
@@ -146,7 +147,8 @@ def targets(kind: str, workdir: Path, snakemake: subprocess.Popen) -> list[Proc]
     if kind == "launcher":
         return [p for p in found if p.cell and "torch.distributed.run" in p.cmdline]
     if kind == "rank":
-        return [p for p in found if p.cell and RANK_MODULE in p.cmdline and "torch.distributed.run" not in p.cmdline]
+        module = FRAMEWORKS[DEFAULT_FRAMEWORK].module  # the pool's workload: the built-in one
+        return [p for p in found if p.cell and module in p.cmdline and "torch.distributed.run" not in p.cmdline]
     return [
         p
         for p in found  # the Python process itself, not the job's shell around it
