@@ -10,6 +10,7 @@ from faultloop.contracts import DIMENSIONS, SCORED, Grade, Reads, ScoreRecord
 from faultloop.core.cell import Cell
 from faultloop.faults import RESTART, STOP
 from faultloop.report import differences
+from faultloop.report.document import Table
 
 
 def record(analyzer: str, cell: Cell, grades: dict[str, Grade] | None = None, **fields: Any) -> ScoreRecord:
@@ -37,8 +38,8 @@ def test_combined_section_compares_it_with_both_inputs() -> None:
         ]
     }
     (finding,) = differences.combined_findings(log_views, fr_views)
-    rates, _, cells = (b for b in finding.blocks if isinstance(b, differences.FindingTable) or "cell(s)" in b)
-    assert isinstance(rates, differences.FindingTable) and isinstance(cells, differences.FindingTable)
+    rates, _, cells = (b for b in finding.blocks if isinstance(b, Table) or "cell(s)" in b)
+    assert isinstance(rates, Table) and isinstance(cells, Table)
     assert [r[0] for r in rates.rows] == list(DIMENSIONS.names(reads=(Reads.LOG, Reads.FR)))
     rank_primary = next(r for r in rates.rows if r[0] == "rank_primary")
     assert rank_primary == ["rank_primary", "2/2", "1/2", "1/2", "yes"]
@@ -70,10 +71,10 @@ def test_policy_section_lists_decisions_that_follow_the_analyzers_own_policy() -
     (finding,) = differences.policy_findings(log_views)
     intro, summary, detail = finding.blocks
     assert isinstance(intro, str) and "Analyzers that name no policy of their own: builtin." in intro
-    assert isinstance(summary, differences.FindingTable) and summary.rows == [
+    assert isinstance(summary, Table) and summary.rows == [
         ["nvrx_restart_agent", "retry_budget.v1 general_retry", "0/1", "1"]
     ]
-    assert isinstance(detail, differences.FindingTable)
+    assert isinstance(detail, Table)
     assert detail.rows == [["nvrx_restart_agent", "n1_SIGKILL_r1_i5", STOP, RESTART, budget]]
     assert differences.policy_findings({"builtin": log_views["builtin"]}) == []
 
@@ -95,6 +96,6 @@ def test_reading_section_counts_which_reading_found_each_verdict_and_how_often_i
         "first_error": [record("first_error", kill)],  # says nothing of its readings
     }
     (finding,) = differences.reading_findings(log_views)
-    (table,) = [b for b in finding.blocks if isinstance(b, differences.FindingTable)]
+    (table,) = [b for b in finding.blocks if isinstance(b, Table)]
     assert table.rows == [["faultloop", "row", "2", "2/2"], ["faultloop", "temporal", "1", "0/1"]]
     assert differences.reading_findings({"first_error": log_views["first_error"]}) == []

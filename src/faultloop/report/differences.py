@@ -1,40 +1,24 @@
 """What the side-by-side tables do not say: where an analyzer's restart decisions differ from the
 restart table by its own policy (a design, not a miss), which reading of a log found each verdict,
-and where faultloop's combined verdict differs from the two verdicts it merged. The report renders
-these findings as its sections."""
+and where faultloop's combined verdict differs from the two verdicts it merged: each finding is one
+of the report's sections."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from faultloop.analyze.kinds import combined
 from faultloop.contracts import DIMENSIONS, FR_RANK, Grade, Reads, ScoreRecord
 from faultloop.contracts.verdicts import READINGS
+from faultloop.report.document import Section, Table
 
 RESTART = "restart_correct"
-
-
-@dataclass(frozen=True)
-class FindingTable:
-    header: list[str]
-    rows: list[list[str]]
-    graded: bool = False
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One report section: paragraphs and tables, in order."""
-
-    title: str
-    blocks: list[str | FindingTable] = field(default_factory=list)
-    level: int = 2
 
 
 # ---- restart decisions by policy -------------------------------------------------------------
 
 
-def policy_findings(log_views: dict[str, list[ScoreRecord]]) -> list[Finding]:
+def policy_findings(log_views: dict[str, list[ScoreRecord]]) -> list[Section]:
     """Per analyzer whose verdicts name a restart policy of their own (NVRx's Restart Agent: a
     retry budget), the cells where its decision differs from the restart table, and why."""
     with_policy = {n: rows for n, rows in log_views.items() if any(r.scored and r.restart_policy for r in rows)}
@@ -52,7 +36,7 @@ def policy_findings(log_views: dict[str, list[ScoreRecord]]) -> list[Finding]:
         ]
     others = [n for n in log_views if n not in with_policy]
     return [
-        Finding(
+        Section(
             "Restart decisions by policy",
             [
                 "restart_correct grades every analyzer against the restart table (upstream's). An analyzer "
@@ -61,8 +45,8 @@ def policy_findings(log_views: dict[str, list[ScoreRecord]]) -> list[Finding]:
                 "of nearly any failure is RESTART. Those cells stay misses in every rate; they are listed here "
                 "so a policy is not read as a misattribution."
                 + (f" Analyzers that name no policy of their own: {', '.join(others)}." if others else ""),
-                FindingTable(["analyzer", "policy", "restart_correct (table)", "differ by policy"], summary),
-                FindingTable(["analyzer", "cell", "table says", "decided", "its policy's reason"], detail)
+                Table(["analyzer", "policy", "restart_correct (table)", "differ by policy"], summary),
+                Table(["analyzer", "cell", "table says", "decided", "its policy's reason"], detail)
                 if detail
                 else "No decision differs from the table.",
             ],
@@ -73,7 +57,7 @@ def policy_findings(log_views: dict[str, list[ScoreRecord]]) -> list[Finding]:
 # ---- which reading found each verdict ----------------------------------------------------------
 
 
-def reading_findings(log_views: dict[str, list[ScoreRecord]]) -> list[Finding]:
+def reading_findings(log_views: dict[str, list[ScoreRecord]]) -> list[Section]:
     """Per analyzer whose verdicts say which reading found them (faultloop's: a known row, the
     generic reading, where the log stops, which rank differs), how often each carried and how often
     its verdict passed every dimension."""
@@ -88,7 +72,7 @@ def reading_findings(log_views: dict[str, list[ScoreRecord]]) -> list[Finding]:
             if mine:
                 table.append([name, reading, str(len(mine)), f"{sum(1 for r in mine if r.passed)}/{len(mine)}"])
     return [
-        Finding(
+        Section(
             "Which reading found each verdict",
             [
                 "faultloop's log analyzer reads a log with its rows of known templates first; where they find "
@@ -96,7 +80,7 @@ def reading_findings(log_views: dict[str, list[ScoreRecord]]) -> list[Finding]:
                 "a signal in any wording), on where the log stops (retries that never succeeded, a stall, threads "
                 "waiting), and on which rank differs from the others. A verdict a fallback found is inferred, "
                 "with low or medium confidence.",
-                FindingTable(["analyzer", "reading", "verdicts", "passed"], table),
+                Table(["analyzer", "reading", "verdicts", "passed"], table),
             ],
         )
     ]
@@ -125,7 +109,7 @@ def _fr_pass(row: ScoreRecord, dimension: str) -> bool | None:
     return None
 
 
-def combined_findings(log_views: dict[str, list[ScoreRecord]], fr_views: dict[str, list[ScoreRecord]]) -> list[Finding]:
+def combined_findings(log_views: dict[str, list[ScoreRecord]], fr_views: dict[str, list[ScoreRecord]]) -> list[Section]:
     """The combined verdict beside the primary log analyzer and the first FR analyzer it merged:
     pass counts per dimension on the cells all three scored, whether it is at least as right as
     the better input on each, and every cell where its ranks differ from either input's."""
@@ -176,17 +160,17 @@ def combined_findings(log_views: dict[str, list[ScoreRecord]], fr_views: dict[st
                 ]
             )
     return [
-        Finding(
+        Section(
             "The combined verdict against its inputs",
             [
                 f"`{combined.NAME}` merges `{log_name}` (the primary log analyzer) and `{fr_name}` (the first FR "
                 "analyzer) by fixed rules (docs/analyzers.md). Passes on the "
                 f"{len(cells)} cells all three scored; an FR verdict speaks to the rank dimensions only "
                 "(rank_primary: its suspects are exactly the injected rank).",
-                FindingTable(["dimension", combined.NAME, log_name, fr_name, "as right as the better"], table),
+                Table(["dimension", combined.NAME, log_name, fr_name, "as right as the better"], table),
                 f"{len(differ)} cell(s) where the combined primaries differ from the log's primaries or the FR "
                 "suspects.",
-                FindingTable(
+                Table(
                     [
                         "cell",
                         "injected",

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from faultloop.contracts import DIMENSIONS, Grade, LifeStep, Reads, ScoreRecord
+from faultloop.report.document import Section, Table
 from faultloop.report.model import Report, dim_pass, rate
 
 LIFE_DIMENSIONS = DIMENSIONS.names(reads=(Reads.LIFE,))
@@ -133,3 +134,38 @@ def life_rows(rep: Report) -> list[list[str]]:
 
 def life_header(rep: Report) -> list[str]:
     return ["cell", "attempt", "what happened", "truth expects", *(v.name for v in rep.views), "called for by"]
+
+
+def life_sections(rep: Report) -> list[Section]:
+    """Restart policies over a job's life (report.lives): per analyzer, then per cell and attempt."""
+    rows = life_rows(rep)
+    if not rows:
+        return []
+    header, policies = policy_table(rep)
+    return [
+        Section(
+            "A job's life: restart policies",
+            [
+                "Each analyzer's decision for the next attempt at every attempt that failed by its fault, against "
+                "the truth's: restart where the fault passes, stop where it recurs at the same step, restart "
+                "without its node where it stays with the node (a drain reads as a restart without those nodes). "
+                "`policy_correct`: right at every attempt; `drain_correct`: it drains exactly the truth's nodes. "
+                "The policy cost is in node-minutes (an attempt's nodes x its measured minutes), along the "
+                "analyzer's own path: a restart that fails again costs the attempt that fails, a stop the truth "
+                "would not make costs the attempt the job still needed; `~` marks an estimate, where that attempt "
+                'never ran (docs/analyzers.md, "A job\'s life").',
+                Table(header, policies),
+            ],
+        ),
+        Section(
+            "Each cell's life",
+            [
+                f"Per attempt: what happened, the decision the truth expects, each analyzer's ({RIGHT} right, "
+                f"{WRONG} wrong), and who called for the attempt (the truth's decision and the analyzers "
+                "that said restart at the attempt before; every failed attempt is followed by the next while the "
+                "cell has attempts left, whatever they said). Then each analyzer's policy cost on the cell.",
+                Table(life_header(rep), rows, graded=True),
+            ],
+            level=3,
+        ),
+    ]

@@ -16,10 +16,16 @@ from faultloop.contracts import DIMENSIONS, CellEvidence, CitedLine, EvidenceLin
 from faultloop.core import atomic
 from faultloop.core.cell import Cell
 from faultloop.report import lives
+from faultloop.report.document import Table
 from faultloop.report.heatmap import write_heatmap
 from faultloop.report.junit import junit_xml
 from faultloop.report.model import Report
-from faultloop.report.sections import TITLE, Table, md_cell_text, sections
+from faultloop.report.sections import TITLE, sections
+
+
+def md_cell_text(text: object) -> str:
+    """A table cell's text in markdown: its pipes escaped, on one line."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def _templates(*, autoescape: bool) -> Environment:

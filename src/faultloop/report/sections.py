@@ -1,15 +1,12 @@
-"""Every section of the report and its wording, as one model (paragraphs, bullet lists, tables)
-that `render` writes as markdown and as HTML."""
+"""The report's sections in order, and the wording of each but those the modules of their data word
+themselves (`placements`, `differences`, `lives`); `render` writes them as markdown and as HTML."""
 
 from __future__ import annotations
 
 import itertools
 import math
-import re
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
 
 from faultloop.adopt import session as adopt
 from faultloop.contracts import (
@@ -23,6 +20,7 @@ from faultloop.contracts import (
 )
 from faultloop.core import layout
 from faultloop.report import differences, lives, placements
+from faultloop.report.document import Block, Section, Table
 from faultloop.report.history import analyzer_versions, pick_fingerprint
 from faultloop.report.model import (
     Report,
@@ -41,31 +39,6 @@ from faultloop.score.grade import REFUSED_NOTE
 TITLE = "# Fault Injection Experiment Report"
 UPSTREAM_COLUMN = "upstream judge"  # adopted sessions: what upstream's LLM judge recorded for the cell
 LISTED_DISAGREEMENTS = 200  # the markdown lists this many; the HTML and scores.tsv have every cell
-
-
-@dataclass
-class Table:
-    header: list[str]
-    rows: list[list[str]]
-    graded: bool = False  # cells hold grades (true, partial, rank, ...) that the page colours
-
-
-Block = str | list[str] | Table  # a paragraph, a bullet list, a table
-
-
-@dataclass
-class Section:
-    title: str
-    blocks: list[Block] = field(default_factory=list)
-    level: int = 2
-
-    @property
-    def anchor(self) -> str:
-        return re.sub(r"[^a-z0-9]+", "-", self.title.lower()).strip("-")
-
-
-def md_cell_text(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def upstream_columns() -> list[str]:
@@ -246,36 +219,6 @@ def rates_sections(rep: Report) -> list[Section]:
                 else "None."
             ],
             level=3,
-        ),
-    ]
-
-
-def placement_sections(rep: Report) -> list[Section]:
-    """Every analyzer's overall pass rate per workload and launcher, then per workload, per launcher."""
-    names, pairs = placements.by_pair(rep)
-    grouped = [
-        ("workload", "WORKLOAD", placements.by_workload(rep)[1]),
-        ("launcher", "LAUNCHER", placements.by_launcher(rep)[1]),
-    ]
-    return [
-        Section(
-            "Pass rates by workload and launcher",
-            [
-                "Each analyzer's `overall` pass rate on the cells each workload ran under each launcher "
-                "(the run's job.json; scored cells only).",
-                Table(
-                    ["WORKLOAD", "LAUNCHER", *names],
-                    [[*key, *(str(rates[n]) for n in names)] for key, rates in pairs.items()],
-                ),
-            ],
-        ),
-        *(
-            Section(
-                f"By {what}",
-                [Table([column, *names], [[*key, *(str(r[n]) for n in names)] for key, r in table.items()])],
-                level=3,
-            )
-            for what, column, table in grouped
         ),
     ]
 
@@ -539,69 +482,18 @@ def judge_section(rep: Report) -> list[Section]:
     ]
 
 
-def difference_sections(rep: Report) -> list[Section]:
-    """Restart decisions by policy, which reading found each verdict, and the combined verdict against
-    its inputs (report.differences)."""
-    findings = (
-        differences.policy_findings(rep.log_views)
-        + differences.reading_findings(rep.log_views)
-        + differences.combined_findings(rep.log_views, rep.fr_views)
-    )
-    return [
-        Section(
-            f.title,
-            [Table(b.header, b.rows, b.graded) if isinstance(b, differences.FindingTable) else b for b in f.blocks],
-            f.level,
-        )
-        for f in findings
-    ]
-
-
-def life_sections(rep: Report) -> list[Section]:
-    """Restart policies over a job's life (report.lives): per analyzer, then per cell and attempt."""
-    rows = lives.life_rows(rep)
-    if not rows:
-        return []
-    header, policies = lives.policy_table(rep)
-    return [
-        Section(
-            "A job's life: restart policies",
-            [
-                "Each analyzer's decision for the next attempt at every attempt that failed by its fault, against "
-                "the truth's: restart where the fault passes, stop where it recurs at the same step, restart "
-                "without its node where it stays with the node (a drain reads as a restart without those nodes). "
-                "`policy_correct`: right at every attempt; `drain_correct`: it drains exactly the truth's nodes. "
-                "The policy cost is in node-minutes (an attempt's nodes x its measured minutes), along the "
-                "analyzer's own path: a restart that fails again costs the attempt that fails, a stop the truth "
-                "would not make costs the attempt the job still needed; `~` marks an estimate, where that attempt "
-                'never ran (docs/analyzers.md, "A job\'s life").',
-                Table(header, policies),
-            ],
-        ),
-        Section(
-            "Each cell's life",
-            [
-                f"Per attempt: what happened, the decision the truth expects, each analyzer's ({lives.RIGHT} right, "
-                f"{lives.WRONG} wrong), and who called for the attempt (the truth's decision and the analyzers "
-                "that said restart at the attempt before; every failed attempt is followed by the next while the "
-                "cell has attempts left, whatever they said). Then each analyzer's policy cost on the cell.",
-                Table(lives.life_header(rep), rows, graded=True),
-            ],
-            level=3,
-        ),
-    ]
-
-
 def sections(rep: Report) -> list[Section]:
     return [
         summary_section(rep),
         *iteration_sections(rep),
         *rates_sections(rep),
-        *placement_sections(rep),
+        *placements.placement_sections(rep),
         *side_by_side_sections(rep),
         *fr_sections(rep),
-        *difference_sections(rep),
-        *life_sections(rep),
+        *differences.policy_findings(rep.log_views),
+        *differences.reading_findings(rep.log_views),
+        *differences.combined_findings(rep.log_views, rep.fr_views),
+        *lives.life_sections(rep),
         time_section(rep),
         failures_section(rep),
         patterns_section(rep),
