@@ -23,6 +23,7 @@ prints the counts, all 0 when kept:
 
     .venv/bin/python benchmarks/chaos.py --interruptions 50 --seed 1
     .venv/bin/python benchmarks/chaos.py --interruptions 10 --seed 7 --workdir /tmp/chaos --json out.json
+    .venv/bin/python benchmarks/chaos.py --workdir W --clean S   # W's session S, run before: the clean run
 
 Exits 0 when every count is 0 and the schedule was spent.
 """
@@ -58,20 +59,9 @@ from faultloop.run import memcg  # noqa: E402
 from faultloop.run.launch import CELL_ENV  # noqa: E402
 from faultloop.workflow.owner import LOCKS, OWNERS  # noqa: E402
 
-# Deterministic faults of one node of two ranks: each cell's job takes seconds.
+# Deterministic faults of one node of two ranks: each cell's job takes seconds (config/fast.yaml).
 POOL = "WORKLOAD_EXC:0:3:1 SIGKILL:1:3:1 SEGFAULT:0:3:1"
-SETTINGS = """\
-gpus_per_node: 2
-fault_delay: 0
-run_job:
-  iterations: 10
-  pg_timeout_s: 6
-  stall_timeout_s: 4
-  kill_grace_s: 1
-  shutdown_timeout_s: 3
-  job_timeout_s: 120
-"""
-ANALYZERS = ("analyzers=faultloop,first_error", "fr_analyzers=faultloop")
+SETTINGS = "config/fast.yaml"
 TARGETS = ("snakemake", "launcher", "rank", "analysis")
 SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT)
 # The analysis jobs' commands (workflow/rules/analysis.smk, score.smk): what `analysis` targets.
@@ -172,8 +162,8 @@ class Harness:
         return [
             str(Path(sys.executable).parent / "snakemake"),
             "--profile", "profiles/local",
-            "--configfile", "config/config.yaml", "chaos.yaml",
-            "--config", f"pool={self.pool}", f"session={session}", *ANALYZERS,
+            "--configfile", "config/config.yaml", SETTINGS,
+            "--config", f"pool={self.pool}", f"session={session}",
         ]  # fmt: skip
 
     def start(self, session: str, run: int) -> subprocess.Popen:
@@ -411,7 +401,6 @@ def prepare(workdir: Path) -> None:
     for name in COPIED:
         shutil.rmtree(workdir / name, ignore_errors=True)
         shutil.copytree(REPO / name, workdir / name, ignore=shutil.ignore_patterns("__pycache__", "site.yaml"))
-    (workdir / "chaos.yaml").write_text(SETTINGS)
     (workdir / "chaos-logs").mkdir(exist_ok=True)
 
 
@@ -423,16 +412,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-delay-s", type=float, default=8.0, help="longest wait before an interruption")
     parser.add_argument("--workdir", type=Path, help="where the workflow copy runs (default: a temporary folder)")
     parser.add_argument("--json", type=Path, help="write the counts and every interruption here")
+    parser.add_argument(
+        "--clean",
+        default="clean",
+        metavar="SESSION",
+        help="the session of the clean run the rounds are compared with; one of the same pool already run "
+        "in the workdir is taken as it is (Snakemake finds nothing to do), so a caller's run serves",
+    )
     args = parser.parse_args(argv)
     workdir = (args.workdir or Path(tempfile.mkdtemp(prefix="faultloop-chaos-"))).resolve()
     prepare(workdir)
     harness = Harness(workdir, args.pool, args.seed, args.interruptions, args.max_delay_s)
     started = time.monotonic()
-    clean = subprocess.run(harness.command("clean"), cwd=workdir, env=harness.env, capture_output=True, text=True)
+    clean = subprocess.run(harness.command(args.clean), cwd=workdir, env=harness.env, capture_output=True, text=True)
     if clean.returncode != 0:
         print(clean.stdout[-3000:] + clean.stderr[-3000:], file=sys.stderr)
         return 2
-    reference = scores_by_cell(harness.session("clean"))
+    reference = scores_by_cell(harness.session(args.clean))
     print(f"clean run: {len(reference)} scores in {time.monotonic() - started:.0f} s")
     number = 0
     while harness.counts.interruptions < args.interruptions:

@@ -7,10 +7,12 @@ renaming node ids, which pytest 9 no longer allows: its groups are silently igno
 shared across modules must hold across processes: `slurm_fixture.slurm_cluster` does, through a
 lock file; `conftest.gloo_hang` is built at most once per worker.
 
-On a worker, the modules that hold `slow` tests (real jobs, services) come first, most slow tests
-first, so they start at once and the quick modules fill the other worker around them; xdist keeps
-that order (`--no-loadscope-reorder`). One test runs per worker at a time, so at most two real-job
-tests run at once on two workers.
+A worker takes the next module in the queue when it is nearly done with its own, so the longest
+modules go first (the longest-first rule of list scheduling) and the quick ones fill the other
+worker around them at the end; xdist keeps that order (`--no-loadscope-reorder`). The longest are
+named in LONGEST, in the order of their measured times (benchmarks/README.md, "The test suite");
+other modules that hold `slow` tests (real jobs, services) follow, most slow tests first. One test
+runs per worker at a time, so at most two real-job tests run at once on two workers.
 """
 
 from __future__ import annotations
@@ -19,6 +21,22 @@ import os
 from collections import Counter
 
 import pytest
+
+# longest first, as measured one module at a time (benchmarks/README.md); a module that grows long
+# joins this list at its place
+LONGEST = (
+    "tests/run/test_slurm.py",
+    "tests/loop/test_interruptions.py",
+    "tests/analyze/test_logsage_metamorphic.py",
+    "tests/loop/test_loop.py",
+    "tests/run/test_workload.py",
+    "tests/run/test_fw_ray_train.py",
+    "tests/adopt/test_adopt.py",
+    "tests/analyze/test_logsage_ablation.py",
+    "tests/run/test_cluster_faults.py",
+    "tests/run/test_fw_lightning.py",
+    "tests/run/test_life_jobs.py",
+)
 
 
 def _module(item: pytest.Item) -> str:
@@ -29,5 +47,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return  # a serial run keeps the files' order
     slow = Counter(_module(item) for item in items if item.get_closest_marker("slow"))
-    rank = {module: i for i, (module, _) in enumerate(slow.most_common())}
+    order = [*LONGEST, *(module for module, _ in slow.most_common() if module not in LONGEST)]
+    rank = {module: i for i, module in enumerate(order)}
     items.sort(key=lambda item: rank.get(_module(item), len(rank)))  # stable: each module keeps its order

@@ -1,52 +1,46 @@
-"""What a run promises when it is interrupted by more than a kill (README.md, "When a run is
-interrupted"), with the real snakemake CLI on real jobs: a full disk stops a run with one line and
-keeps what was finished; two sessions run side by side on one results root; a session a live run
-holds refuses a second run, `--until score` included. The seeded kills are tests/loop/test_chaos.py's."""
+"""What a run promises when it is interrupted (README.md, "When a run is interrupted"), with the real
+snakemake CLI on real jobs of seconds (config/fast.yaml) in one copy of the workflow: a full disk
+stops a run with one line and keeps what was finished; two sessions run side by side on one results
+root; a session a live run holds refuses a second run, `--until score` included; ten seeded kills
+(the chaos harness, benchmarks/chaos.py) lose, corrupt and re-run nothing, compared with the clean
+run of the same pool the side-by-side test made."""
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import BIN, copy_workflow, snakemake
+from conftest import BIN, REPO, copy_workflow, snakemake
 from faultloop.contracts import Manifest
 from faultloop.contracts.scores import read_score_tsv
 from faultloop.core import layout
 
 pytestmark = pytest.mark.slow
 
-# Jobs of seconds: one node of two ranks, the fault at iteration 3 of 10, short timeouts.
-FAST = """\
-gpus_per_node: 2
-fault_delay: 0
-run_job:
-  iterations: 10
-  pg_timeout_s: 6
-  stall_timeout_s: 4
-  kill_grace_s: 1
-  shutdown_timeout_s: 3
-  job_timeout_s: 120
-"""
-ANALYZERS = ("analyzers=faultloop,first_error", "fr_analyzers=faultloop")
+# the pool the chaos harness interrupts, the side-by-side test's first session (its clean run):
+# HOST_OOM's cell puts its ranks in memory cgroups, which must go too
+CHAOS_POOL = "WORKLOAD_EXC:0:3:1 HOST_OOM:1:3:1"
+CLEAN = "one"
+FAILURES = ("lost", "corrupt", "rerun", "refused", "left", "differ")
 
 
 def command(session: str, pool: str) -> list[str]:
     return [
-        "--profile", "profiles/local", "--configfile", "config/config.yaml", "fast.yaml",
-        "--config", f"pool={pool}", f"session={session}", *ANALYZERS,
+        "--profile", "profiles/local", "--configfile", "config/config.yaml", "config/fast.yaml",
+        "--config", f"pool={pool}", f"session={session}",
     ]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory) -> Path:
-    work = copy_workflow(tmp_path_factory.mktemp("interrupted"))
-    (work / "fast.yaml").write_text(FAST)
-    return work
+    return copy_workflow(tmp_path_factory.mktemp("interrupted"))
 
 
 def identity(path: Path) -> tuple[int, int, str]:
@@ -134,7 +128,7 @@ def test_a_full_disk_stops_the_run_with_one_line_and_keeps_what_was_finished(wor
 
 def test_two_sessions_run_side_by_side_and_a_busy_session_refuses_a_second_run(work):
     one = subprocess.Popen(
-        [str(BIN / "snakemake"), *command("one", "SIGKILL:1:3:1 WORKLOAD_EXC:0:3:1")],
+        [str(BIN / "snakemake"), *command(CLEAN, CHAOS_POOL)],
         cwd=work,
         env=dict(os.environ, PYTHONPATH=str(work / "src")),
         stdout=subprocess.PIPE,
@@ -149,12 +143,12 @@ def test_two_sessions_run_side_by_side_and_a_busy_session_refuses_a_second_run(w
             time.sleep(0.2)
         # The same session while it runs: refused with one line, also to re-judge it.
         for extra in ((), ("--until", "score")):
-            busy = snakemake(work, *command("one", "SIGKILL:1:3:1 WORKLOAD_EXC:0:3:1"), *extra, check=False)
+            busy = snakemake(work, *command(CLEAN, CHAOS_POOL), *extra, check=False)
             assert busy.returncode != 0
             refusal = [line for line in busy.stderr.splitlines() if "is being run by Snakemake pid" in line]
             assert len(refusal) == 1 and f"pid {one.pid} " in refusal[0], busy.stderr[-2000:]
         # Planning it is allowed, and writes nothing.
-        snakemake(work, "-n", *command("one", "SIGKILL:1:3:1 WORKLOAD_EXC:0:3:1"))
+        snakemake(work, "-n", *command(CLEAN, CHAOS_POOL))
         # Another session, meanwhile, runs to its end.
         two = snakemake(work, *command("two", "SEGFAULT:0:3:1"), timeout=600)
         assert "cleared Snakemake's lock" not in two.stderr
@@ -166,7 +160,7 @@ def test_two_sessions_run_side_by_side_and_a_busy_session_refuses_a_second_run(w
             one.kill()
             one.wait()
     root = work / "results" / "fault_injection"
-    for name, cells in (("one", {"n1_SIGKILL_r1_i3", "n1_WORKLOAD_EXC_r0_i3"}), ("two", {"n1_SEGFAULT_r0_i3"})):
+    for name, cells in ((CLEAN, {"n1_HOST_OOM_r1_i3", "n1_WORKLOAD_EXC_r0_i3"}), ("two", {"n1_SEGFAULT_r0_i3"})):
         rows = read_score_tsv(root / name / layout.SCORES_TSV)
         assert {r.cell.name for r in rows} == cells and all(r.status == "scored" for r in rows)
         tracked = (root / name / layout.TRACKING_TSV).read_text().splitlines()[1:]
@@ -176,4 +170,30 @@ def test_two_sessions_run_side_by_side_and_a_busy_session_refuses_a_second_run(w
     assert not list((work / ".snakemake").glob("locks/*"))
     assert not list((work / ".snakemake" / "faultloop-owners").glob("*"))
     # Each run's jobs wrote in its own session only (Snakemake names every job's output).
-    assert "fault_injection/two/" not in out and "fault_injection/one/" not in two.stdout + two.stderr
+    assert "fault_injection/two/" not in out and f"fault_injection/{CLEAN}/" not in two.stdout + two.stderr
+
+
+def test_ten_seeded_interruptions_lose_corrupt_and_rerun_nothing(work, tmp_path):
+    """Ten seeded interruptions of Snakemake, a launcher, a rank or an analysis job (kill -9, SIGTERM,
+    Ctrl-C's SIGINT), each followed by a plain rerun, lose, corrupt and re-run nothing, leave nothing
+    behind and score as the clean run does: session `one`, which the side-by-side test ran (the
+    harness runs it where this test runs alone). The benchmark runs fifty (benchmarks/README.md)."""
+    record = tmp_path / "chaos.json"
+    command = [
+        sys.executable, str(REPO / "benchmarks" / "chaos.py"), "--interruptions", "10", "--seed", "4",
+        "--pool", CHAOS_POOL, "--clean", CLEAN, "--max-delay-s", "3",
+        "--workdir", str(work), "--json", str(record),
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=1200)
+    said = result.stdout + result.stderr[-5000:]
+    assert record.is_file(), said
+    counts = json.loads(record.read_text())
+    assert counts["interruptions"] >= 10, said
+    assert {k: counts[k] for k in FAILURES} == dict.fromkeys(FAILURES, 0), said
+    assert result.returncode == 0, said
+    assert "lost 0, corrupt 0, re-run 0, refused 0, left 0, differ 0" in result.stdout
+    # Seed 4 draws every kind of target and every signal (the draws do not depend on timing);
+    # each was a real signal to a real process, and plain reruns followed.
+    assert {e["target"] for e in counts["log"]} == {"snakemake", "launcher", "rank", "analysis"}
+    assert {e["signal"] for e in counts["log"]} == {"SIGKILL", "SIGTERM", "SIGINT"}
+    assert counts["runs"] > counts["rounds"] and all(event["pid"] > 0 for event in counts["log"])
