@@ -530,7 +530,7 @@ def test_workflow_rejudges_an_adopted_session_and_keeps_upstreams_report(workflo
 # ---- end to end: an upstream-shaped session built from real runs --------------------------------
 
 REAL_POOL = "SIGKILL:1:3:1 WORKLOAD_EXC:1:3:1"
-REAL_CONFIG = ("gpus_per_node=2", "fault_delay=0")
+FAST = ("--configfile", "config/config.yaml", "config/fast.yaml")  # jobs of seconds, one node of two ranks
 # What upstream's loop leaves in a cell folder; everything else is faultloop's own.
 UPSTREAM_FILES = (".0.1.main_workload.log", "checkpoints/_dump_")
 UPSTREAM_LAYOUT = re.compile(
@@ -547,9 +547,7 @@ def scores_by_cell(path: Path) -> dict[str, dict[str, str]]:
 @pytest.mark.slow
 def test_an_upstream_session_built_from_real_runs_scores_like_the_original(tmp_path):
     work = copy_workflow(tmp_path / "wf")
-    snakemake(
-        work, "--profile", "profiles/local", "--config", f"pool={REAL_POOL}", *REAL_CONFIG, "session=orig", timeout=900
-    )
+    snakemake(work, "--profile", "profiles/local", *FAST, "--config", f"pool={REAL_POOL}", "session=orig", timeout=900)
     original = work / "results/fault_injection/orig"
     # The same runs as upstream's loop would have left them on a cluster: SLURM job ids, only the
     # main log and the FR dumps, the tracking file with the cluster's absolute paths, and the
@@ -588,11 +586,11 @@ def test_an_upstream_session_built_from_real_runs_scores_like_the_original(tmp_p
 
     adopt(session, gpus_per_node=2)
     dry = snakemake(
-        work, "-n", "--profile", "profiles/local", "--until", "score", "--config", f"adopt={session}", *REAL_CONFIG
+        work, "-n", "--profile", "profiles/local", *FAST, "--until", "score", "--config", f"adopt={session}"
     )
     counts = planned(dry.stdout + dry.stderr)
     assert "run_job" not in counts and counts["logsage"] == 2 and counts["fr_analysis"] == 2
-    snakemake(work, "--profile", "profiles/local", "--until", "score", "--config", f"adopt={session}", *REAL_CONFIG)
+    snakemake(work, "--profile", "profiles/local", *FAST, "--until", "score", "--config", f"adopt={session}")
 
     before, after = scores_by_cell(original / "scores.tsv"), scores_by_cell(session / "scores.tsv")
     for cell in ("n1_SIGKILL_r1_i3", "n1_WORKLOAD_EXC_r1_i3"):

@@ -200,10 +200,13 @@ def test_killed_snakemake_loses_no_finished_cell(loop):
     (loop / "kill.tsv").write_text(
         "FAULT_TYPE\tRANK\tITER\tNODES\nWORKLOAD_EXC\t0\t3\t1\nSIGTERM\t1\t3\t1\nSIGKILL\t0\t3\t1\n"
     )
-    config = ("pool_file=kill.tsv", "gpus_per_node=2", "session=kill")
+    # jobs of seconds (config/fast.yaml): what is checked is what the kill leaves, not the jobs
+    config = (
+        "--configfile", "config/config.yaml", "config/fast.yaml", "--config", "pool_file=kill.tsv", "session=kill",
+    )  # fmt: skip
     session = loop / "results/fault_injection/kill"
     proc = subprocess.Popen(
-        [str(BIN / "snakemake"), "--profile", "profiles/local", "--config", *config],
+        [str(BIN / "snakemake"), "--profile", "profiles/local", *config],
         cwd=loop,
         env=dict(os.environ, PYTHONPATH=str(loop / "src")),
         stdout=subprocess.DEVNULL,
@@ -232,13 +235,14 @@ def test_killed_snakemake_loses_no_finished_cell(loop):
     # Snakemake's lock outlives a SIGKILL; planning reads past it, and the plain rerun clears it
     # with one line (its owner, faultloop.workflow.owner's record, is provably dead).
     assert list((loop / ".snakemake/locks").glob("*.lock"))
-    dry = dry_run(loop, "--config", *config)
+    dry = dry_run(loop, *config)
     resubmitted = planned_outputs(dry, "run_job")
     assert not [o for o in resubmitted if any(f"/{name}/" in o for name in finished)]
-    rerun = snakemake(loop, "--profile", "profiles/local", "--config", *config, timeout=600)
+    rerun = snakemake(loop, "--profile", "profiles/local", *config, timeout=600)
     cleared = [line for line in rerun.stderr.splitlines() if "cleared Snakemake's lock" in line]
     assert len(cleared) == 1 and f"pid {proc.pid} " in cleared[0], rerun.stderr[-2000:]
     after = {name: json.loads((session / name / "job.json").read_text())["job_id"] for name in finished}
     assert after == before, "finished cells keep their runs"
     rows = list(csv.DictReader(open(session / "scores.tsv"), delimiter="\t", quoting=csv.QUOTE_NONE))
-    assert len(rows) == 3 * 6 and all(r["STATUS"] == "scored" for r in rows)  # 3 cells x 6 analyzers (combined)
+    # 3 cells x 4 analyzers (fast.yaml's faultloop and first_error, the combined verdict, FR faultloop)
+    assert len(rows) == 3 * 4 and all(r["STATUS"] == "scored" for r in rows)
