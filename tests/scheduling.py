@@ -22,20 +22,21 @@ from collections import Counter
 
 import pytest
 
-# longest first, as measured one module at a time (benchmarks/README.md); a module that grows long
-# joins this list at its place
+# longest first, as they ran in the whole suite (the 20 slowest it prints, and each module alone:
+# benchmarks/README.md); a module that grows long joins this list at its place
 LONGEST = (
     "tests/run/test_slurm.py",
     "tests/loop/test_interruptions.py",
     "tests/analyze/test_logsage_metamorphic.py",
     "tests/loop/test_loop.py",
     "tests/run/test_workload.py",
+    "tests/run/test_cluster_faults.py",
+    "tests/analyze/test_logsage_ablation.py",
     "tests/run/test_fw_ray_train.py",
     "tests/adopt/test_adopt.py",
-    "tests/analyze/test_logsage_ablation.py",
-    "tests/run/test_cluster_faults.py",
-    "tests/run/test_fw_lightning.py",
     "tests/run/test_life_jobs.py",
+    "tests/run/test_fw_lightning.py",
+    "tests/loop/test_analyzers_loop.py",
 )
 
 
