@@ -56,6 +56,11 @@ from faultloop.analyze.logsage.vocab import (
 )
 from faultloop.contracts.verdicts import SPATIAL
 
+# The rank that runs a job's one-rank work (`if rank == 0:` saving, evaluation, logging; the main
+# process of a one-rank-first section): a hang's odd rank out that is this one was most likely busy
+# there, which it is again at the same step (a one-rank path recurs: STOP).
+MAIN_RANK = 0
+
 
 def attribute(facts: Facts) -> Attribution:
     """The verdict's substance: the first of DECISIONS that finds something, else a quiet end."""
@@ -389,6 +394,12 @@ def _hang(facts: Facts, tl: Timeline) -> Attribution | None:
         return attribution(Cause.SLOW_RANK, [rank], tl.victims, keys, reason, MEDIUM, reason, SPATIAL)
     else:
         cause = hang_cause(facts, primary[0]) if len(primary) == 1 else Cause.HANG
+        if cause == Cause.HANG and primary == [MAIN_RANK] and not facts.barrier_missing:
+            cause = Cause.SLOW_RANK
+            why += (
+                f"; rank {MAIN_RANK} is the main rank, where one-rank work (saving, evaluating, logging) runs, and "
+                "nothing says it stalled otherwise (no stall report, stack dump or kill): one-rank work, inferred"
+            )
     return attribution(cause, primary, tl.victims, keys, why, level, level_reason)
 
 
@@ -500,7 +511,8 @@ DECISIONS: tuple[Callable[[Facts, Timeline], Attribution | None], ...] = (
     _hang,  # 8. a hang: ranks timed out first -> SETUP_HANG (the rank every waiter fetches the
     #         communicator's id from, or the one member the waiters lack), SHUTDOWN_HANG, SLOW_RANK
     #         (one busy rank: a one-rank path recurs, STOP), WATCHDOG_HANG, the odd rank out's
-    #         GPU_SLEEP / LOCK_GIL / SIGSTOP, SLOW_RANK where no rank stands out but one timed out
+    #         GPU_SLEEP / LOCK_GIL / SIGSTOP (SLOW_RANK where it is MAIN_RANK and nothing says how it
+    #         stalled: the main rank's one-rank work), SLOW_RANK where no rank stands out but one timed out
     #         earlier in the collective sequence than every other (spatial.py), or HANG with no
     #         culprit (RESTART)
     _peer_lost,  # 9. peers were lost and nobody failed visibly -> a rank that died silently, else NETWORK
