@@ -168,6 +168,35 @@ def test_a_full_volume_stays_full(lines: list[str]) -> None:
     assert v.restart == STOP, v.detail
 
 
+# -- a remote service's HTTP status -----------------------------------------------------------------
+# requests/models.py raise_for_status (`{status} Server Error: {reason} for url: {url}`), which huggingface_hub's
+# HfHubHTTPError wraps, raised behind rich's traceback panel (rich/traceback.py: its source lines numbered
+# behind a `│ ❱ 301 │` gutter, then the exception line)
+def _hub_commit_failed(status: str) -> list[str]:
+    return [
+        "│   299 │   │   # Convert `HTTPError` into a `HfHubHTTPError` to display request information       │",
+        "│ ❱ 301 │   │   raise HfHubHTTPError(str(e), response=response) from e                             │",
+        "╰──────────────────────────────────────────────────────────────────────────────────────────────────╯",
+        f"HfHubHTTPError: {status} for url: https://huggingface.co/api/models/user/model/commit/main",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("status", "restart"),
+    [
+        ("504 Server Error: Gateway Time-out", RESTART),
+        ("503 Server Error: Service Unavailable", RESTART),
+        ("429 Client Error: Too Many Requests", RESTART),
+        ("401 Client Error: Unauthorized", STOP),
+        ("404 Client Error: Not Found", STOP),
+    ],
+)
+def test_a_remote_services_own_failure_clears_and_a_refused_request_recurs(status: str, restart: str) -> None:
+    v = analyze(_hub_commit_failed(status))
+    assert (v.fault_category, v.restart) == ("exception", restart), v.detail
+    assert v.evidence[0].text.startswith("HfHubHTTPError: "), v.evidence[0]  # not the panel's source line
+
+
 # -- a hang's odd rank out ---------------------------------------------------------------------------
 # torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, the watchdog's report of a timed-out collective (2.x)
 def _hang_without(silent: int) -> list[str]:
