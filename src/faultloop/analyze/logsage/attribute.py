@@ -14,6 +14,7 @@ sure it is).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from faultloop.analyze.logsage import spatial
@@ -180,16 +181,27 @@ def _gpu_hardware(facts: Facts, tl: Timeline) -> Attribution | None:
     )
 
 
+# torch's dynamic rendezvous (dynamic_rendezvous.py, _keep_alive): `... has failed to send a keep-alive heartbeat
+# to the rendezvous 'R' due to an error of type E.` E is RendezvousConnectionError where the backend (its store,
+# on the node that hosts it) could not be reached, RendezvousTimeoutError where the keep-alive operation ran past
+# its own deadline with the backend in reach (_KeepAliveOp, ERROR_TIMEOUT): a slow or stalled host, not a lost one
+OWN_STALL_RE = re.compile(r"due to an error of type (?:\w+\.)*RendezvousTimeoutError")
+
+
 def _node_lost(facts: Facts, tl: Timeline) -> Attribution | None:
     """NODE_FAIL: a launcher's agent lost the rest of the job mid-run (its keep-alive to the
     rendezvous, sent only once the rendezvous completed and its workers ran, failed: the node that
     hosts the rendezvous, or the way to it, was lost) before any rank failed on its own. A node that
     died mid-run is the infrastructure's, which a restart on healthy nodes passes (RESTART); what
-    the survivors report after it is its consequence."""
+    the survivors report after it is its consequence. A keep-alive that ran past its own deadline
+    (OWN_STALL_RE) lost nothing: its own node stalled, and where a rank failed on its own, even
+    after it, that failure decides."""
     lost = [ev for ev in evidence_of(facts, PEER_LOST) if ev.hint == Cause.NODE_FAIL]
     first_origin = min((e.line for e in (*tl.origin_at.values(), *tl.weak_at.values())), default=NEVER)
     if not lost or lost[0].line > first_origin:
         return None
+    if first_origin < NEVER and all(OWN_STALL_RE.search(ev.text) for ev in lost):
+        return None  # its own node stalled: what its ranks did decides
     return attribution(
         Cause.NODE_FAIL,
         [],
