@@ -1037,3 +1037,29 @@ def test_an_oom_class_named_inside_another_error_is_not_an_oom() -> None:
     quoted = logsage.analyze_log(["AttributeError: module 'torch' has no attribute 'OutOfMemoryError'"])
     raised = logsage.analyze_log(["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."])
     assert (quoted.fault_category, raised.fault_category) == ("exception", "oom")
+
+
+def test_a_rank_killed_later_than_torchruns_first_failure_was_killed_by_its_teardown() -> None:
+    """torchrun's agent stops the other workers with SIGTERM and SIGKILLs those still there after its
+    grace period (30 s): where the excerpt lost the agent's closings, a SIGKILL its summary times
+    after the first failure is that teardown's, not the failure (torch/distributed/elastic/
+    multiprocessing/api.py, the summary's record format)."""
+
+    def record(rank: int, time: str, code: int, why: str) -> list[str]:
+        return [
+            f"[{rank}]:",
+            f"  time      : 2026-09-07_{time}",
+            "  host      : localhost",
+            f"  rank      : {rank} (local_rank: {rank})",
+            f"  exitcode  : {code} (pid: 4{rank}00)",
+            "  error_file: <N/A>",
+            f"  traceback : {why}",
+        ]
+
+    lines = ["=" * 60, "train.py FAILED", "-" * 60, "Failures:"]
+    lines += record(0, "13:03:29", -9, "Signal 9 (SIGKILL) received by PID 4000")
+    lines += record(1, "13:03:29", -15, "Signal 15 (SIGTERM) received by PID 4100")
+    lines += ["-" * 60, "Root Cause (first observed failure):"]
+    lines += record(2, "13:02:58", 1, "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html")
+    v = logsage.analyze_log([*lines, "=" * 60], logsage.Settings(prefilter="python"))
+    assert (v.fault_category, v.restart, v.primary_ranks) == ("exception", STOP, [2]), v.detail

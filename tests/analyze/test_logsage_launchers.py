@@ -175,7 +175,7 @@ CASES: dict[str, list[tuple[str, str | None, tuple[str, str, list[int], str | No
         ("Bypassing signal SIGTERM", ">=1.4.0", ("external_signal", RESTART, [], None)),
         ("Bypassing signal 15", ">=1.0.0,<1.4.0", ("external_signal", RESTART, [], None)),
         ("this job is preempted.", ">=1.4.0", ("external_signal", RESTART, [], None)),
-        ("this job is timed-out.", ">=1.4.0", ("other", STOP, [], None)),
+        ("this job is timed-out.", ">=1.4.0", ("external_signal", STOP, [], None)),
     ],
     "torch_tests": [
         # the test harness's time ran out with the rank it names still running: that rank hung

@@ -181,6 +181,25 @@ def test_a_ranks_own_failure_before_the_lost_rendezvous_decides() -> None:
     assert (v.fault_category, v.restart, v.primary_ranks) == ("exception", STOP, [1]), v.detail
 
 
+@pytest.mark.parametrize(
+    ("error", "cause"), [("RendezvousTimeoutError", "SIGKILL"), ("RendezvousConnectionError", "NODE_FAIL")]
+)
+def test_a_keep_alive_past_its_own_deadline_lost_no_node(error: str, cause: str) -> None:
+    """A keep-alive that ran past its deadline with the store in reach says its own host stalled:
+    the worker the agent then reports killed is the failure; one that could not reach the store lost
+    the node that hosts it, which explains what follows."""
+    lines = [
+        "[default0]:step 120 loss 2.31",
+        _keep_alive(error),
+        "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 4242 closing signal SIGTERM",
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 1 (pid: 4250) of "
+        "binary: /usr/bin/python",
+    ]
+    v = analyze(lines)
+    assert v.extra["cause"] == cause, v.detail
+    assert v.restart == (STOP if cause == "SIGKILL" else RESTART), v.detail
+
+
 def test_a_rendezvous_that_failed_at_launch_is_not_a_lost_node() -> None:
     v = analyze(
         [

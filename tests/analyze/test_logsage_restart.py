@@ -166,3 +166,58 @@ def test_the_storages_io_error_passes_wherever_it_is_printed(error: str) -> None
 def test_a_full_volume_stays_full(lines: list[str]) -> None:
     v = analyze([" iteration      200/   10000 | lm loss: 2.31", *lines])
     assert v.restart == STOP, v.detail
+
+
+# -- a remote service's HTTP status -----------------------------------------------------------------
+# requests/models.py raise_for_status (`{status} Server Error: {reason} for url: {url}`), which huggingface_hub's
+# HfHubHTTPError wraps, raised behind rich's traceback panel (rich/traceback.py: its source lines numbered
+# behind a `│ ❱ 301 │` gutter, then the exception line)
+def _hub_commit_failed(status: str) -> list[str]:
+    return [
+        "│   299 │   │   # Convert `HTTPError` into a `HfHubHTTPError` to display request information       │",
+        "│ ❱ 301 │   │   raise HfHubHTTPError(str(e), response=response) from e                             │",
+        "╰──────────────────────────────────────────────────────────────────────────────────────────────────╯",
+        f"HfHubHTTPError: {status} for url: https://huggingface.co/api/models/user/model/commit/main",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("status", "restart"),
+    [
+        ("504 Server Error: Gateway Time-out", RESTART),
+        ("503 Server Error: Service Unavailable", RESTART),
+        ("429 Client Error: Too Many Requests", RESTART),
+        ("401 Client Error: Unauthorized", STOP),
+        ("404 Client Error: Not Found", STOP),
+    ],
+)
+def test_a_remote_services_own_failure_clears_and_a_refused_request_recurs(status: str, restart: str) -> None:
+    v = analyze(_hub_commit_failed(status))
+    assert (v.fault_category, v.restart) == ("exception", restart), v.detail
+    assert v.evidence[0].text.startswith("HfHubHTTPError: "), v.evidence[0]  # not the panel's source line
+
+
+# -- a hang's odd rank out ---------------------------------------------------------------------------
+# torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, the watchdog's report of a timed-out collective (2.x)
+def _hang_without(silent: int) -> list[str]:
+    lines = [f"[rank{r}]: epoch 2 step 300 loss 1.2{r}" for r in range(4)]
+    return lines + [
+        f"[rank{r}]:[E ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=3021, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600043 "
+        "milliseconds before timing out."
+        for r in range(4)
+        if r != silent
+    ]
+
+
+def test_the_main_rank_that_kept_the_others_waiting_was_busy_with_one_rank_work() -> None:
+    """Rank 0 runs a job's one-rank work (saving, evaluating): where it is the one the others
+    waited for and nothing says how it stalled, that work recurs at the same step."""
+    v = analyze(_hang_without(0))
+    assert (v.fault_category, v.restart, v.primary_ranks, v.extra["cause"]) == ("hang", STOP, [0], "SLOW_RANK")
+    assert "one-rank work" in v.detail
+
+
+def test_another_rank_that_kept_the_others_waiting_is_a_transient_hang() -> None:
+    v = analyze(_hang_without(2))
+    assert (v.fault_category, v.restart, v.primary_ranks, v.extra["cause"]) == ("hang", RESTART, [2], "HANG")

@@ -14,6 +14,7 @@ sure it is).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from faultloop.analyze.logsage import spatial
@@ -55,6 +56,11 @@ from faultloop.analyze.logsage.vocab import (
     Cause,
 )
 from faultloop.contracts.verdicts import SPATIAL
+
+# The rank that runs a job's one-rank work (`if rank == 0:` saving, evaluation, logging; the main
+# process of a one-rank-first section): a hang's odd rank out that is this one was most likely busy
+# there, which it is again at the same step (a one-rank path recurs: STOP).
+MAIN_RANK = 0
 
 
 def attribute(facts: Facts) -> Attribution:
@@ -175,16 +181,27 @@ def _gpu_hardware(facts: Facts, tl: Timeline) -> Attribution | None:
     )
 
 
+# torch's dynamic rendezvous (dynamic_rendezvous.py, _keep_alive): `... has failed to send a keep-alive heartbeat
+# to the rendezvous 'R' due to an error of type E.` E is RendezvousConnectionError where the backend (its store,
+# on the node that hosts it) could not be reached, RendezvousTimeoutError where the keep-alive operation ran past
+# its own deadline with the backend in reach (_KeepAliveOp, ERROR_TIMEOUT): a slow or stalled host, not a lost one
+OWN_STALL_RE = re.compile(r"due to an error of type (?:\w+\.)*RendezvousTimeoutError")
+
+
 def _node_lost(facts: Facts, tl: Timeline) -> Attribution | None:
     """NODE_FAIL: a launcher's agent lost the rest of the job mid-run (its keep-alive to the
     rendezvous, sent only once the rendezvous completed and its workers ran, failed: the node that
     hosts the rendezvous, or the way to it, was lost) before any rank failed on its own. A node that
     died mid-run is the infrastructure's, which a restart on healthy nodes passes (RESTART); what
-    the survivors report after it is its consequence."""
+    the survivors report after it is its consequence. A keep-alive that ran past its own deadline
+    (OWN_STALL_RE) lost nothing: its own node stalled, and where a rank failed on its own, even
+    after it, that failure decides."""
     lost = [ev for ev in evidence_of(facts, PEER_LOST) if ev.hint == Cause.NODE_FAIL]
     first_origin = min((e.line for e in (*tl.origin_at.values(), *tl.weak_at.values())), default=NEVER)
     if not lost or lost[0].line > first_origin:
         return None
+    if first_origin < NEVER and all(OWN_STALL_RE.search(ev.text) for ev in lost):
+        return None  # its own node stalled: what its ranks did decides
     return attribution(
         Cause.NODE_FAIL,
         [],
@@ -389,6 +406,12 @@ def _hang(facts: Facts, tl: Timeline) -> Attribution | None:
         return attribution(Cause.SLOW_RANK, [rank], tl.victims, keys, reason, MEDIUM, reason, SPATIAL)
     else:
         cause = hang_cause(facts, primary[0]) if len(primary) == 1 else Cause.HANG
+        if cause == Cause.HANG and primary == [MAIN_RANK] and not facts.barrier_missing:
+            cause = Cause.SLOW_RANK
+            why += (
+                f"; rank {MAIN_RANK} is the main rank, where one-rank work (saving, evaluating, logging) runs, and "
+                "nothing says it stalled otherwise (no stall report, stack dump or kill): one-rank work, inferred"
+            )
     return attribution(cause, primary, tl.victims, keys, why, level, level_reason)
 
 
@@ -500,7 +523,8 @@ DECISIONS: tuple[Callable[[Facts, Timeline], Attribution | None], ...] = (
     _hang,  # 8. a hang: ranks timed out first -> SETUP_HANG (the rank every waiter fetches the
     #         communicator's id from, or the one member the waiters lack), SHUTDOWN_HANG, SLOW_RANK
     #         (one busy rank: a one-rank path recurs, STOP), WATCHDOG_HANG, the odd rank out's
-    #         GPU_SLEEP / LOCK_GIL / SIGSTOP, SLOW_RANK where no rank stands out but one timed out
+    #         GPU_SLEEP / LOCK_GIL / SIGSTOP (SLOW_RANK where it is MAIN_RANK and nothing says how it
+    #         stalled: the main rank's one-rank work), SLOW_RANK where no rank stands out but one timed out
     #         earlier in the collective sequence than every other (spatial.py), or HANG with no
     #         culprit (RESTART)
     _peer_lost,  # 9. peers were lost and nobody failed visibly -> a rank that died silently, else NETWORK

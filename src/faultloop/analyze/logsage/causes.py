@@ -13,11 +13,15 @@ from faultloop.analyze.logsage.policy import POLICY
 from faultloop.analyze.logsage.ranks import every_rank_dumped
 from faultloop.analyze.logsage.records import in_collective
 from faultloop.analyze.logsage.rules import (
+    DETERMINISTIC,
     DEVICE_WAIT_FRAMES,
     ERRNO_RE,
     EXCEPTION_MEANING,
+    INFRASTRUCTURE,
+    PASSES,
     RECURS,
     TRANSIENT,
+    WORKLOAD,
 )
 from faultloop.analyze.logsage.timeline import named_signal, ranks_with
 from faultloop.analyze.logsage.vocab import (
@@ -82,9 +86,20 @@ def oom_killed(facts: Facts, rank: int | None) -> bool:
 _KILLED_PID_RE = re.compile(r"[Kk]illed process (\d+)")
 
 
+# What a remote service's HTTP status means for the request that got it, as an exception's message carries
+# it (requests' raise_for_status, which huggingface_hub's HfHubHTTPError wraps: `{status} Server Error:
+# {reason} for url: {url}`, `{status} Client Error: ...`; urllib's HTTPError: `HTTP Error {status}: {reason}`):
+# the service's own failure (5xx: an internal error, a bad or timed-out gateway, unavailable) or a request it
+# asks to repeat later (408, 429) is the service's state, which the next attempt need not meet; any other
+# refusal (4xx: a wrong address, token or permission) is the job's own request, which it sends again.
+HTTP_STATUS_RE = re.compile(r"\b([45]\d\d) (?:Server|Client) Error\b|\bHTTP Error ([45]\d\d):")
+HTTP_TRANSIENT = frozenset({408, 429, *range(500, 600)})
+
+
 def exception_meaning(text: str) -> tuple[str, str, str] | None:
-    """(origin, recoverability, what it means in setup) of an exception line by its class or OS
-    error number (rules.EXCEPTION_MEANING), None where the table does not say."""
+    """(origin, recoverability, what it means in setup) of an exception line by its OS error number
+    or class (rules.EXCEPTION_MEANING), or the HTTP status a remote service answered with; None
+    where neither says."""
     head = text.strip().split(":", 1)[0].rsplit(".", 1)[-1]
     head = head[head.find("(") + 1 : -1] if head.endswith(")") else head  # Ray's RayTaskError(Inner)
     errno = ERRNO_RE.search(text)
@@ -92,6 +107,11 @@ def exception_meaning(text: str) -> tuple[str, str, str] | None:
     for _, numbers, origin, recoverability, in_setup in EXCEPTION_MEANING:
         if number is not None and number in numbers:
             return origin, recoverability, in_setup
+    if http := HTTP_STATUS_RE.search(text):
+        status = int(http.group(1) or http.group(2))
+        if status in HTTP_TRANSIENT:
+            return INFRASTRUCTURE, TRANSIENT, PASSES
+        return WORKLOAD, DETERMINISTIC, RECURS
     for classes, _, origin, recoverability, in_setup in EXCEPTION_MEANING:
         if head in classes:
             return origin, recoverability, in_setup

@@ -159,7 +159,7 @@ POLICY: dict[str, Policy] = {
     ),
     Cause.NODE_FAIL: Policy(OTHER, RESTART, "node failure: restart on healthy nodes", "lost a node", blames_rank=False),
     Cause.TIME_LIMIT: Policy(
-        OTHER,
+        EXTERNAL_SIGNAL,  # the scheduler ended it, as after progress: what is in view decides the restart only
         STOP,
         "time limit, and the log shows no training progress: nothing says a new allocation gets further",
         "hit its time limit",

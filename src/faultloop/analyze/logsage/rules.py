@@ -102,6 +102,7 @@ NCCL_SOCKET = ("NCCL", "src/misc/socket.cc (src/include/socket.h before 2.12, sr
 NCCL_BOOTSTRAP = ("NCCL", "src/bootstrap.cc")
 NCCL_CONNECTIONS = ("NCCL", "src/misc/socket.cc, src/transport/net_socket.cc, src/proxy.cc, src/misc/ipcsocket.cc")
 NCCL_SIZE_CHECKS = ("NCCL", "src/transport/net_socket.cc, src/transport/net_ib.cc")
+NCCL_PROXY = ("NCCL", "src/proxy.cc (proxyService, ncclProxyCallBlocking)")
 NCCL_INIT = ("NCCL", "src/init.cc (src/graph/topo.cc in 2.30.3 and 2.30.4)")
 NCCL_ENQUEUE = ("NCCL", "src/enqueue.cc (getAlgoInfo; topoGetAlgoInfo from 2.24)")
 NCCL_INTERFACES = ("NCCL", "src/bootstrap.cc, src/misc/socket.cc, src/transport/net_socket.cc")
@@ -270,6 +271,12 @@ EVERY_RULE: tuple[Rule, ...] = (
          r"(?:socketStartConnect|socketPollConnect): exceeded (?:retries|timeouts)|.*: connect returned .*exceeded error "
          r"retry count|(?:ncclOs)?[Ss]ocketPollConnect(?: to \S+ failed with error| poll\(\) failed))",
          Cause.NCCL_SETUP, NCCL_SOCKET),
+    # a proxy operation that sets a transport connection up failed (`[Proxy Service R] Failed to execute operation
+    # Connect from rank P, retcode N`, the caller's `Proxy Call to rank P failed (Connect)`; ncclProxyMsgTypeStr's
+    # Init, SharedInit, Setup, Connect): NCCL could not connect its transport to that peer
+    Rule("nccl_proxy_setup", NETWORK_KIND, ("NCCL WARN",),
+         r"NCCL WARN (?:\[Proxy Service \d+\] Failed to execute operation (?:Init|SharedInit|Setup|Connect) from|"
+         r"Proxy Call to rank \d+ failed \((?:Init|SharedInit|Setup|Connect)\))", Cause.NCCL_SETUP, NCCL_PROXY),
     # NCCL's INFO line for the last retry of a connect (2.24 on; `connect to A returned` from 2.27): the retries are
     # spent, and NCCL gives up (the WARN above) unless this one goes through
     Rule("nccl_connect_retries", NETWORK_KIND, ("etrying",), r"connect (?:to \S+ )?returned .*, retrying \((\d+)/\1\)",

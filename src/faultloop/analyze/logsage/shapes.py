@@ -80,8 +80,12 @@ HOW_SIGNAL = {
     "core dumped": "SIGABRT",
     "aborted": "SIGABRT",
 }
-# Python source a traceback shows (`    raise ValueError(...)`): code, not what happened
-CODE_RE = re.compile(r"^\s*(?:raise|except|return|if|elif|assert|with|def|class|import|from|yield|await|for|while)\b")
+# Python source a traceback shows (`    raise ValueError(...)`; rich's traceback panel numbers it behind
+# its gutter, `│ ❱ 301 │   │   raise HTTPError(...)`, rich/traceback.py): code, not what happened
+CODE_RE = re.compile(
+    r"^\s*(?:│\s*(?:❱\s*)?\d+\s*│[\s│]*)?"
+    r"(?:raise|except|return|if|elif|assert|with|def|class|import|from|yield|await|for|while)\b"
+)
 # a line that retries, falls back, skips or ignores: whatever failed, the program went on
 QUIET_RE = re.compile(
     r"\b(?:[Rr]etry|[Rr]etrying|[Rr]etries|[Ww]ill retry|[Ff]alling back|[Ff]allback|[Ii]gnor(?:e|ed|ing)|"
