@@ -530,7 +530,9 @@ def test_mpirun_runs_its_ranks_across_the_allocation_through_the_executor(slurm_
     assert manifest["fault_fired"] and manifest["run_valid"] and manifest["state"] == "FAILED", manifest
     assert len(set(manifest["node_names"])) == 2, manifest["node_names"]  # the ranks' own statements
     launch_out = (run / manifest["launch_out"]).read_text()
-    assert re.search(r"job \d+: env SLURM_JOBID=\d+ SLURM_NODELIST=n\d,n\d '?SLURM_TASKS_PER_NODE=2\(x2\)'? ", launch_out)
+    assert re.search(
+        r"job \d+: env SLURM_JOBID=\d+ SLURM_NODELIST=n\d,n\d '?SLURM_TASKS_PER_NODE=2\(x2\)'? ", launch_out
+    )
     assert re.search(r" mpirun\S* -np 4 --map-by ppr:2:node ", launch_out), launch_out
     log = (run / manifest["main_log"]).read_text(errors="replace")
     # Open MPI's own summary of the rank the fault killed, on the node SLURM gave it
