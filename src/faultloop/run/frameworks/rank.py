@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 
 from faultloop.core import layout
 from faultloop.run.launchers.identity import RankIdentity, rank_identity
@@ -58,8 +59,25 @@ def checkpoint_root(env: Mapping[str, str]) -> Path | None:
 def process_group_timeout(job: JobSettings) -> dt.timedelta:
     """The framework's one process-group timeout: it bounds the rendezvous too (torch's store
     connect), so it is the longer of the collective and the rendezvous timeouts; ranks that import
-    a framework on a loaded machine arrive many seconds apart."""
+    a framework on a loaded machine arrive many seconds apart. From the first step on the
+    collectives wait `pg_timeout_s` (collectives_time_out)."""
     return dt.timedelta(seconds=max(job.pg_timeout_s, job.init_timeout_s or DEFAULT_INIT_TIMEOUT_S))
+
+
+def collectives_time_out(job: JobSettings) -> None:
+    """From the first step on, a collective waits `pg_timeout_s`, as the built-in workload's do:
+    the framework set up its process group with process_group_timeout, which its rendezvous and
+    its start-up collectives (DDP's broadcast of the parameters) need, while a rank that hangs
+    or left would hold every other rank that long in its next collective. Every group the
+    framework made, not only the default one: DeepSpeed's data-parallel group is a `new_group`
+    with gloo's default of 30 minutes. torch's own setter of a group's timeout (`_set_pg_timeout`,
+    gloo's and NCCL's backends) over torch's table of the groups."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    c10d = dist.distributed_c10d
+    for group in list(c10d._world.pg_map):
+        if not c10d._rank_not_in_group(group):
+            c10d._set_pg_timeout(dt.timedelta(seconds=job.pg_timeout_s), group)
 
 
 @dataclass(frozen=True)
@@ -175,7 +193,9 @@ class FaultHook:
         at least `iter_time_s`, as the built-in workload's, so that a signal sent at iteration `it`
         lands while the job still trains."""
         now = time.monotonic()
-        if self._last_iteration_at is not None:
+        if self._last_iteration_at is None:
+            collectives_time_out(self.ctx.job)
+        else:
             time.sleep(max(0.0, self._last_iteration_at + self.ctx.job.iter_time_s - now))
         self._last_iteration_at = time.monotonic()
         self.timer.tick(self.ctx.rank, it, self.device.name)
