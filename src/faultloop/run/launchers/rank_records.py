@@ -5,10 +5,12 @@ A framework rank writes one small JSON file as it ends (`ExitRecorder`, atomical
 path wins): its pid, the status its process leaves with (0, 1 for an exception, -N for a shutdown
 signal it handled; None for a Ray worker, whose process outlives its training) and its error.
 A rank killed by a signal it cannot handle (SIGKILL, SIGSEGV, SIGABRT) writes nothing: its exit
-is taken from what its launcher printed where that names it (`LauncherSaid`), else it stays
-UNKNOWN. A rank that died by a signal after another rank had failed was stopped by its launcher
-(TERMINATED), as torchrun's events say; the first failure is the earliest non-zero record, or the
-fault's firing marker where the rank it fired on left no record.
+is taken from what its launcher printed where that names it (`LauncherSaid`), else, where the
+fault's firing marker says that fault SIGKILLed the rank, FAILED by SIGKILL, else it stays
+UNKNOWN; such an exit's error says where it was read. A rank that died by a signal after another
+rank had failed was stopped by its launcher (TERMINATED), as torchrun's events say; the first
+failure is the earliest non-zero record, or the fault's firing marker where the rank it fired on
+left no record.
 """
 
 from __future__ import annotations
