@@ -504,3 +504,38 @@ def test_a_framework_cell_runs_on_slurm(slurm_cluster, tmp_path):
     assert manifest["rank_exits"]["1"]["signal"] == "SIGKILL"
     scores = list(csv.DictReader((run.parent / "scores.tsv").open(), delimiter="\t"))
     assert {(r["WORKLOAD"], r["LAUNCHER"]) for r in scores} == {("lightning", "srun")}
+
+
+# Open MPI's mpirun inside the sbatch allocation, through the executor: it reads SLURM's allocation
+# and starts its daemons with srun itself, 2 ranks per node (torchrun's cells are the pool's above).
+MPIRUN_TOKEN = "SIGKILL:1:3:2@/mpirun"
+
+
+@pytest.mark.slow
+def test_mpirun_runs_its_ranks_across_the_allocation_through_the_executor(slurm_cluster, tmp_path):
+    cell = Cell.from_name("n2_SIGKILL_r1_i3_l-mpirun")
+    assert cell.spec == MPIRUN_TOKEN
+    configfile = write_config(
+        tmp_path,
+        MPIRUN_TOKEN,
+        gpus_per_node=2,
+        fault_delay=0,
+        run_job={"runtime_minutes": 10, "mem_mb_per_node": 2000, "iterations": 8},
+    )
+    proc = run_on_slurm(configfile)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    run = tmp_path / "results" / "fault_injection" / "slurm_e2e" / cell.name
+    manifest = json.loads((run / "job.json").read_text())
+    assert manifest["job_id"].isdigit() and manifest["launcher"] == "mpirun", manifest
+    assert manifest["fault_fired"] and manifest["run_valid"] and manifest["state"] == "FAILED", manifest
+    assert len(set(manifest["node_names"])) == 2, manifest["node_names"]  # the ranks' own statements
+    launch_out = (run / manifest["launch_out"]).read_text()
+    assert re.search(
+        r"job \d+: env SLURM_JOBID=\d+ SLURM_NODELIST=n\d,n\d '?SLURM_TASKS_PER_NODE=2\(x2\)'? ", launch_out
+    )
+    assert re.search(r" mpirun\S* -np 4 --map-by ppr:2:node ", launch_out), launch_out
+    log = (run / manifest["main_log"]).read_text(errors="replace")
+    # Open MPI's own summary of the rank the fault killed, on the node SLURM gave it
+    said = re.search(r"^mpirun\S* noticed that process rank 1 with PID \d+ on node (\S+) exited on signal 9", log, re.M)
+    assert said and said[1] == manifest["node_names"][0], log[-3000:]
+    assert manifest["rank_exits"]["1"] == {"exitcode": -9, "signal": "SIGKILL", "state": "FAILED", "error": None}

@@ -99,6 +99,11 @@ class RunPaths:
         """torch's worker events (torchrun --event-log-handler console), kept out of the main log."""
         return f"{SLURM_LOGS}/{self.job_id}.torchelastic_events.jsonl"
 
+    @property
+    def rank_exit_prefix(self) -> str:
+        """Each framework rank's exit record, `<prefix><rank>.json` (run/launchers/rank_records)."""
+        return f"{SLURM_LOGS}/{self.job_id}.rank_exit."
+
     def torchrun_error(self, node: int) -> str:
         """A node's torchrun error file (TORCHELASTIC_ERROR_FILE): its root-cause worker's error."""
         return f"{SLURM_LOGS}/{self.job_id}.node{node}.torchrun_error.json"

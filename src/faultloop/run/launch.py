@@ -38,6 +38,7 @@ from faultloop.marker import Marker, is_marker, marker_times, read_marker
 from faultloop.run import memcg, slurm
 from faultloop.run.launchers import LAUNCHERS
 from faultloop.run.launchers.base import JobEnd, LaunchJob
+from faultloop.run.launchers.rank_records import RANK_EXIT_ENV
 from faultloop.run.spec import FAULT_NODE_ENV, RANK_NODE_RE, RESUME_ENV, JobSpec
 from faultloop.run.srun import JobLog, LocalSrun, TaskExit
 
@@ -128,6 +129,7 @@ class RunJob:
             OMP_NUM_THREADS="1",
         )
         env[CELL_ENV] = str(self.cell)
+        env[RANK_EXIT_ENV] = str(self.cell / self.paths.rank_exit_prefix)
         env.pop(FAULT_NODE_ENV, None)
         if injection and injection.node:
             env[FAULT_NODE_ENV] = injection.node  # the rank on this node with FAULT_RANK's local rank
@@ -151,6 +153,7 @@ class RunJob:
             self.cell / layout.MANIFEST,
             self.cell / layout.INFRA_FAILURE,
             *(self.cell / layout.FR_DUMP_PREFIX).parent.glob("_dump_*"),
+            *(self.cell / layout.SLURM_LOGS).glob(f"{Path(self.paths.rank_exit_prefix).name}*"),
         ]:
             stale.unlink(missing_ok=True)
 

@@ -12,10 +12,15 @@ from faultloop.run.spec import RANK_SETTINGS, JobSettings
 
 
 def rank_main(name: str, argv: list[str] | None, train: Callable[[JobSettings], None]) -> int:
-    """Parse the rank's options and run it; an exception propagates (Python prints it, exit 1)."""
+    """Parse the rank's options and run it; an exception propagates (Python prints it, exit 1).
+    The rank's exit record is written as it leaves (run/frameworks/rank.exit_recorded)."""
+    from faultloop.run.frameworks.rank import exit_recorded
+
     parser = argparse.ArgumentParser(
         prog=f"faultloop.cli.frameworks.{name}", description=f"one rank of the {name} workload"
     )
     add_settings(parser, JobSettings, only=RANK_SETTINGS)
-    train(settings_from(parser.parse_args(argv), JobSettings, only=RANK_SETTINGS))
+    settings = settings_from(parser.parse_args(argv), JobSettings, only=RANK_SETTINGS)
+    with exit_recorded():
+        train(settings)
     return 0

@@ -31,9 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 
 from faultloop.core import layout
 from faultloop.run.launchers.identity import RankIdentity, rank_identity
+from faultloop.run.launchers.rank_records import RANK_EXIT_ENV, ExitRecorder
 from faultloop.run.rank_io import FlightRecorder, log
 from faultloop.run.spec import FaultPlan, JobSettings, rank_node_line
 from faultloop.run.workload import Device, FaultTrigger, on_user_signal
@@ -44,6 +46,7 @@ SHARD_ROWS = 1024
 CHECKPOINT_EVERY = 5  # steps between the framework's own checkpoints, as the built-in workload's
 DEFAULT_INIT_TIMEOUT_S = 60.0  # JobSpec.init_timeout_s's floor, where the rank is started without one
 SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_started: list[Rank] = []  # the rank this process became (start_rank), whose exit exit_recorded writes
 
 
 def checkpoint_root(env: Mapping[str, str]) -> Path | None:
@@ -56,8 +59,25 @@ def checkpoint_root(env: Mapping[str, str]) -> Path | None:
 def process_group_timeout(job: JobSettings) -> dt.timedelta:
     """The framework's one process-group timeout: it bounds the rendezvous too (torch's store
     connect), so it is the longer of the collective and the rendezvous timeouts; ranks that import
-    a framework on a loaded machine arrive many seconds apart."""
+    a framework on a loaded machine arrive many seconds apart. From the first step on the
+    collectives wait `pg_timeout_s` (collectives_time_out)."""
     return dt.timedelta(seconds=max(job.pg_timeout_s, job.init_timeout_s or DEFAULT_INIT_TIMEOUT_S))
+
+
+def collectives_time_out(job: JobSettings) -> None:
+    """From the first step on, a collective waits `pg_timeout_s`, as the built-in workload's do:
+    the framework set up its process group with process_group_timeout, which its rendezvous and
+    its start-up collectives (DDP's broadcast of the parameters) need, while a rank that hangs
+    or left would hold every other rank that long in its next collective. Every group the
+    framework made, not only the default one: DeepSpeed's data-parallel group is a `new_group`
+    with gloo's default of 30 minutes. torch's own setter of a group's timeout (`_set_pg_timeout`,
+    gloo's and NCCL's backends) over torch's table of the groups."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    c10d = dist.distributed_c10d
+    for group in list(c10d._world.pg_map):
+        if not c10d._rank_not_in_group(group):
+            c10d._set_pg_timeout(dt.timedelta(seconds=job.pg_timeout_s), group)
 
 
 @dataclass(frozen=True)
@@ -173,7 +193,9 @@ class FaultHook:
         at least `iter_time_s`, as the built-in workload's, so that a signal sent at iteration `it`
         lands while the job still trains."""
         now = time.monotonic()
-        if self._last_iteration_at is not None:
+        if self._last_iteration_at is None:
+            collectives_time_out(self.ctx.job)
+        else:
             time.sleep(max(0.0, self._last_iteration_at + self.ctx.job.iter_time_s - now))
         self._last_iteration_at = time.monotonic()
         self.timer.tick(self.ctx.rank, it, self.device.name)
@@ -188,6 +210,7 @@ class Rank:
         self.device = Device(ctx.local_rank)
         self.hook = FaultHook(ctx, self.shard, self.device, refused)
         self.fr = FlightRecorder(ctx.dump_prefix, ctx.rank)
+        self.exit = ExitRecorder(os.environ.get(RANK_EXIT_ENV), ctx.rank)
 
     def step_data(self, sample_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A step's inputs and targets; the device's pending work is waited for first, as a step
@@ -196,13 +219,14 @@ class Rank:
         return self.shard.batch(sample_ids)
 
 
-def _dump_and_die(fr: FlightRecorder) -> Callable[[int, object], None]:
+def _dump_and_die(rank: Rank) -> Callable[[int, object], None]:
     def handler(signum: int, frame: object) -> None:
         sig = signal.Signals(signum)
         log(f"received {sig.name}, shutting down")
-        fr.dump(sig.name)
+        rank.fr.dump(sig.name)
         if sig == signal.SIGINT:
             raise KeyboardInterrupt
+        rank.exit.record(-signum, f"received {sig.name}")
         sys.stdout.flush()
         sys.stderr.flush()
         signal.signal(sig, signal.SIG_DFL)
@@ -221,10 +245,11 @@ def start_rank(job: JobSettings, refused: Callable[[str], str | None], identity:
     # inductor: imported before the flight recorder tells torch there is none (rank_io)
     importlib.import_module("torch._dynamo")
     rank = Rank(RankContext.from_env(job, identity), refused)
+    _started[:] = [rank]
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGUSR1, on_user_signal)
         for sig in SHUTDOWN_SIGNALS:
-            signal.signal(sig, _dump_and_die(rank.fr))
+            signal.signal(sig, _dump_and_die(rank))
     rank.ctx.announce()
     return rank
 
@@ -240,3 +265,30 @@ def dumped_on_failure(rank: Rank | Callable[[], Rank | None]) -> Iterator[None]:
         if current is not None:
             current.fr.dump("exception")
         raise
+
+
+@contextmanager
+def exit_recorded(exception_code: int | None = 1) -> Iterator[None]:
+    """The rank this process became leaves its exit record (run/launchers/rank_records) as its
+    training ends: 0, the code of a SystemExit, -SIGINT for a KeyboardInterrupt (Python then dies
+    by SIGINT), `exception_code` for an exception (1: Python's status for an uncaught one; None
+    where the process outlives its training, a Ray worker). A process that never became a rank
+    (the Ray driver, a rank that failed before it knew who it is) writes none."""
+    try:
+        yield
+    except SystemExit as exc:
+        _record_exit(0 if exc.code is None else exc.code if isinstance(exc.code, int) else 1, f"SystemExit: {exc}")
+        raise
+    except KeyboardInterrupt:
+        _record_exit(-signal.SIGINT, "KeyboardInterrupt")
+        raise
+    except BaseException as exc:
+        _record_exit(exception_code, f"{type(exc).__name__}: {exc}".strip())
+        raise
+    else:
+        _record_exit(0, None)
+
+
+def _record_exit(code: int | None, error: str | None) -> None:
+    for rank in _started:
+        rank.exit.record(code, None if code == 0 else error)

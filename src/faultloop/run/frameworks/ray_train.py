@@ -34,10 +34,12 @@ from faultloop.run.frameworks.rank import (
     FEATURES,
     checkpoint_root,
     dumped_on_failure,
+    exit_recorded,
     process_group_timeout,
     start_rank,
 )
 from faultloop.run.launchers.identity import RankIdentity
+from faultloop.run.launchers.rank_records import RANK_EXIT_ENV
 from faultloop.run.spec import FAULT_NODE_ENV, RESUME_ENV, JobSettings
 
 NAME = "ray_train"
@@ -48,11 +50,17 @@ STATE_FILE = "state.pt"
 # What the workers need of the driver's environment (Ray's runtime_env passes it on)
 PASSED_ENV = ("FAULT_TYPE", "FAULT_RANK", "FAULT_AT_ITER", "FAULT_DELAY", "GPUS_PER_NODE", FAULT_NODE_ENV,
               "TORCH_FR_DUMP_TEMP_FILE", "TORCH_FR_BUFFER_SIZE", "FAULTLOOP_NODE_NAME", "PYTHONPATH",
-              "OMP_NUM_THREADS", "FAULTLOOP_CELL")  # fmt: skip
+              "OMP_NUM_THREADS", "FAULTLOOP_CELL", RANK_EXIT_ENV)  # fmt: skip
 
 
 def train_loop(config: dict[str, Any]) -> None:
-    """One Ray Train worker: a rank of the job."""
+    """One Ray Train worker: a rank of the job. Its exit record has no exit code: Ray's worker
+    process outlives the training function (Ray reports the exception)."""
+    with exit_recorded(exception_code=None):
+        _train_worker(config)
+
+
+def _train_worker(config: dict[str, Any]) -> None:
     job: JobSettings = config["job"]
     context = ray.train.get_context()
     identity = RankIdentity(

@@ -109,7 +109,7 @@ LAUNCHERS: Mapping[str, Launcher] = {
             "`[launch.py:...:sigkill_handler] [...] exits with return code = 1`",
             local_tasks=fw.deepspeed_tasks,
             allocation_argv=fw.deepspeed_allocation,
-            rank_exits=fw.per_node_exits,
+            rank_exits=fw.deepspeed_exits,
         ),
         Launcher(
             "lightning",
@@ -121,7 +121,7 @@ LAUNCHERS: Mapping[str, Launcher] = {
             "processes to avoid zombies`, from its process observer",
             local_tasks=fw.lightning_tasks,
             allocation_argv=fw.lightning_allocation,
-            rank_exits=fw.per_node_exits,
+            rank_exits=fw.lightning_exits,
         ),
         Launcher(
             "ray",
@@ -133,7 +133,7 @@ LAUNCHERS: Mapping[str, Launcher] = {
             "driver's `ray.train.base_trainer.TrainingFailedError`",
             local_tasks=fw.ray_tasks,
             allocation_argv=fw.ray_allocation,
-            rank_exits=fw.whole_job_exits,
+            rank_exits=fw.ray_exits,
             srun_lines=False,
         ),
     )

@@ -2,8 +2,11 @@
 process launcher and Ray's workers. Each starts the framework's rank module the way that
 framework's users start it; a framework supports the ones its row in faultloop.frameworks names.
 
-Where the launcher names no rank in its report, a rank's exit is SUCCEEDED when its launcher
-exited 0, else UNKNOWN: the marker, not the exit, says where the fault fired.
+Where the launcher names no rank in its report, each rank's exit is its own exit record
+(rank_records), else what the launcher printed about it (the deepspeed launcher's pids and return
+code, Lightning's `[rank: N] Child process with PID ... terminated with code C`, Ray's `[Rank N
+Error Snippet]`), else SUCCEEDED when its launcher exited 0, else UNKNOWN: the marker, not the
+exit, says where the fault fired.
 """
 
 from __future__ import annotations
@@ -14,12 +17,26 @@ from collections.abc import Sequence
 from faultloop.contracts import RankExit
 from faultloop.run.launchers import srun
 from faultloop.run.launchers.base import JobEnd, LaunchJob, by_launcher_exit, executable, exit_of
+from faultloop.run.launchers.rank_records import LauncherSaid, recorded
 from faultloop.run.srun import Task
 
 # torch's failure table (torchrun's, and accelerate's, which runs torch's launcher in-process):
 # `  rank      : 1 (local_rank: 1)` then `  exitcode  : -9 (pid: 1234)`
 TABLE_RANK_RE = re.compile(r"\brank\s+: (\d+) \(local_rank: \d+\)")
 TABLE_EXIT_RE = re.compile(r"\bexitcode\s+: (-?\d+) \(pid: \d+\)")
+
+
+# srun's label of a line (the node's launcher's task id), where srun started the launchers
+LABEL = r"^(?:(\d+): )?"
+# deepspeed/launcher/launch.py's lines (logger `[launch.py:<line>:<function>]`)
+DS_SPAWNED_RE = re.compile(LABEL + r".*\[launch\.py:\d+:main\] process (\d+) spawned with command")
+DS_SUCCEEDED_RE = re.compile(LABEL + r".*\[launch\.py:\d+:main\] Process (\d+) exits successfully\.")
+DS_RETURN_RE = re.compile(LABEL + r".*\[launch\.py:\d+:sigkill_handler\] .* exits with return code = (-?\d+)")
+# lightning/fabric/strategies/launchers/subprocess_script.py, _ChildProcessObserver (rank: the local rank)
+LIGHTNING_CHILD_RE = re.compile(LABEL + r".*\[rank: (\d+)\] Child process with PID \d+ terminated with code (-?\d+)")
+# ray/train/v2/_internal/execution/worker_group/poll.py: the ranks that failed with one error
+RAY_SNIPPET_RE = re.compile(r"\[Rank ([\d,]+) Error Snippet\]:")
+RAY_PREFIX_RE = re.compile(r"^\([A-Za-z]+ pid=\d+\) ")  # the actor prefix Ray puts on a line it forwards
 
 
 # Inside an allocation one launcher per node, started by srun; each reads its node's index from
@@ -34,6 +51,62 @@ def per_node_exits(end: JobEnd) -> dict[int, RankExit]:
 
 def whole_job_exits(end: JobEnd) -> dict[int, RankExit]:
     return by_launcher_exit(end, lambda _: range(end.job.spec.world_size))
+
+
+def deepspeed_exits(end: JobEnd) -> dict[int, RankExit]:
+    """Per rank: its record; else launch.py's lines: the pids it spawned (in local-rank order),
+    `Process <pid> exits successfully.`, and the return code it exits with, of a rank it does not name."""
+    spawned: dict[int, list[int]] = {}
+    succeeded: dict[int, int] = {}
+    unnamed: dict[int, int] = {}
+    wording = ""
+    for line in end.lines:
+        if m := DS_SPAWNED_RE.search(line):
+            spawned.setdefault(int(m[1] or 0), []).append(int(m[2]))
+        elif m := DS_SUCCEEDED_RE.search(line):
+            succeeded[int(m[2])] = 0
+        elif m := DS_RETURN_RE.search(line):
+            unnamed[int(m[1] or 0)] = int(m[2])
+            wording = f"exits with return code = {m[2]}"
+    said = LauncherSaid(spawned=spawned, by_pid=succeeded, unnamed=unnamed, wording=f"`{wording}`")
+    return recorded(end, per_node_exits(end), said)
+
+
+def lightning_exits(end: JobEnd) -> dict[int, RankExit]:
+    """Per rank: its record; else on this machine a node's first rank is the process run_job
+    started (its exit is that task's), the others Lightning's observer names by local rank;
+    inside an allocation srun's task report."""
+    if end.on_slurm:
+        return recorded(end, srun.rank_exits(end))
+    g = end.job.spec.gpus_per_node
+    by_rank: dict[int, int | None] = {e.label * g: e.exitcode for e in end.exits if not e.stopped}
+    for line in end.lines:
+        if m := LIGHTNING_CHILD_RE.search(line):
+            by_rank.setdefault(int(m[1] or 0) * g + int(m[2]), int(m[3]))
+    said = LauncherSaid(by_rank=by_rank, wording="the node's process exit, or `Child process with PID ... terminated`")
+    return recorded(end, per_node_exits(end), said)
+
+
+def ray_exits(end: JobEnd) -> dict[int, RankExit]:
+    """Per rank: its record; else a rank Ray Train's `[Rank N Error Snippet]` names (FAILED, no
+    exit code: a Ray worker's process outlives its training), with the snippet's first line; a
+    rank it does not name was stopped with the worker group (TERMINATED)."""
+    named: dict[int, int | None] = {}
+    errors: dict[int, str] = {}
+    quoted: list[int] = []  # the ranks of the snippet whose first line comes next
+    for line in end.lines:
+        if m := RAY_SNIPPET_RE.search(line):
+            quoted = [int(r) for r in m[1].split(",")]
+            named.update(dict.fromkeys(quoted))
+        elif quoted and (text := RAY_PREFIX_RE.sub("", line).strip()):
+            errors.update({r: f"Ray Train: `[Rank {r} Error Snippet]: {text}`" for r in quoted})
+            quoted = []
+    said = LauncherSaid(by_rank=named, wording="Ray Train's `[Rank N Error Snippet]`", errors=errors)
+    ranks = whole_job_exits(end)
+    if named:  # Ray Train names every worker that failed, then stops the worker group: the rest were stopped
+        why = "not named by Ray Train's worker errors: still training when Ray stopped the worker group"
+        ranks.update({r: RankExit(r, None, None, "TERMINATED", why) for r in ranks if r not in named})
+    return recorded(end, ranks, said)
 
 
 # -- accelerate launch: one per node, torch's elastic launcher in-process ----------------------
@@ -88,10 +161,11 @@ def accelerate_allocation(job: LaunchJob, hosts: list[str]) -> list[str]:
 
 
 def accelerate_exits(end: JobEnd) -> dict[int, RankExit]:
-    """torch's failure table names the first failed rank; the rest as their launcher exited."""
+    """torch's failure table names the first failed rank; the rest as their launcher exited; each
+    rank's own record over both."""
     ranks = per_node_exits(end)
     ranks.update(read_failure_table(end.lines))
-    return ranks
+    return recorded(end, ranks)
 
 
 def read_failure_table(lines: Sequence[str]) -> dict[int, RankExit]:

@@ -4,7 +4,8 @@ OMPI_COMM_WORLD_*; `mpirun_tagged` adds `--tag-output` (every line `[jobid,rank]
 When a rank fails, Open MPI aborts the job and prints its summary of that rank between dashed
 rules: `mpirun detected that one or more processes exited with non-zero status ... Process name:
 [[1234,1],1] Exit code: 3`, or `mpirun noticed that process rank 1 with PID 0 on node n1 exited
-on signal 9 (Killed).` Only the first rank to fail is named: the others are left UNKNOWN.
+on signal 9 (Killed).` Only the first rank to fail is named: the others are left UNKNOWN, but
+where a framework rank wrote its own exit record.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from faultloop.contracts import RankExit
 from faultloop.run.launchers import mpi
 from faultloop.run.launchers.base import JobEnd, LaunchJob, exit_of
+from faultloop.run.launchers.rank_records import recorded
 from faultloop.run.srun import Task
 
 NAMES = ("mpirun.openmpi", "mpirun")
@@ -49,9 +51,20 @@ def local_tasks(job: LaunchJob, tagged: bool = False) -> list[Task]:
 
 
 def allocation_argv(job: LaunchJob, hosts: list[str], tagged: bool = False) -> list[str]:
-    """mpirun inside the allocation (it starts its daemons with srun itself), G ranks per node."""
+    """mpirun inside the allocation, G ranks per node: it reads SLURM's allocation (its `ras`
+    component) and starts its daemons with srun (its `plm` component), as in a site's sbatch
+    script. The SLURM executor's job step strips the allocation's variables (faultloop.run.slurm),
+    so `env` gives them back, from the allocation's hosts, with ROOT_ENV as this machine's tasks
+    get it."""
     s = job.spec
+    allocation = {
+        "SLURM_JOBID": job.job_id,
+        "SLURM_NODELIST": ",".join(hosts),
+        "SLURM_TASKS_PER_NODE": f"{s.gpus_per_node}(x{len(hosts)})",
+    }
     return [
+        "env",
+        *(f"{k}={v}" for k, v in {**allocation, **ROOT_ENV}.items()),
         mpi.program(*NAMES),
         *_options(tagged),
         "-np",
@@ -64,12 +77,13 @@ def allocation_argv(job: LaunchJob, hosts: list[str], tagged: bool = False) -> l
 
 
 def rank_exits(end: JobEnd) -> dict[int, RankExit]:
-    """All SUCCEEDED when mpirun exited 0; else the rank its summary names."""
+    """All SUCCEEDED when mpirun exited 0; else the rank its summary names, and each framework
+    rank's own exit record (rank_records; the built-in workload writes none)."""
     if all(e.exitcode == 0 for e in end.exits):
         return {r: RankExit(r, 0, None, "SUCCEEDED") for r in range(end.job.spec.world_size)}
     ranks = end.all_ranks()
     ranks.update(read_summary(end.lines))
-    return ranks
+    return recorded(end, ranks)
 
 
 def read_summary(lines: Sequence[str]) -> dict[int, RankExit]:
