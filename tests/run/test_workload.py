@@ -14,6 +14,7 @@ import pickle
 import re
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -314,6 +315,24 @@ def test_logsage_attributes_the_stripped_log(cells, key):
 
 
 # -- the srun stand-in and the launcher reports, without torch --------------------------------
+
+
+def test_a_straggler_still_holding_the_pipe_after_the_job_prints_nothing(tmp_path: Path) -> None:
+    """A task's grandchild (a stopped or slow helper) can hold its pipe past the pump's wait: what
+    it prints once the job's files are closed is dropped, not raised in the pump's thread."""
+    log, events = tmp_path / "main.log", tmp_path / "events.jsonl"
+    tasks = [Task(0, ["bash", "-c", "(sleep 7; echo late) & echo early"], {})]
+    caught: list[threading.ExceptHookArgs] = []
+    hook, threading.excepthook = threading.excepthook, caught.append
+    try:
+        with open(log, "wb") as out, open(events, "wb") as ev:
+            exits, _ = LocalSrun(JobLog(out, ev), term_delay_s=0.5, kill_wait_s=1.0).run(tasks, time.time() + 60)
+        time.sleep(4)  # the grandchild prints after the files closed
+    finally:
+        threading.excepthook = hook
+    assert [e.exitcode for e in exits] == [0]
+    assert log.read_text().splitlines() == ["0: early"]
+    assert not caught, [str(c.exc_value) for c in caught]
 
 
 def test_local_srun_labels_lines_and_stops_the_others_after_a_bad_exit(tmp_path: Path) -> None:

@@ -292,6 +292,7 @@ class RunJob:
                 proc.kill()
                 code = proc.wait()
         pump.join(timeout=5)
+        joblog.close()
         return [TaskExit(0, code, time.time(), timed_out)], timed_out
 
     def manifest(

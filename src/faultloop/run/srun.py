@@ -62,6 +62,7 @@ class JobLog:
         self._events = events
         self._lock = threading.Lock()
         self._pending: dict[bytes, list[bytes]] = {}  # srun label -> pieces of an event so far
+        self._closed = False
         self.last: dict[int, str] = {}
 
     def line(self, label: int | None, raw: bytes, labelled: bool = True) -> None:
@@ -116,11 +117,21 @@ class JobLog:
             for tag in list(self._pending):
                 self._give_back(tag)
 
+    def close(self) -> None:
+        """The job is over. A straggler that still holds a task's pipe (a stopped grandchild the
+        pump outwaited) prints nothing more: its lines are not the job's, and the files close."""
+        with self._lock:
+            self._closed = True
+
     def _event(self, event: bytes) -> None:
+        if self._closed:
+            return
         self._events.write(event + b"\n")
         self._events.flush()
 
     def _write(self, data: bytes) -> None:
+        if self._closed:
+            return
         self._log.write(data + b"\n")
         self._log.flush()
 
@@ -241,6 +252,7 @@ class LocalSrun:
             time.sleep(POLL_S)
         for thread in pumps:
             thread.join(timeout=5)
+        self.log.close()
         return [exits[t.label] for t in tasks], timed_out
 
     def _report(self, task: Task, code: int) -> None:
