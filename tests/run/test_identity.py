@@ -50,6 +50,8 @@ def test_a_simulated_node_gives_the_node_local_rank():
            "FAULTLOOP_NODE_RANK": "1", "FAULTLOOP_LOCAL_SIZE": "2"}  # fmt: skip
     identity = read_identity(env)
     assert (identity.node_rank, identity.local_rank, identity.local_world_size) == (1, 1, 2)
+    rank_identity(env)  # and the MPI's own local variables say so, as on a real node (DeepSpeed checks them)
+    assert (env["OMPI_COMM_WORLD_LOCAL_RANK"], env["OMPI_COMM_WORLD_LOCAL_SIZE"], env["LOCAL_RANK"]) == ("1", "2", "1")
 
 
 @pytest.mark.parametrize(

@@ -144,4 +144,12 @@ def rank_identity(environ: MutableMapping[str, str] = os.environ) -> RankIdentit
     identity = read_identity(environ)
     for name, value in torch_env(identity).items():
         environ.setdefault(name, value)
+    if SIMULATED_NODE_ENV in environ:
+        # the MPI's own local variables count the one real host's ranks; a program that checks
+        # them against LOCAL_RANK (DeepSpeed's engine asserts OMPI_COMM_WORLD_LOCAL_RANK ==
+        # LOCAL_RANK) must see the simulated node's, as it would on a real one
+        source = next(s for s in SOURCES if s.name == identity.source)
+        for name, value in ((source.local_rank, identity.local_rank), (source.local_size, identity.local_world_size)):
+            if name:
+                environ[name] = str(value)
     return identity
