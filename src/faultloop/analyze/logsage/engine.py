@@ -98,7 +98,7 @@ def _analyze_path(path: Path, settings: Settings) -> Verdict:
     found = attribute(facts)
     if not found.cause:  # the rows found nothing: the readings under them (generic, temporal, spatial)
         found = fallback.read_under(path, facts) or found
-    elif found.keys and all(k.kind == TRACEBACK_CUT and k.rank is None for k in found.keys):
+    elif found.keys and all(k.kind == TRACEBACK_CUT and _unnamed(facts, k.rank) for k in found.keys):
         # the rows found only a traceback cut off before its exception line, of a process the log does not
         # name: a failure statement before it (the generic reading's) says what failed, and where
         under = fallback.read_under(path, facts)
@@ -171,3 +171,9 @@ def _ordered_evidence(keys: list[Evidence], rest: list[Evidence]) -> list[Eviden
     """The lines behind the decision first, then the rest in log order (capped)."""
     seen = {id(e) for e in keys}
     return keys + sorted((e for e in rest if id(e) not in seen), key=lambda e: e.line)[: MAX_EVIDENCE - len(keys)]
+
+
+def _unnamed(facts: Facts, rank: int | None) -> bool:
+    """Whether the log names no process for this rank: none, or the one process of a log without
+    rank prefixes (ranks.single_process)."""
+    return rank is None or facts.assumed.get(rank, ("", ""))[1] == ranks.ONE_PROCESS
