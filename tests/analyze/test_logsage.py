@@ -676,6 +676,82 @@ SHAPES: dict[str, tuple[list[str], tuple[str, list[int], str, str | None]]] = {
         ],
         (STOP, [], "crash", "SIGKILL"),
     ),
+    # a teardown of one child whose command is local rank 0's: the launcher ran one worker, the one that died
+    "deepspeed_only_worker": (
+        [
+            "[2026-12-01 10:00:00,000] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 4321",
+            "[2026-12-01 10:00:00,000] [ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', '--local_rank=0', '--deepspeed'] exits with return code = -9",
+        ],
+        (STOP, [0], "crash", "SIGKILL"),
+    ),
+    # the teardown alone (the status line cut off): a worker died, how the log does not say
+    "deepspeed_teardown_cut": (
+        [
+            "[2026-12-01 10:00:00,000] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 4321",
+            "[2026-12-01 10:00:00,000] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 4322",
+        ],
+        (STOP, [], "crash", None),
+    ),
+    # the teardown kills the children in the order they were spawned: the pid the kernel's OOM killer
+    # names is the second child's, local rank 1 (one node)
+    "deepspeed_teardown_oom_pid": (
+        [
+            "[2026-12-01 10:00:00,000] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 4321",
+            "[2026-12-01 10:00:00,000] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 4322",
+            "[2026-12-01 10:00:00,000] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 4323",
+            "[812345.123456] Out of memory: Killed process 4322 (python) total-vm:79905000kB, anon-rss:22957108kB",
+        ],
+        (STOP, [1], "oom", "HOST_OOM"),
+    ),
+    # `torchrun --standalone` hosts its rendezvous (a random UUID) on this host: a keep-alive that failed there
+    # is the host stalling, not a node lost; the worker's SIGKILL is what ended the job
+    "standalone_keep_alive": (
+        [
+            "WARNING:torch.distributed.elastic.rendezvous.dynamic_rendezvous:The node 'node07_4242_0' has failed to send a keep-alive heartbeat to the rendezvous '78d6761b-372b-4b1a-afe6-abb8735493a4' due to an error of type RendezvousTimeoutError.",
+            "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 4241 closing signal SIGTERM",
+            "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 1 (pid: 4242) of binary: /usr/bin/python",
+        ],
+        (STOP, [1], "crash", "SIGKILL"),
+    ),
+    # CPython's unraisable hook: an exception it ignored (a flush into a closed pipe at exit) is no failure;
+    # the agent's report of the worker that exited 1 is
+    "ignored_exception": (
+        [
+            "Exception ignored in: <_io.BufferedWriter name=83>",
+            "BrokenPipeError: [Errno 32] Broken pipe",
+            "W0828 04:05:46.009000 1424988 torch/distributed/elastic/multiprocessing/api.py:897] Sending process 4241 closing signal SIGTERM",
+            "E0828 04:05:46.603000 1424988 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 1 (pid: 4242) of binary: /usr/bin/python",
+        ],
+        (STOP, [1], "exception", "WORKLOAD_EXC"),
+    ),
+    # the Root Cause record cut before its exit code still names the first failure; a rank the agent timed
+    # 31 s later by SIGKILL was killed by its teardown (SIGTERM, then SIGKILL after its close timeout)
+    "root_cause_cut_and_late_sigkill": (
+        [
+            "Failures:",
+            "[1]:",
+            "  time      : 2026-09-07_13:02:58",
+            "  rank      : 3 (local_rank: 3)",
+            "  exitcode  : 1 (pid: 63442)",
+            "[2]:",
+            "  time      : 2026-09-07_13:03:29",
+            "  rank      : 0 (local_rank: 0)",
+            "  exitcode  : -9 (pid: 12424)",
+            "------------------------------------------------------------",
+            "Root Cause (first observed failure):",
+            "[0]:",
+            "  time      : 2026-09-07_13:02:58",
+            "  rank      : 1 (local_rank: 1)",
+        ],
+        (STOP, [1], "exception", "WORKLOAD_EXC"),
+    ),
+    # torch 2.1's allocator names the GPU with a typo (`capacty`): one process's log, its GPU its local rank
+    "oom_names_its_gpu": (
+        [
+            "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.06 GiB. GPU 1 has a total capacty of 23.70 GiB of which 1.60 GiB is free.",
+        ],
+        (STOP, [1], "oom", None),
+    ),
     # mpirun's notice names the global rank
     "mpirun_notice": (
         [

@@ -21,12 +21,6 @@ NINE = ("torch-elastic", "c10d", "nccl", "cuda", "slurm", "deepspeed", "horovod"
 # over the corpus, with one program left out: nothing found on at most this share of failure logs,
 # the category and the restart decision right on at least these
 NOT_FOUND_MAX, CATEGORY_MIN, RESTART_MIN = 0.05, 0.80, 0.75
-# the programs whose logs the tables alone cannot read without their rows (the generic reading under
-# the tables, issue 39's items 1 and 2, carries them), with what this version measures; each fails
-# this test (strict) once it keeps the floors, so that it leaves this list
-BELOW_FLOORS_YET: dict[str, str] = {
-    "c10d": "nothing found on 27 of 355, category 76.0 %, restart 75.0 %",
-}
 
 
 def _cli(*args: str, left_out: str = "") -> subprocess.CompletedProcess[str]:
@@ -121,13 +115,7 @@ def test_a_left_out_program_costs_what_only_its_rows_read() -> None:
 
 @needs_real_logs
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "program",
-    [
-        pytest.param(p, marks=pytest.mark.xfail(p in BELOW_FLOORS_YET, reason=BELOW_FLOORS_YET.get(p, ""), strict=True))
-        for p in NINE
-    ],
-)
+@pytest.mark.parametrize("program", NINE)
 def test_reading_a_program_never_met_keeps_the_floors(program: str) -> None:
     """The acceptance of issue 39: each of the nine left out alone, over the whole corpus (379 logs: about
     7 s each on an idle core, one process per program; NCCL's is the one the test above compares)."""

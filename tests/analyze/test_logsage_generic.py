@@ -44,6 +44,9 @@ FRAMED = [
     ('{"level": "fatal", "msg": "device 3 lost: uncorrectable ECC error"}', generic.FATAL, "device"),
     ("FATAL: worker heartbeat missed, coordinator timed out", generic.FATAL, "hang"),
     ("ERROR: Unexpected segmentation fault encountered in worker.", generic.ERROR, "signal"),
+    # torch's c10 logging: the month unpadded (`[E617 ...]` is June 17, `[E1128 ...]` November 28)
+    ("[E617 15:17:35.519071987 mesh.cpp:681] shard exchange with peer 3 failed", generic.ERROR, "network"),
+    ("[F1128 21:12:49.422069862 pool.cpp:12] arena exhausted: cannot allocate memory", generic.FATAL, "memory"),
 ]
 
 
@@ -145,6 +148,21 @@ def test_a_log_of_a_program_no_row_knows_gets_a_generic_verdict_with_low_confide
     )
     assert (v.fault_category, v.restart, v.found_by, v.confidence) == ("oom", STOP, GENERIC, "low")
     assert v.primary_ranks == [2] and "generic reading" in v.confidence_reason
+
+
+def test_a_traceback_cut_before_its_exception_line_yields_to_the_failure_statement_before_it() -> None:
+    """A traceback of no named process whose exception line the excerpt cut says only that something
+    raised: the failure statement before it, which no row knows, says what failed."""
+    v = analyze_log(
+        [
+            "[E617 15:17:35.519071987 mesh.cpp:681] shard exchange with peer 3 timed out: connection lost",
+            "Traceback (most recent call last):",
+            '  File "train.py", line 110, in <module>',
+            "    main()",
+        ],
+        SETTINGS,
+    )
+    assert (v.fault_category, v.found_by) == ("network", GENERIC), v.detail
 
 
 def test_retries_that_never_succeeded_at_the_logs_end_are_a_hang_there() -> None:

@@ -108,6 +108,19 @@ CASES: dict[str, list[tuple[str, str | None, tuple[str, str, list[int], str | No
         # are the shell's, read as the log's one process)
         ("(signal 9)", ">=3.2", ("crash", STOP, [], "SIGKILL")),
         ("Segmentation fault (signal 11)", ">=3.2", ("crash", STOP, [0], "SEGFAULT")),
+        # the block alone, its closing line cut: its raw wait status (128 + 11, a core dumped) is the signal; the
+        # process it names may be one the clean-up killed, so no rank, in MPICH's block as in Intel MPI's
+        ("=   EXIT CODE: 139\\n=   CLEANING UP REMAINING PROCESSES", ">=3.2", ("crash", STOP, [], "SEGFAULT")),
+        ("=   KILLED BY SIGNAL: 9 (Killed)\\n====", None, ("crash", STOP, [], "SIGKILL")),
+    ],
+    "kubernetes": [
+        # the container's, the kubelet's and the Job controller's reasons: none names a rank (one process, read alone)
+        ("Reason:       OOMKilled\\n      Exit Code:    137", None, ("oom", STOP, [0], None)),
+        ("reason: Error", None, ("exception", STOP, [0], "WORKLOAD_EXC")),
+        ("CrashLoopBackOff   5 (2m ago)    10m", None, ("crash", STOP, [], None)),
+        ("The node was low on resource: memory.", None, ("external_signal", RESTART, [], None)),
+        ("reason: DeadlineExceeded", None, ("external_signal", STOP, [], None)),
+        ("reason: BackoffLimitExceeded", None, ("none", ERRORS_NOT_FOUND, [], None)),
     ],
     "kubeflow": [
         # the operator's word names a replica type, never a rank or a cause: nothing to attribute alone

@@ -214,10 +214,7 @@ def test_any_configured_analyzer_is_graded_and_the_baseline_is_the_floor(tmp_pat
 
 # Failure logs logsage still answers ERRORS NOT FOUND on, and why (each a template it cannot yet
 # prefilter or read); the test fails once one is read, so that it leaves this list
-NOT_FOUND_YET: dict[str, str] = {
-    "r7a_07": "DeepSpeed's launcher killing its subprocesses, its exit line cut",
-    "r7b_15": "DeepSpeed's launcher killing its subprocesses, its exit line cut",
-}
+NOT_FOUND_YET: dict[str, str] = {}
 
 
 @needs_real_logs
@@ -235,14 +232,15 @@ def test_no_log_labelled_with_a_failure_is_errors_not_found() -> None:
 # The measured floors on the corpus, overall and per folder (real_logs and its gh/ part, real_logs_ho,
 # real_logs_b, real_logs_c): what this version reaches, rounded down to a point, held so that a change cannot
 # lose it unnoticed (the issue's targets and where they stand: benchmarks/README.md). RESTART and
-# STOP are the recalls of the two restart labels.
+# STOP are the recalls of the two restart labels. (r4_01's RESTART, which its thread reports, went with
+# its culprit: rank 0's `Saving latest checkpoint` is one-rank work, whose hang the convention reads STOP.)
 FLOORS: dict[str, dict[str, float]] = {
-    "overall": {"category": 0.92, "restart": 0.85, "culprit": 0.87, "RESTART": 0.74, "STOP": 0.89},
+    "overall": {"category": 0.93, "restart": 0.86, "culprit": 0.92, "RESTART": 0.73, "STOP": 0.90},
     "real_logs": {"category": 0.92, "restart": 0.94, "culprit": 0.94, "RESTART": 1.00, "STOP": 0.93},
     "real_logs/gh": {"category": 0.96, "restart": 0.94, "culprit": 1.00, "RESTART": 1.00, "STOP": 0.93},
     "real_logs_ho": {"category": 0.94, "restart": 0.91, "culprit": 0.94, "RESTART": 0.81, "STOP": 0.93},
-    "real_logs_b": {"category": 0.93, "restart": 0.80, "culprit": 0.90, "RESTART": 0.75, "STOP": 0.84},
-    "real_logs_c": {"category": 0.88, "restart": 0.78, "culprit": 0.73, "RESTART": 0.64, "STOP": 0.86},
+    "real_logs_b": {"category": 0.93, "restart": 0.79, "culprit": 0.95, "RESTART": 0.70, "STOP": 0.84},
+    "real_logs_c": {"category": 0.91, "restart": 0.81, "culprit": 0.85, "RESTART": 0.64, "STOP": 0.90},
 }
 CORPUS_CASES = 379
 

@@ -20,7 +20,7 @@ from faultloop.analyze.logsage import culprits, fallback, prefilter, ranks, reco
 from faultloop.analyze.logsage.attribute import attribute
 from faultloop.analyze.logsage.facts import MAX_EVIDENCE, Evidence, Facts
 from faultloop.analyze.logsage.policy import POLICY
-from faultloop.analyze.logsage.vocab import CHECKPOINT
+from faultloop.analyze.logsage.vocab import CHECKPOINT, TRACEBACK_CUT
 from faultloop.contracts import LogVerdict as Verdict  # the logsage.json contract
 from faultloop.contracts.verdicts import GENERIC, ROW
 from faultloop.faults import ERRORS_NOT_FOUND, NO_LOGS, NONE, RESTART
@@ -98,6 +98,12 @@ def _analyze_path(path: Path, settings: Settings) -> Verdict:
     found = attribute(facts)
     if not found.cause:  # the rows found nothing: the readings under them (generic, temporal, spatial)
         found = fallback.read_under(path, facts) or found
+    elif found.keys and all(k.kind == TRACEBACK_CUT and _unnamed(facts, k.rank) for k in found.keys):
+        # the rows found only a traceback cut off before its exception line, of a process the log does not
+        # name: a failure statement before it (the generic reading's) says what failed, and where
+        under = fallback.read_under(path, facts)
+        if under is not None and under.keys and under.keys[0].line < found.keys[0].line:
+            found = under
     elif found.found_by == ROW and found.keys and found.keys[0].rule in shapes.SHAPE_NAMES:
         found.found_by = GENERIC  # its line was read by the shape of what programs say, not by a row
     checkpoint = any(k == CHECKPOINT for k, _ in facts.first)
@@ -165,3 +171,9 @@ def _ordered_evidence(keys: list[Evidence], rest: list[Evidence]) -> list[Eviden
     """The lines behind the decision first, then the rest in log order (capped)."""
     seen = {id(e) for e in keys}
     return keys + sorted((e for e in rest if id(e) not in seen), key=lambda e: e.line)[: MAX_EVIDENCE - len(keys)]
+
+
+def _unnamed(facts: Facts, rank: int | None) -> bool:
+    """Whether the log names no process for this rank: none, or the one process of a log without
+    rank prefixes (ranks.single_process)."""
+    return rank is None or facts.assumed.get(rank, ("", ""))[1] == ranks.ONE_PROCESS

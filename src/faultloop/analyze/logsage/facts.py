@@ -90,6 +90,8 @@ class Facts:
     closed_pids: dict[int, int] = field(default_factory=dict)  # pid -> line
     closing_agents: set[Source] = field(default_factory=set)  # the launchers' agents whose closings show
     killed_pids: set[int] = field(default_factory=set)
+    teardowns: dict[Source, list[tuple[Evidence, int]]] = field(default_factory=dict)  # a launcher's kills: (line, pid)
+    spawned: dict[Source, int] = field(default_factory=dict)  # the children a launcher's report says it spawned
     stop_line: int = NEVER  # the first line where a launcher or the scheduler began the teardown
     enqueued: dict[int, int] = field(default_factory=dict)
     barrier_missing: set[int] = field(default_factory=set)

@@ -33,18 +33,18 @@ ENDED = "ended"  # a Statement's severity where it reports an exit status or a s
 SEVERITIES: tuple[tuple[str, str], ...] = (
     (FATAL, r"\b(?:FATAL|CRITICAL|CRIT|PANIC|EMERG|ALERT|SEVERE)\b"        # logging's and syslog's names
             r"|(?:^|[\s\]|:>)])F\d{4} \d\d:\d\d:\d\d"                        # glog: F0715 12:00:00.123
-            r"|\[F(?: |\d{4} )"                                            # torch c10: [F socket.cpp:...]
+            r"|\[F(?: |\d{3,4} )"                                          # torch c10: [F socket.cpp:...]
             r"|[<\[](?:fatal|critical|crit|panic)[>\]]"                    # <fatal>, [critical]
             r"|\blevel[\"']?\s*[=:]\s*[\"']?(?:fatal|critical|crit|panic)\b"),  # logfmt, JSON
     (ERROR, r"\b(?:ERROR|ERR|FAILURE)\b"
             r"|(?:^|[\s\]|:>)])E\d{4} \d\d:\d\d:\d\d"                        # glog: E0715 12:00:00.123
-            r"|\[E(?: |\d{4} )"                                            # torch c10: [E ProcessGroupNCCL.cpp:...]
+            r"|\[E(?: |\d{3,4} )"                                          # torch c10: [E ProcessGroupNCCL.cpp:...]
             r"|[<\[](?:error|err)[>\]]"                                    # <error>, [error]
             r"|\blevel[\"']?\s*[=:]\s*[\"']?(?:error|err)\b"),             # logfmt, JSON
 )
 # a warning in the same framings: no failure statement, but a rank that alone warns stands out (spatial.py)
 WARNING = (
-    r"\b(?:WARN|WARNING)\b|(?:^|[\s\]|:>)])W\d{4} \d\d:\d\d:\d\d|\[W(?: |\d{4} )|[<\[](?:warn|warning)[>\]]"
+    r"\b(?:WARN|WARNING)\b|(?:^|[\s\]|:>)])W\d{4} \d\d:\d\d:\d\d|\[W(?: |\d{3,4} )|[<\[](?:warn|warning)[>\]]"
     r"|\blevel[\"']?\s*[=:]\s*[\"']?(?:warn|warning)\b"
 )
 # the words that say something failed (strerror's texts, the frameworks' messages), lower-case: a

@@ -13,6 +13,7 @@ import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO
 
@@ -24,6 +25,7 @@ from faultloop.analyze.logsage.launchers import (
     LAUNCHER_FRAMES,
     MESSAGE_ROWS,
     horovod,
+    mpich,
     open_mpi,
 )
 from faultloop.analyze.logsage.ranks import resolve_rank
@@ -35,10 +37,11 @@ from faultloop.analyze.logsage.rules import (
     MAIN_FIRST_FRAMES,
     SETUP_FRAMES,
 )
-from faultloop.analyze.logsage.scan import add, drop, named_gpu, record_exit
+from faultloop.analyze.logsage.scan import add, drop, named_gpu, record_exit, signal_of
 from faultloop.analyze.logsage.vocab import (
     DEATH,
     EXCEPTION_KIND,
+    EXITED,
     FATAL,
     FIRST_EXIT,
     GPU,
@@ -57,6 +60,7 @@ from faultloop.analyze.logsage.vocab import (
 from faultloop.signals import signal_name
 
 BLOCK_LINES = 400
+AGENT_CLOSE_TIMEOUT = timedelta(seconds=30)  # torchrun's agent: SIGTERM, then SIGKILL after this (api.py's _close)
 FIRST_EXIT_LINES = 6  # how far below a launcher's first-exit header its process name and exit code stand
 # the most unindented lines in a row inside a traceback's frames read as the rest of a frame's line that a
 # terminal or a paste wrapped (a frame's lines are indented; only the exception line ends a traceback unindented)
@@ -327,10 +331,13 @@ def _first_exit(facts: Facts, f: IO[bytes], block: Block) -> None:
     rank = code = None
     text_above = ""
     named = False  # the report named its process (horovodrun's elastic `host[local]` names no rank)
-    for i, raw in enumerate(_read_block(f, block.offset)):
-        _, text = _block_line(block, raw, required=False)
+    lines = (_block_line(block, raw, required=False)[1] for raw in _read_block(f, block.offset))
+    for i, text in enumerate(lines):
         if i > FIRST_EXIT_LINES:
             break
+        if i == 0 and (m := mpich.RUNNING_RE.search(text)):
+            _hydra_status(facts, block, next(lines, ""))
+            return
         if i == 0 and (m := open_mpi.WRAPPED_RANK_RE.search(text)):
             rank = int(m.group("rank"))
         elif i == 1 and rank is not None and (m := open_mpi.WRAPPED_SIGNAL_RE.match(text)):
@@ -355,6 +362,15 @@ def _first_exit(facts: Facts, f: IO[bytes], block: Block) -> None:
                 facts.exits[rank].first = True
             return
         text_above = text
+
+
+def _hydra_status(facts: Facts, block: Block, below: str) -> None:
+    """Hydra's block: a process died by the signal its status line below the `RUNNING AT` line says
+    (mpich.STATUS_RE); which one failed first, the block does not say (mpich.py)."""
+    if m := mpich.STATUS_RE.match(below):
+        sig = signal_name(int(m.group("sig")) if m.group("sig") else int(m.group("status")) & 0x7F)
+        said = f"Hydra: a process was killed by {sig} ({below.strip()})"
+        record_exit(facts, None, Evidence(block.line + 1, said, DEATH, None, "hydra_bad_termination"), None, sig)
 
 
 def _missing_ranks(facts: Facts, f: IO[bytes], block: Block) -> None:
@@ -406,8 +422,11 @@ def read_blocks(path: Path, facts: Facts) -> None:
                 _device_below(facts, f, block)
                 continue
             if block.kind == SUMMARY:
-                for failed, when in summary_times(f, block).items():
+                times = summary_times(f, block)
+                for failed, when in times.items():
                     facts.failure_time.setdefault(failed, when)
+                if "Root Cause" in next(_read_block(f, block.offset), ""):
+                    _cut_root_cause(facts, block, times)
                 continue
             if block.kind == STACK_DUMP:
                 rank = resolve_rank(facts, block.source, "")
@@ -441,3 +460,41 @@ def read_blocks(path: Path, facts: Facts) -> None:
                     if launcher or (scanned.kind, scanned.rank) == (ev.kind, ev.rank):
                         drop(facts, scanned)
                 add(facts, ev)
+    _late_stops(facts)
+
+
+def _cut_root_cause(facts: Facts, block: Block, ranks: dict[int, str]) -> None:
+    """torchrun's `Root Cause (first observed failure)` section names the rank that failed first;
+    where the excerpt cut its record before its exit code, that rank still failed first, how the
+    log does not say: a non-zero exit (the only end the summary records), a weak origin."""
+    for rank in ranks:
+        if rank not in facts.exits:
+            facts.root_cause.add(rank)
+            said = f"torchrun's summary: rank {rank} is the first observed failure (its exit code cut off)"
+            add(facts, Evidence(block.line, said, EXITED, rank, "summary_first"))
+
+
+def _late_stops(facts: Facts) -> None:
+    """torchrun's agent times a failure when it notices it, one poll for all it finds together, then
+    closes the other workers: SIGTERM (`Sending process P closing signal SIGTERM`), and SIGKILL to
+    those still running after its close timeout (30 s). A rank it timed after its first observed
+    failure that ended by SIGTERM, or by SIGKILL that much later, was ended by that teardown, where
+    the agent closed its pid or its closings are not in the log."""
+    times = {rank: _when(at) for rank, at in facts.failure_time.items()}
+    first = min((t for t in times.values() if t is not None), default=None)
+    for rank, when in times.items():
+        ex = facts.exits.get(rank)
+        if not ex or first is None or when is None or when <= first:
+            continue
+        closed = ex.pid in facts.closed_pids or not facts.closing_agents
+        signal = ex.signal or signal_of(ex.exitcode)
+        if closed and (signal == "SIGTERM" or (signal == "SIGKILL" and when - first >= AGENT_CLOSE_TIMEOUT)):
+            ex.stopped = True
+
+
+def _when(at: str) -> datetime | None:
+    """A failure time of torchrun's summary (`2026-09-07_13:02:58`), None where it reads otherwise."""
+    try:
+        return datetime.strptime(at.strip(), "%Y-%m-%d_%H:%M:%S")
+    except ValueError:
+        return None

@@ -40,6 +40,7 @@ from faultloop.analyze.logsage.launchers import (
     deepspeed,
     horovod,
     kubeflow,
+    kubernetes,
     launch,
     lightning,
     mpich,
@@ -155,6 +156,7 @@ MEGATRON_DDP = ("Megatron-LM", "megatron/core/distributed/param_and_grad_buffer.
 EVERY_RULE: tuple[Rule, ...] = (
     # -- the scheduler ended the job (these explain everything after them) --------------------
     *ray.NODE_ROWS,  # an orchestrator lost a node
+    *kubernetes.NODE_ROWS,  # an orchestrator ended the pod or the Job
     Rule("preempted", SLURM, ("CANCELLED", "reempt"), r"CANCELLED.*DUE TO PREEMPTION|\b[Pp]reempted\b", Cause.PREEMPTION,
          SLURM_STEPD),
     Rule("time_limit", SLURM, ("CANCELLED",), r"CANCELLED.*DUE TO TIME LIMIT", Cause.TIME_LIMIT, SLURM_STEPD),
@@ -222,8 +224,8 @@ EVERY_RULE: tuple[Rule, ...] = (
     Rule("cuda_oom", OOM_KIND, ("of memory", "rror"), r"(?:CUDA|HIP) out of memory|OutOfMemoryError\b(?!')|CUDA error: out of memory",
          origin=TORCH_ALLOCATOR),
     Rule("nccl_cuda_oom", OOM_KIND, ("ailure",), r"Cuda failure (?:\d+ )?'out of memory'", origin=NCCL_CHECKS),
-    Rule("slurm_oom", OOM_KIND, ("oom",), r"oom_kill event", origin=SLURM_CGROUP),
-    Rule("host_oom", OOM_KIND, ("oom", "of memory"), r"oom[-_]kill|Out of memory: Kill|[Mm]emory cgroup out of memory",
+    Rule("slurm_oom", OOM_KIND, ("rror",), r"oom[-_]kill event", origin=SLURM_CGROUP),
+    Rule("host_oom", OOM_KIND, ("Kill", "of memory"), r"oom[-_]kill|Out of memory: Kill|[Mm]emory cgroup out of memory",
          origin=KERNEL_OOM),
     # the host's memory ran out under the process: Python's MemoryError, an OS error ENOMEM (12), Rust std's
     # default alloc error hook (a native extension such as HF tokenizers), C++'s operator new
@@ -234,12 +236,12 @@ EVERY_RULE: tuple[Rule, ...] = (
     Rule("gpu_hardware", GPU_HARDWARE, ("Xid", "rror", "lost"),
          r"NVRM: Xid \(|[Uu]ncorrectable ECC error|ErrorECCUncorrectable|Unable to determine the device handle for GPU"
          r"|\bGPU is lost\b", Cause.GPU_ERROR, NVIDIA_DRIVER),
-    Rule("cuda_error", GPU, ("rror", "access"),
+    Rule("cuda_error", GPU, ("rror",),
          r"CUDA (?:driver )?error: \w|AcceleratorError|[Cc]u[Dd][Nn][Nn] error|illegal memory access|device-side assert triggered",
          Cause.GPU_ERROR, CUDA_RUNTIME),
     Rule("nccl_cuda_error", GPU, ("rror", "ailure"), r"unhandled cuda error|ncclUnhandledCudaError|Cuda failure (?:\d+ )?'",
          Cause.GPU_ERROR, NCCL_CHECKS),
-    Rule("rocm_fault", GPU, ("access",), r"Memory access fault by GPU", Cause.GPU_ERROR, ROCM),
+    Rule("rocm_fault", GPU, ("eason:",), r"Memory access fault by GPU", Cause.GPU_ERROR, ROCM),
     # a kernel's device-side assert, printed by the device runtime's __assert_fail (CUDA: `file:line: func: block:
     # [x,y,z], thread: [x,y,z] Assertion `cond` failed.`; torch's CUDA_KERNEL_ASSERT_PRINTF (2.13, 2.14; not 2.6)
     # adds `: Assertion failed: `cond`: msg`; HIP: `file:line: func: Device-side assertion `cond' failed.`) before
@@ -336,7 +338,7 @@ EVERY_RULE: tuple[Rule, ...] = (
     Rule("peer_closed", PEER_LOST, ("peer",), r"[Cc]onnection closed by peer|reset by peer|remote peer", origin=GLOO_TCP),
     Rule("nccl_ops_failed", PEER_LOST, ("imed out",), r"NCCL operations have failed or timed out", origin=C10D_NCCL),
     Rule("nccl_remote", PEER_LOST, ("rror",), r"ncclRemoteError|remote process exited", origin=NCCL_ERRORS),
-    Rule("store_peer_lost", PEER_LOST, ("crash",),
+    Rule("store_peer_lost", PEER_LOST, ("rash",),
          r"possible application crash on rank|Did the remote server shutdown or crash", origin=C10D_STORE),
     Rule("broken_pipe", PEER_LOST, ("rror",), r"BrokenPipeError|Broken pipe", origin=CPYTHON),
     *horovod.VICTIM_ROWS,  # a launcher's word that a survivor lost its peers
@@ -410,21 +412,22 @@ EVERY_RULE: tuple[Rule, ...] = (
     *dask.REPORT_ROWS,
     *submitit.REPORT_ROWS,
     *kubeflow.REPORT_ROWS,
+    *kubernetes.REPORT_ROWS,
     Rule("signal_received", SIGNAL, ("ignal", "eceived SIG"),
          r"\b(?:[Rr]eceived (?:signal[: ]*)?|(?:[Gg]ot|[Cc]aught) signal[: ]*)(?:SIG[A-Z0-9]+|\d+)", origin=SIGNAL_REPORTS),
     # -- training that runs on but learns nothing -----------------------------------------------
     Rule("skipped_steps", DIVERGED, ("kipped=",), r"\bstep=(?P<step>\d+), skipped=(?P<skipped>\d+)", Cause.DIVERGED,
          DEEPSPEED_ENGINE),
     # -- context ------------------------------------------------------------------------------
-    Rule("stall_watchdog", STALL, ("progress",), r"no (?:training )?progress (?:for|in) \d", origin=FAULTLOOP_WORKLOAD),
-    Rule("stall_dump", STALL, ("_dump_",), r"dumped \d+ bytes to \S*_dump_(?P<rank>\d+) \(stall\)",
+    Rule("stall_watchdog", STALL, ("dump",), r"no (?:training )?progress (?:for|in) \d", origin=FAULTLOOP_WORKLOAD),
+    Rule("stall_dump", STALL, ("dump",), r"dumped \d+ bytes to \S*_dump_(?P<rank>\d+) \(stall\)",
          origin=FAULTLOOP_WORKLOAD),  # names its rank
     Rule("faulthandler_timeout", STACK_DUMP, ("Timeout",), r"^Timeout \(\d+:\d\d:\d\d", origin=CPYTHON_FAULTHANDLER),
     Rule("nccl_progress", PROGRESS, ("atchdog", "Timeout"), r"last enqueued (?:NCCL )?work: (?P<seq>-?\d+)", origin=C10D_NCCL),
     # a collective's description: WorkNCCL's operator<< ends it with `Timeout(ms)=N)` in every version
     Rule("nccl_work", COLLECTIVE, ("Timeout",), r"WorkNCCL\(SeqNum=\d+.*Timeout\(ms\)=", origin=C10D_NCCL),
     Rule("one_rank_work", BUSY, ("valuat", "alidat", "mAP@", "eckpoint"),
-         r"[Ee]valuating|[Vv]alidating|\bmAP@|[Ss]aving (?:the )?checkpoint|[Ss]aving model checkpoint",
+         r"[Ee]valuating|[Vv]alidating|\bmAP@|[Ss]aving (?:\w+ ){0,2}checkpoint",
          origin=TRAINING_SCRIPTS),
     # an unfinished progress bar (tqdm: `{desc}: {percentage}%|{bar}|`) whose description says what the
     # work does: evaluate or predict, save or export, prepare, preprocess, tokenize or map a data set;
@@ -565,7 +568,10 @@ SCATTERS = ("REDUCE_SCATTER", "_REDUCE_SCATTER_BASE")
 DEFAULT_GROUP_RE = re.compile(r"\[PG ID 0 |^(?!.*\bPG\b)")
 # the GPU an allocator's OOM message names (c10/cuda/CUDACachingAllocator.cpp: `(GPU 1; 10.76 GiB total
 # capacity` before torch 2.1, `GPU 1 has a total capacity of` after): the rank driving it on one node
-OOM_DEVICE_RE = re.compile(r"\(GPU (\d+); |GPU (\d+) has a total capacit?y")
+# CPython's report of an exception it ignored (Python/errors.c, the unraisable hook: a __del__, a
+# flush of stdout at exit into a closed pipe), on the line above the exception's: the program went on
+IGNORED_RE = re.compile(r"^Exception ignored\b")
+OOM_DEVICE_RE = re.compile(r"\(GPU (\d+); |GPU (\d+) has a total capaci?ty")
 FIRST_SEQ = 1  # a timeout at or below this collective number: the job never got going
 BUSY_WINDOW_LINES = 200  # one-rank work this close before the first timeout explains it
 

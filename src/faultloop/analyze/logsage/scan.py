@@ -9,6 +9,7 @@ the two are split here first.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,13 +29,14 @@ from faultloop.analyze.logsage.facts import (
     Source,
 )
 from faultloop.analyze.logsage.framing import DEVICE
-from faultloop.analyze.logsage.launchers import WHY_ABOVE, torchrun
+from faultloop.analyze.logsage.launchers import SPAWNED_RES, WHY_ABOVE, torchrun
 from faultloop.analyze.logsage.ranks import labels_are_nodes, node_local_size, note_rank, resolve_rank, unranked
 from faultloop.analyze.logsage.reading import classify as classify  # the line table's reading (tests use it)
 from faultloop.analyze.logsage.repeats import Counted, Repeats, line_of, unrepeated
 from faultloop.analyze.logsage.rules import (
     DEVICE_NAMED_RE,
     DIVERGED_SKIP_SHARE,
+    IGNORED_RE,
     OOM_DEVICE_RE,
     STOP_SIGNALS,
     WARMUP_SKIPS,
@@ -55,7 +57,9 @@ from faultloop.analyze.logsage.vocab import (
     JOB_SIGNAL,
     KILLED,
     MISSING,
+    NETWORK_KIND,
     OOM_KIND,
+    PEER_LOST,
     PROGRESS,
     RECORD,
     SLURM,
@@ -63,6 +67,7 @@ from faultloop.analyze.logsage.vocab import (
     STOPPING,
     SUMMARY,
     SYMPTOMS,
+    TEARDOWN,
     TERMINATE,
     TIMEOUT,
     TRACEBACK,
@@ -78,6 +83,7 @@ FRAME_RUN_LINES = 6  # frame lines this close together belong to one traceback
 DUMP_HEADER_RE = re.compile(r"Timeout \(\d+:\d\d:\d\d(?:\.\d+)?\)!")
 
 _DEVICE_OWN_KINDS = (GPU, OOM_KIND, GPU_HARDWARE)  # what NCCL reports about its own GPU, not about a peer
+_MAY_BE_IGNORED = (EXCEPTION_KIND, PEER_LOST, NETWORK_KIND)  # an exception's line, which CPython may say it ignored
 _NAMES_ITS_DEVICE = (EXCEPTION_KIND, FATAL, GPU, OOM_KIND)  # a process's own failures, whose message may name its GPU
 _GLUE_RE = re.compile(r"(?:/s|/it)[^\]\n]{0,60}\](?=\S)")  # a progress bar's end with the next line glued on
 
@@ -101,13 +107,15 @@ def unglue(text: str) -> list[str]:
 
 
 def _device_rank(facts: Facts, source: Source) -> int | None:
-    """The rank driving the GPU whose own failure NCCL reports: the GPU index is the local rank
-    (one rank per GPU); without an srun label that is the global rank only on one node, assumed."""
+    """The rank driving the GPU whose own failure NCCL (or the allocator's OOM report) names: the GPU
+    index is the local rank (one rank per GPU); without an srun label that is the global rank only on
+    one node, assumed."""
     local = source.inner
     if source.label is None:
         if local is not None:
             facts.assumed.setdefault(
-                local, ("medium", f"NCCL's GPU index [{local}] read as the rank (one node assumed)")
+                local,
+                ("medium", f"GPU {local}, the failure's own, read as the rank (one GPU per rank; one node assumed)"),
             )
         return local
     return resolve_rank(facts, source._replace(role="default"), "")
@@ -267,6 +275,10 @@ def _scan_hits(facts: Facts, blocks: Iterator[prefilter.Block], log: IO[bytes], 
                 add(facts, Evidence(hit_line, said, why.kind, ev.rank, why.name, why.hint))  # says more than the line
                 facts.several_processes = True  # a launcher's word on one of its workers
                 continue
+            if rule.kind in _MAY_BE_IGNORED and _ignored(log, hit_offset, line.reading):
+                continue  # CPython ignored it and went on
+            if rule.kind == DEATH and (spawned := next((s for rx in SPAWNED_RES if (s := rx.search(part))), None)):
+                facts.spawned.setdefault(source, int(spawned.group(1)) + 1)  # (its framing may peel the command)
             _keep(facts, rule, m, ev, source)
     caught_up()
 
@@ -285,6 +297,11 @@ def _keep(facts: Facts, rule: Rule, m: re.Match[str], ev: Evidence, source: Sour
         return
     if rule.kind in (SUMMARY, RECORD):
         _summary(facts, rule, groups, ev, source)
+        return
+    if rule.kind == TEARDOWN:
+        facts.teardowns.setdefault(source, []).append((ev, int(groups["pid"])))
+        facts.stop_line = min(facts.stop_line, ev.line)
+        facts.several_processes = True
         return
     if rule.kind in (STOPPING, JOB_SIGNAL) or (rule.kind == SLURM and rule.hint == Cause.CANCELLED):
         facts.stop_line = min(facts.stop_line, ev.line)
@@ -331,8 +348,9 @@ def _device_named(
 
 
 def named_gpu(text: str) -> int | None:
-    """The index of the GPU a failure's text names (rules.DEVICE_NAMED_RE), None where it names none."""
-    gpu = DEVICE_NAMED_RE.search(text)
+    """The index of the GPU a failure's text names (rules.DEVICE_NAMED_RE, the allocator's OOM report:
+    rules.OOM_DEVICE_RE), None where it names none."""
+    gpu = DEVICE_NAMED_RE.search(text) or OOM_DEVICE_RE.search(text)
     return next(int(g) for g in gpu.groups() if g is not None) if gpu else None
 
 
@@ -426,6 +444,11 @@ def _lines_above(log: IO[bytes], offset: int, how: reading.Reading) -> Iterator[
             yield source, text
 
 
+def _ignored(log: IO[bytes], offset: int, how: reading.Reading) -> bool:
+    """Whether the line above says that CPython ignored the exception this line names (rules.IGNORED_RE)."""
+    return any(IGNORED_RE.match(text) for _, text in itertools.islice(_lines_above(log, offset, how), 1))
+
+
 def _said_above(log: IO[bytes], offset: int, why: Rule, m: re.Match[str], how: reading.Reading) -> str | None:
     """The nearest line above a launcher's line that says why it happened (launchers.WHY_ABOVE),
     for the same process where both name its pid."""
@@ -448,8 +471,11 @@ def resolve_deaths(facts: Facts) -> None:
     unlabelled agent's local rank is the global rank if it ran alone (one node, assumed); with
     node-indexed srun labels, global = node * ranks per node + local."""
     per_node = node_local_size(facts)
+    _read_teardowns(facts, per_node)
     for death in facts.deaths:
         rank = facts.pid_rank.get(death.pid) if death.pid is not None else None
+        if rank is None and death.pid is None and death.local is None:
+            rank = _only_worker(facts, death)
         if rank is None and death.local is not None:
             if unranked(facts, death.source):
                 rank = death.local
@@ -457,10 +483,57 @@ def resolve_deaths(facts: Facts) -> None:
                     rank,
                     (
                         "medium",
-                        f"local_rank {rank} read as the global rank (one node assumed; the log does not show the node)",
+                        _ONE_NODE.format(rank),
                     ),
                 )
             elif death.source.label is not None and per_node:
                 rank = death.source.label * per_node + death.local
         stopped = death.pid in facts.closed_pids and (death.signal or signal_of(death.exitcode)) in STOP_SIGNALS
         record_exit(facts, rank, death.evidence, death.exitcode, death.signal, death.pid, stopped=stopped)
+    _oom_killed_ranks(facts)
+    if facts.teardowns and not facts.exits and not any(kind in (DEATH, EXITED) for kind, _ in facts.first):
+        # no worker's status follows a teardown (cut off): a worker died, how the log does not say
+        first = min((kills[0][0] for kills in facts.teardowns.values()), key=lambda ev: ev.line)
+        add(facts, Evidence(first.line, first.text, DEATH, None, first.rule, first.hint))
+
+
+def _read_teardowns(facts: Facts, per_node: int) -> None:
+    """A launcher that kills its workers in the order it spawned them (DeepSpeed's: local rank 0
+    first) maps each pid of its teardown to its local rank, and so to its global rank where the
+    log shows the node (as resolve_deaths reads a local rank); not where the command it reports
+    (the last child spawned) names more children than the teardown shows."""
+    for source, kills in facts.teardowns.items():
+        pids = list(dict.fromkeys(pid for _, pid in kills))
+        if facts.spawned.get(source, len(pids)) != len(pids):
+            continue  # the command of the last child spawned says there were more: the excerpt cut some
+        for local, pid in enumerate(pids):
+            if unranked(facts, source):
+                facts.pid_rank.setdefault(pid, local)
+                facts.assumed.setdefault(local, ("medium", f"{_ONE_NODE.format(local)}, by its place in the teardown"))
+            elif source.label is not None and per_node:
+                facts.pid_rank.setdefault(pid, source.label * per_node + local)
+
+
+def _only_worker(facts: Facts, death: Death) -> int | None:
+    """The rank of a launcher's only worker, where its teardown killed one child and the command it
+    reports (the last child spawned: DeepSpeed's) is local rank 0's, so the teardown is whole: a
+    status it reports without naming the child is that child's."""
+    pids = {pid for _, pid in facts.teardowns.get(death.source, [])}
+    if len(pids) != 1 or len(facts.teardowns) != 1 or facts.spawned.get(death.source) != 1:
+        return None
+    return facts.pid_rank.get(pids.pop())
+
+
+def _oom_killed_ranks(facts: Facts) -> None:
+    """The kernel's OOM killer names the pid it killed (`Killed process P`): where a launcher's
+    report mapped that pid to a rank, that rank died by its SIGKILL."""
+    for (kind, rank), ev in list(facts.first.items()):
+        if kind != OOM_KIND or rank is not None:
+            continue
+        for pid in map(int, _KILLED_PID_RE.findall(ev.text)):
+            if (killed := facts.pid_rank.get(pid)) is not None:
+                record_exit(facts, killed, ev, None, "SIGKILL", pid)
+
+
+_ONE_NODE = "local_rank {} read as the global rank (one node assumed; the log does not show the node)"
+_KILLED_PID_RE = re.compile(r"[Kk]illed process (\d+)")

@@ -96,12 +96,6 @@ def read_timeline(facts: Facts) -> Timeline:
     for rank, ex in facts.exits.items():
         if ex.stopped:
             stopped_at[rank] = min(stopped_at.get(rank, NEVER), ex.line)
-    # killed later than torchrun's first failure where the agent's closings are not in view: its teardown (SIGTERM,
-    # then SIGKILL to a worker still there after the grace period); where they are, they say whom it stopped
-    first_failure = min(facts.failure_time.values(), default="") if not facts.closed_pids else ""
-    for rank, ex in facts.exits.items():
-        if ex.signal in STOP_SIGNALS and first_failure and facts.failure_time.get(rank, first_failure) > first_failure:
-            stopped_at[rank] = min(stopped_at.get(rank, NEVER), ex.line)
     first_symptom = min(symptom_at.values(), default=NEVER)
     for (kind, rank), ev in facts.first.items():  # a stop signal after others failed: the job's teardown
         if kind == SIGNAL and rank is not None and ev.line > first_symptom and named_signal(ev.text) in STOP_SIGNALS:

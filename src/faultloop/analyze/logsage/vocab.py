@@ -38,6 +38,7 @@ SUMMARY = "launcher_summary"  # a torchrun failure summary section: hint says wh
 RECORD = "launcher_record"  # one rank's entry in that summary
 CLOSED = "launcher_closed"
 KILLED = "launcher_killed"
+TEARDOWN = "launcher_teardown"  # a launcher killing each worker in the order it spawned them (read after the scan)
 STOPPING = "job_stopping"  # the launcher or scheduler began tearing the job down
 JOB_SIGNAL = "job_signal"
 SLURM = "slurm"

@@ -14,6 +14,7 @@ written from its program's source and states the versions each wording is printe
   open_mpi.py     Open MPI's mpirun (orterun <= 4.1, prterun 5.0)
   mpich.py        MPICH's mpiexec (Hydra), and Intel MPI's mpiexec.hydra
   kubeflow.py     Kubeflow's training operator (PyTorchJob and the other jobs' conditions)
+  kubernetes.py   Kubernetes' pod and Job status (OOMKilled, Evicted, CrashLoopBackOff, BackoffLimitExceeded)
   ray.py          Ray Train, and Ray's own reports (a worker's death, the memory monitor, a node lost)
   dask.py         Dask distributed's nanny and scheduler
   horovod.py      horovodrun (Gloo and MPI) and Horovod's stall inspector
@@ -22,7 +23,7 @@ written from its program's source and states the versions each wording is printe
 
 An adapter's rows are Rule rows of the RULES vocabulary. RULES is first-match-wins, so each row
 stands where it must in that order; rules.py splices an adapter's tuples at their places:
-  NODE_ROWS      with the scheduler's rows, first (an orchestrator's word that a node was lost)
+  NODE_ROWS      with the scheduler's rows, first (an orchestrator's word that a node was lost or a pod ended)
   STALL_ROWS     among the timeout rows (a launcher's word that a rank never ended: its culprit)
   VICTIM_ROWS    among the lost-peer rows (a launcher's word that a survivor lost its peers)
   FAILURE_ROWS   launch failures and task ends, before the shell's and faulthandler's wording
@@ -43,7 +44,7 @@ import pkgutil
 import re
 
 from faultloop.analyze.logsage import ablation
-from faultloop.analyze.logsage.launchers import dask, horovod, open_mpi, ray
+from faultloop.analyze.logsage.launchers import dask, deepspeed, horovod, open_mpi, ray
 
 # every module of the package is an adapter: a new one takes part once its rows are spliced into RULES
 EVERY_ADAPTER = tuple(importlib.import_module(f"{__name__}.{module.name}") for module in pkgutil.iter_modules(__path__))
@@ -61,6 +62,8 @@ LAUNCHER_EXCEPTIONS = tuple(name for adapter in ADAPTERS for name in adapter.REP
 EXCEPTION_CAUSES = {name: cause for a in ADAPTERS for name, cause in getattr(a, "EXCEPTION_CAUSES", {}).items()}
 # the first process a launcher's multi-line report names: its name's rank (mpirun, horovodrun)
 FIRST_EXIT_NAMES = tuple(adapter.NAME_RE for adapter in (open_mpi, horovod) if adapter in ADAPTERS)
+# the number of children a launcher's report of a death says it spawned (DeepSpeed's command of the last one)
+SPAWNED_RES = tuple(adapter.LAST_SPAWNED_RE for adapter in (deepspeed,) if adapter in ADAPTERS)
 # rows read on the later lines of an exception's message, where a launcher words what happened
 MESSAGE_ROWS = tuple(row for row in ray.MESSAGE_ROWS if ablation.keeps(row.origin))
 # a launcher's row -> the row of a line it logs above it that says why (read back from that line)

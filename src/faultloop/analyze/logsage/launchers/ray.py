@@ -47,14 +47,14 @@ TRAIN = (
 # with the scheduler's rows (a node lost explains everything after it), before the preemption row that
 # the GCS's list of reasons (`preempted node`) would meet
 NODE_ROWS: tuple[Rule, ...] = (
-    Rule("ray_node_marked_dead", SLURM, ("crash",),
+    Rule("ray_node_marked_dead", SLURM, ("rash",),
          r"has been marked dead because the detector has missed too many heartbeats", Cause.NODE_FAIL, NODES),
     Rule("ray_raylet_died", SLURM, ("erminat",), r"Raylet is terminated\. Termination is unexpected", Cause.NODE_FAIL,
          RAYLET),
 )
 # before the plain exception line, which would read these as the driver's own exception
 WORKER_ROWS: tuple[Rule, ...] = (
-    Rule("ray_memory_monitor", OOM_KIND, ("rror", "crash"),
+    Rule("ray_memory_monitor", OOM_KIND, ("rror", "rash"),
          r"Worker exit detail: Task was killed due to the node running low on memory|OutOfMemoryError: Task was killed due "
          r"to the node running low on memory|Workers \(tasks / actors\) killed due to memory pressure \(OOM\)",
          Cause.HOST_OOM, RAYLET),

@@ -30,6 +30,7 @@ from faultloop.analyze.logsage.vocab import (
     KILLED,
     PEER_LOST,
     RECORD,
+    STALL,
     SUMMARY,
     Cause,
     Rule,
@@ -44,6 +45,11 @@ NVRX_RENDEZVOUS = ("NVRx", "src/nvidia_resiliency_ext/fault_tolerance/ft_rendezv
 # fmt: off
 # the agent could not rendezvous with its peers: no worker was started (a launch failure)
 FAILURE_ROWS: tuple[Rule, ...] = (
+    # `torchrun --standalone` names its rendezvous by a random UUID (run.py) and hosts its store on this
+    # host: a keep-alive that failed there is this host stalling (memory pressure, swap), no node lost
+    Rule("keep_alive_standalone", STALL, ("ailed",),
+         r"has failed to send a keep-alive heartbeat to the rendezvous '[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}'",
+         origin=RENDEZVOUS),
     # an agent's keep-alive to the rendezvous failed (dynamic_rendezvous, torch >= 1.9): sent only once a
     # rendezvous completed and its workers run, so the node hosting it, or the way there, was lost mid-run
     Rule("keep_alive_failed", PEER_LOST, ("ailed",), r"has failed to send a keep-alive heartbeat to the rendezvous",
