@@ -233,6 +233,15 @@ POLICY: dict[str, Policy] = {
         "could not set up its rendezvous: the address, port or host name its launch chose cannot be used",
         blames_rank=False,
     ),
+    Cause.RENDEZVOUS_CLOSED: Policy(
+        OTHER,
+        RESTART,
+        "another agent closed the rendezvous as its run ended (torch's elastic agent closes it on shutdown, and a "
+        "late joiner gets RendezvousClosedError): this agent's failure follows a peer's end, and a relaunch opens a "
+        "new rendezvous",
+        "found the rendezvous closed by another agent whose run had ended",
+        blames_rank=False,
+    ),
     Cause.DATA_ERROR: Policy(
         EXCEPTION, STOP, "reading the data failed: the same sample fails again", "failed while reading its data"
     ),
