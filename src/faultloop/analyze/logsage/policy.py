@@ -158,6 +158,15 @@ POLICY: dict[str, Policy] = {
         blames_rank=False,
     ),
     Cause.NODE_FAIL: Policy(OTHER, RESTART, "node failure: restart on healthy nodes", "lost a node", blames_rank=False),
+    Cause.NODE_LOST: Policy(
+        EXTERNAL_SIGNAL,
+        RESTART,
+        "the cluster declared a node under the job dead (Ray's GCS: it stopped answering the health checks, as a "
+        "terminated, preempted or unreachable host does): its processes were ended from outside the job, and a "
+        "restart runs on the nodes that are there",
+        "lost a node: the cluster declared it dead",
+        blames_rank=False,
+    ),
     Cause.TIME_LIMIT: Policy(
         EXTERNAL_SIGNAL,  # the scheduler ended it, as after progress: what is in view decides the restart only
         STOP,
@@ -324,4 +333,4 @@ UPSTREAM_DIFFERENCES: dict[str, str] = {}
 
 
 # The scheduler's causes, by precedence: the first one in the log's scheduler lines decides.
-SCHEDULER_CAUSES = (Cause.PREEMPTION, Cause.NODE_FAIL, Cause.TIME_LIMIT)
+SCHEDULER_CAUSES = (Cause.PREEMPTION, Cause.NODE_FAIL, Cause.NODE_LOST, Cause.TIME_LIMIT)

@@ -48,7 +48,7 @@ TRAIN = (
 # the GCS's list of reasons (`preempted node`) would meet
 NODE_ROWS: tuple[Rule, ...] = (
     Rule("ray_node_marked_dead", SLURM, ("crash",),
-         r"has been marked dead because the detector has missed too many heartbeats", Cause.NODE_FAIL, NODES),
+         r"has been marked dead because the detector has missed too many heartbeats", Cause.NODE_LOST, NODES),
     Rule("ray_raylet_died", SLURM, ("erminat",), r"Raylet is terminated\. Termination is unexpected", Cause.NODE_FAIL,
          RAYLET),
 )
@@ -63,7 +63,7 @@ WORKER_ROWS: tuple[Rule, ...] = (
     Rule("ray_system_error", DEATH, ("rror",),
          r"A worker died or was killed while executing a task by an unexpected system error", Cause.CRASH, RAYLET),
     Rule("ray_node_died", SLURM, ("rror",), r"(?:ActorDied|RayActor)Error: The actor died because its node has died",
-         Cause.NODE_FAIL, EXCEPTIONS),
+         Cause.NODE_LOST, EXCEPTIONS),
     Rule("ray_worker_died", FATAL, ("rror",),
          r"(?:ActorDied|RayActor|WorkerCrashed)Error: The (?:actor|worker) died unexpectedly", Cause.CRASH, EXCEPTIONS),
     Rule("ray_train_failed", STOPPING, ("rror",),
@@ -71,10 +71,16 @@ WORKER_ROWS: tuple[Rule, ...] = (
     Rule("ray_rank_snippet", CHILD_ERROR, ("rror",), r"^\[Rank (?P<rank>\d+)(?:, \d+)* Error Snippet\]:", origin=TRAIN),
 )
 # fmt: on
-# read on the later lines of an exception's message (records.py), not prefiltered
+# read on the later lines of an exception's message (records.py), not prefiltered: GenNodeDiedCause's
+# `The actor is dead because its node has died. Node Id: N` (Ray 2.x before 2.11), `The actor died ...` since
 MESSAGE_ROWS: tuple[Rule, ...] = (
-    Rule("ray_actor_node_died", SLURM, (), r"^The actor died because its node has died", Cause.NODE_FAIL, GCS),
+    Rule(
+        "ray_actor_node_died", SLURM, (), r"The actor (?:is dead|died) because its node has died", Cause.NODE_LOST, GCS
+    ),
 )
+# the same later lines below an exception line that stands without its traceback (a logger's `ERROR ... --
+# The actor died unexpectedly`, or a paste that cut the header): a worker's row -> the row of its message
+WHY_BELOW = {"ray_worker_died": MESSAGE_ROWS[0]}
 FRAMES = ""  # the driver is the user's script
 REPORT_EXCEPTIONS = ("TrainingFailedError", "WorkerGroupError")
 # the program this adapter reads (ablation.programs_of): its frames and exception classes are that program's
