@@ -5,8 +5,9 @@ Where an actor's process or node died: `ActorDiedError: The actor died unexpecte
 finishing this task.` (RayActorError before Ray 2.11), `WorkerCrashedError: The worker died
 unexpectedly while executing this task.` (python/ray/exceptions.py, 2.5 ... 2.52 read). The
 message runs on: the actor (`\tclass_name: ...`, `\tpid: ...`) and the core worker's reason, as
-`The actor died because its node has died. Node Id: ...` where its node went (src/ray/gcs): that
-later line, read with the traceback, makes it the node's failure.
+`The actor died because its node has died. Node Id: ...` where its node went (src/ray/gcs; `The actor
+is dead because ...` before 2.11): that later line, read with the traceback or below an exception
+line that stands without it (WHY_BELOW), makes it a node lost from outside the job.
 Where a worker raised, the driver re-raises it as `RayTaskError(Inner)` (read as the Inner class by
 records.py). Ray Train then ends the run: `TrainingFailedError: The Ray Train run failed. Please
 inspect the previous error messages for a cause.` (Train v1), or Train v2's `WorkerGroupError:
