@@ -41,7 +41,8 @@ CASES: dict[str, list[tuple[str, str | None, tuple[str, str, list[int], str | No
         ('  msg: "Signal 9 (SIGKILL) received by PID {pid}"', None, ("crash", STOP, [5], "SIGKILL")),
         # the agent's own failures: its rendezvous, its store
         ("RendezvousStateError", ">=1.10", LAUNCH_FAILURE),
-        ("RendezvousClosedError", ">=1.10", LAUNCH_FAILURE),
+        # another agent closed the rendezvous as its run ended: a consequence of a peer's end
+        ("RendezvousClosedError", ">=1.10", ("other", RESTART, [], None)),
         ("RendezvousTimeoutError", None, LAUNCH_FAILURE),
         ("The client socket has timed out after 900s", ">=2.1", LAUNCH_FAILURE),
     ],
@@ -138,16 +139,22 @@ CASES: dict[str, list[tuple[str, str | None, tuple[str, str, list[int], str | No
             ">=2.5,<2.11",
             ("crash", STOP, [0], None),
         ),
-        # the message's later lines give the reason: the actor's node died
+        # the message's later lines give the reason: the actor's node died (declared dead: NODE_LOST)
         (
             "ActorDiedError: The actor died unexpectedly before finishing this task.\\n",
             ">=2.11",
-            ("other", RESTART, [], None),
+            ("external_signal", RESTART, [], None),
         ),
         (
             "RayActorError: The actor died unexpectedly before finishing this task.\\n",
             ">=2.5,<2.11",
-            ("other", RESTART, [], None),
+            ("external_signal", RESTART, [], None),
+        ),
+        # ... in the older wording, below an exception line that stands without its traceback
+        (
+            "The actor is dead because its node has died. Node Id: e8ccd37e",
+            ">=2.0,<2.11",
+            ("external_signal", RESTART, [], None),
         ),
         ("The Ray Train run failed", ">=2.5", ("none", ERRORS_NOT_FOUND, [], None)),  # it says: look above
         # Ray's own reports: its memory monitor's kills (the driver's word: the log's one process), a worker's
@@ -155,8 +162,8 @@ CASES: dict[str, list[tuple[str, str | None, tuple[str, str, list[int], str | No
         ("0 Workers crashed due to other reasons", None, ("oom", STOP, [0], None)),
         ("exit detail: Task was killed due to the node running low on memory.", None, ("oom", STOP, [0], None)),
         ("Worker unexpectedly exits with a connection error code 2. End of file.", None, ("crash", STOP, [], None)),
-        ("(OOM, preempted node, etc.)", None, ("other", RESTART, [], None)),
-        ("or has lagging heartbeats.", None, ("other", RESTART, [], None)),
+        ("(OOM, preempted node, etc.)", None, ("external_signal", RESTART, [], None)),
+        ("or has lagging heartbeats.", None, ("external_signal", RESTART, [], None)),
         ("[Rank {rank} Error Snippet]:", ">=2.49", ("exception", STOP, [5], "WORKLOAD_EXC")),
     ],
     "dask": [

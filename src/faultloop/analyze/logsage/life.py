@@ -40,6 +40,7 @@ NODE_BOUND: dict[str, str] = {
     Cause.HOST_OOM: "the kernel's OOM killer acted on its node's memory: restart without that node (if the "
     "same step runs out of memory on another node, it is the job's own use: stop then)",
     Cause.NODE_FAIL: "the node failed: restart on the others",
+    Cause.NODE_LOST: "the node was declared dead: restart on the others",
 }
 # Causes whose log does not say why, and why a restart is the way to find out; a recurrence stops.
 UNEXPLAINED: dict[str, str] = {

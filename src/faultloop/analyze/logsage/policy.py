@@ -158,6 +158,15 @@ POLICY: dict[str, Policy] = {
         blames_rank=False,
     ),
     Cause.NODE_FAIL: Policy(OTHER, RESTART, "node failure: restart on healthy nodes", "lost a node", blames_rank=False),
+    Cause.NODE_LOST: Policy(
+        EXTERNAL_SIGNAL,
+        RESTART,
+        "the cluster declared a node under the job dead (Ray's GCS: it stopped answering the health checks, as a "
+        "terminated, preempted or unreachable host does): its processes were ended from outside the job, and a "
+        "restart runs on the nodes that are there",
+        "lost a node: the cluster declared it dead",
+        blames_rank=False,
+    ),
     Cause.TIME_LIMIT: Policy(
         EXTERNAL_SIGNAL,  # the scheduler ended it, as after progress: what is in view decides the restart only
         STOP,
@@ -231,6 +240,15 @@ POLICY: dict[str, Policy] = {
         "the address, port or host name the launch chose cannot be used (a port taken, privileged or not the node's, "
         "a host name that does not resolve): the next attempt with the same settings meets it again",
         "could not set up its rendezvous: the address, port or host name its launch chose cannot be used",
+        blames_rank=False,
+    ),
+    Cause.RENDEZVOUS_CLOSED: Policy(
+        OTHER,
+        RESTART,
+        "another agent closed the rendezvous as its run ended (torch's elastic agent closes it on shutdown, and a "
+        "late joiner gets RendezvousClosedError): this agent's failure follows a peer's end, and a relaunch opens a "
+        "new rendezvous",
+        "found the rendezvous closed by another agent whose run had ended",
         blames_rank=False,
     ),
     Cause.DATA_ERROR: Policy(
@@ -315,4 +333,4 @@ UPSTREAM_DIFFERENCES: dict[str, str] = {}
 
 
 # The scheduler's causes, by precedence: the first one in the log's scheduler lines decides.
-SCHEDULER_CAUSES = (Cause.PREEMPTION, Cause.NODE_FAIL, Cause.TIME_LIMIT)
+SCHEDULER_CAUSES = (Cause.PREEMPTION, Cause.NODE_FAIL, Cause.NODE_LOST, Cause.TIME_LIMIT)

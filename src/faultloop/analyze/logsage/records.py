@@ -37,7 +37,7 @@ from faultloop.analyze.logsage.rules import (
     MAIN_FIRST_FRAMES,
     SETUP_FRAMES,
 )
-from faultloop.analyze.logsage.scan import add, drop, named_gpu, record_exit, signal_of
+from faultloop.analyze.logsage.scan import MESSAGE_LINES, add, drop, named_gpu, record_exit, signal_of
 from faultloop.analyze.logsage.vocab import (
     DEATH,
     EXCEPTION_KIND,
@@ -66,7 +66,6 @@ FIRST_EXIT_LINES = 6  # how far below a launcher's first-exit header its process
 # terminal or a paste wrapped (a frame's lines are indented; only the exception line ends a traceback unindented)
 WRAPPED_LINES = 2
 MISSING_RANK_LINES = 64  # the most lines of a launcher's list of missing ranks read
-MESSAGE_LINES = 12  # the most lines of an exception's message read past its first
 CHILD_HEADER_GAP = 2  # a launcher's header line this close above a traceback names its child
 INNERMOST_FRAMES = 3  # how deep into a traceback "where it failed" looks
 # the exception line's classification is kept when it names one of these; else it is the program's

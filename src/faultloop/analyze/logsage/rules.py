@@ -130,6 +130,7 @@ OFI_NCCL = ("aws-ofi-nccl", "src/nccl_ofi_rdma.cpp, src/nccl_ofi_sendrecv.cpp (s
 RDMA_CORE = ("rdma-core", "providers/mlx5/cq.c (the mlx5 verbs provider's dump of an error completion)")
 UCX_IB = ("UCX", "src/uct/ib/mlx5/ib_mlx5_log.c (uct_ib_mlx5_completion_with_err)")
 SHELL = ("bash", "jobs.c (the death of a foreground job)")
+TVM_FFI = ("tvm-ffi", "src/ffi/backtrace.cc (TVMFFISegFaultHandler, built with TVM_FFI_BACKTRACE_ON_SEGFAULT)")
 MEGATRON = ("Megatron-LM", "megatron/training/training.py")
 TRANSFORMERS = ("transformers", "src/transformers/trainer.py")
 TQDM = ("tqdm", "tqdm/std.py (format_meter: `{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt}`)")
@@ -395,6 +396,9 @@ EVERY_RULE: tuple[Rule, ...] = (
     Rule("check_failed", FATAL, ("ailed", "ailure"), r"\bCheck failed: |\*\*\* Check failure stack trace: \*\*\*",
          Cause.OS_ABORT, CPP_CHECK),
     Rule("shell_segv", FATAL, ("egmentat",), r"Segmentation fault", Cause.SEGFAULT, SHELL),
+    # tvm-ffi's SIGSEGV handler (loaded with torch's and FlashInfer's C++ extensions): its banner, then the
+    # stack as `File "<unknown>", line 0, in F` frames, then the signal re-raised
+    Rule("tvm_ffi_segv", FATAL, ("Segfault enc",), r"!{7} Segfault encountered !{7}", Cause.SEGFAULT, TVM_FFI),
     Rule("shell_abort", FATAL, ("borted",), r"Aborted\s+\(core dumped\)", Cause.OS_ABORT, SHELL),
     # -- a Python traceback (classified by its exception line, read after the scan) ----------
     Rule("traceback", TRACEBACK, ("Traceback",), r"^Traceback \(most recent call last\):", origin=CPYTHON),

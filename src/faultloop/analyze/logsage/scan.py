@@ -29,7 +29,7 @@ from faultloop.analyze.logsage.facts import (
     Source,
 )
 from faultloop.analyze.logsage.framing import DEVICE
-from faultloop.analyze.logsage.launchers import SPAWNED_RES, WHY_ABOVE, torchrun
+from faultloop.analyze.logsage.launchers import SPAWNED_RES, WHY_ABOVE, WHY_BELOW, torchrun
 from faultloop.analyze.logsage.ranks import labels_are_nodes, node_local_size, note_rank, resolve_rank, unranked
 from faultloop.analyze.logsage.reading import classify as classify  # the line table's reading (tests use it)
 from faultloop.analyze.logsage.repeats import Counted, Repeats, line_of, unrepeated
@@ -77,7 +77,8 @@ from faultloop.analyze.logsage.vocab import (
 from faultloop.signals import exit_signal, signal_name, srun_signal
 
 MAX_BLOCKS_PER_SOURCE = {TRACEBACK: 2, STACK_DUMP: 16, SUMMARY: 2, FIRST_EXIT: 1, MISSING: 1, EXCEPTION_KIND: 1}
-LINE_ABOVE_BYTES = 4096  # how far back the line above a record's line is looked for
+LINE_ABOVE_BYTES = 4096  # how far back the line above a record's line is looked for (and on, below it)
+MESSAGE_LINES = 12  # the most lines of an exception's message read past its first
 FRAME_RUN_LINES = 6  # frame lines this close together belong to one traceback
 # faulthandler's header of a dump_traceback_later dump (CPython's faulthandler.c, "Timeout (%s)!")
 DUMP_HEADER_RE = re.compile(r"Timeout \(\d+:\d\d:\d\d(?:\.\d+)?\)!")
@@ -279,6 +280,9 @@ def _scan_hits(facts: Facts, blocks: Iterator[prefilter.Block], log: IO[bytes], 
                 continue  # CPython ignored it and went on
             if rule.kind == DEATH and (spawned := next((s for rx in SPAWNED_RES if (s := rx.search(part))), None)):
                 facts.spawned.setdefault(source, int(spawned.group(1)) + 1)  # (its framing may peel the command)
+            if (why := WHY_BELOW.get(rule.name)) and (said := _said_below(log, hit_offset, why, line.reading)):
+                add(facts, Evidence(hit_line, said, why.kind, None, why.name, why.hint))  # says more than the line
+                continue
             _keep(facts, rule, m, ev, source)
     caught_up()
 
@@ -454,6 +458,17 @@ def _said_above(log: IO[bytes], offset: int, why: Rule, m: re.Match[str], how: r
     for the same process where both name its pid."""
     for _, text in _lines_above(log, offset, how):
         if (said := re.search(why.pattern, text)) and said.groupdict().get("pid") in (None, m.groupdict().get("pid")):
+            return text.strip()
+    return None
+
+
+def _said_below(log: IO[bytes], offset: int, why: Rule, how: reading.Reading) -> str | None:
+    """A later line of the message that starts at `offset` that says why (launchers.WHY_BELOW), within
+    MESSAGE_LINES and LINE_ABOVE_BYTES."""
+    log.seek(offset)
+    for raw in log.read(LINE_ABOVE_BYTES).splitlines()[1 : 1 + MESSAGE_LINES]:
+        _, text = how.read(raw.decode("utf-8", "replace"))
+        if re.search(why.pattern, text.strip()):
             return text.strip()
     return None
 

@@ -34,7 +34,8 @@ is the launcher's, reporting a child or failing itself), the exception classes w
 reports a child (REPORT_EXCEPTIONS) and, where it has them, the functions of its own work after its
 workers ended (AFTER_RUN: a traceback it logs from there is its own wait, not a worker's failure). Where a launcher words what happened on lines no anchor finds,
 its adapter states how they are reached: on the later lines of an exception's message
-(MESSAGE_ROWS, Ray), or above the line it reports a death with (WHY_ABOVE, Dask's memory kills).
+(MESSAGE_ROWS, Ray; WHY_BELOW where the exception line stands without its traceback), or above the
+line it reports a death with (WHY_ABOVE, Dask's memory kills).
 """
 
 from __future__ import annotations
@@ -68,3 +69,5 @@ SPAWNED_RES = tuple(adapter.LAST_SPAWNED_RE for adapter in (deepspeed,) if adapt
 MESSAGE_ROWS = tuple(row for row in ray.MESSAGE_ROWS if ablation.keeps(row.origin))
 # a launcher's row -> the row of a line it logs above it that says why (read back from that line)
 WHY_ABOVE = {name: row for name, row in dask.WHY_ABOVE.items() if ablation.keeps(row.origin)}
+# a launcher's row -> the row of a later line of the same message that says why (read on from that line)
+WHY_BELOW = {name: row for name, row in ray.WHY_BELOW.items() if ablation.keeps(row.origin)}

@@ -5,8 +5,9 @@ Where an actor's process or node died: `ActorDiedError: The actor died unexpecte
 finishing this task.` (RayActorError before Ray 2.11), `WorkerCrashedError: The worker died
 unexpectedly while executing this task.` (python/ray/exceptions.py, 2.5 ... 2.52 read). The
 message runs on: the actor (`\tclass_name: ...`, `\tpid: ...`) and the core worker's reason, as
-`The actor died because its node has died. Node Id: ...` where its node went (src/ray/gcs): that
-later line, read with the traceback, makes it the node's failure.
+`The actor died because its node has died. Node Id: ...` where its node went (src/ray/gcs; `The actor
+is dead because ...` before 2.11): that later line, read with the traceback or below an exception
+line that stands without it (WHY_BELOW), makes it a node lost from outside the job.
 Where a worker raised, the driver re-raises it as `RayTaskError(Inner)` (read as the Inner class by
 records.py). Ray Train then ends the run: `TrainingFailedError: The Ray Train run failed. Please
 inspect the previous error messages for a cause.` (Train v1), or Train v2's `WorkerGroupError:
@@ -48,7 +49,7 @@ TRAIN = (
 # the GCS's list of reasons (`preempted node`) would meet
 NODE_ROWS: tuple[Rule, ...] = (
     Rule("ray_node_marked_dead", SLURM, ("rash",),
-         r"has been marked dead because the detector has missed too many heartbeats", Cause.NODE_FAIL, NODES),
+         r"has been marked dead because the detector has missed too many heartbeats", Cause.NODE_LOST, NODES),
     Rule("ray_raylet_died", SLURM, ("erminat",), r"Raylet is terminated\. Termination is unexpected", Cause.NODE_FAIL,
          RAYLET),
 )
@@ -63,7 +64,7 @@ WORKER_ROWS: tuple[Rule, ...] = (
     Rule("ray_system_error", DEATH, ("rror",),
          r"A worker died or was killed while executing a task by an unexpected system error", Cause.CRASH, RAYLET),
     Rule("ray_node_died", SLURM, ("rror",), r"(?:ActorDied|RayActor)Error: The actor died because its node has died",
-         Cause.NODE_FAIL, EXCEPTIONS),
+         Cause.NODE_LOST, EXCEPTIONS),
     Rule("ray_worker_died", FATAL, ("rror",),
          r"(?:ActorDied|RayActor|WorkerCrashed)Error: The (?:actor|worker) died unexpectedly", Cause.CRASH, EXCEPTIONS),
     Rule("ray_train_failed", STOPPING, ("rror",),
@@ -71,10 +72,16 @@ WORKER_ROWS: tuple[Rule, ...] = (
     Rule("ray_rank_snippet", CHILD_ERROR, ("rror",), r"^\[Rank (?P<rank>\d+)(?:, \d+)* Error Snippet\]:", origin=TRAIN),
 )
 # fmt: on
-# read on the later lines of an exception's message (records.py), not prefiltered
+# read on the later lines of an exception's message (records.py), not prefiltered: GenNodeDiedCause's
+# `The actor is dead because its node has died. Node Id: N` (Ray 2.x before 2.11), `The actor died ...` since
 MESSAGE_ROWS: tuple[Rule, ...] = (
-    Rule("ray_actor_node_died", SLURM, (), r"^The actor died because its node has died", Cause.NODE_FAIL, GCS),
+    Rule(
+        "ray_actor_node_died", SLURM, (), r"The actor (?:is dead|died) because its node has died", Cause.NODE_LOST, GCS
+    ),
 )
+# the same later lines below an exception line that stands without its traceback (a logger's `ERROR ... --
+# The actor died unexpectedly`, or a paste that cut the header): a worker's row -> the row of its message
+WHY_BELOW = {"ray_worker_died": MESSAGE_ROWS[0]}
 FRAMES = ""  # the driver is the user's script
 REPORT_EXCEPTIONS = ("TrainingFailedError", "WorkerGroupError")
 # the program this adapter reads (ablation.programs_of): its frames and exception classes are that program's

@@ -54,7 +54,11 @@ FAILURE_ROWS: tuple[Rule, ...] = (
     # rendezvous completed and its workers run, so the node hosting it, or the way there, was lost mid-run
     Rule("keep_alive_failed", PEER_LOST, ("ailed",), r"has failed to send a keep-alive heartbeat to the rendezvous",
          Cause.NODE_FAIL, RENDEZVOUS),
-    Rule("rendezvous_failed", FATAL, ("rror",), r"Rendezvous(?:Connection|Timeout|Closed|State|)Error\b", Cause.LAUNCH_ENV,
+    # the rendezvous a peer agent closed as its run ended (set_closed on its shutdown; dynamic_rendezvous's
+    # join raises this to "signal completion to nodes that arrive late", api.py): a consequence, not this
+    # agent's own launch failure
+    Rule("rendezvous_closed", FATAL, ("rror",), r"RendezvousClosedError\b", Cause.RENDEZVOUS_CLOSED, RENDEZVOUS),
+    Rule("rendezvous_failed", FATAL, ("rror",), r"Rendezvous(?:Connection|Timeout|State|)Error\b", Cause.LAUNCH_ENV,
          RENDEZVOUS),
     # NVRx's ft_launcher (a fork of this agent): its barrier rendezvous refuses a node over max_nodes, logs why
     # and raises RendezvousClosedError (fault_tolerance/ft_rendezvous_barrier.py, 0.5 on)
