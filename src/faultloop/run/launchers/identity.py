@@ -149,7 +149,10 @@ def rank_identity(environ: MutableMapping[str, str] = os.environ) -> RankIdentit
         # them against LOCAL_RANK (DeepSpeed's engine asserts OMPI_COMM_WORLD_LOCAL_RANK ==
         # LOCAL_RANK) must see the simulated node's, as it would on a real one
         source = next(s for s in SOURCES if s.name == identity.source)
-        for name, value in ((source.local_rank, identity.local_rank), (source.local_size, identity.local_world_size)):
-            if name:
-                environ[name] = str(value)
+        for variable, count in (
+            (source.local_rank, identity.local_rank),
+            (source.local_size, identity.local_world_size),
+        ):
+            if variable:
+                environ[variable] = str(count)
     return identity
