@@ -474,25 +474,36 @@ def test_a_life_drains_its_faulty_node_through_sbatch_exclude(pool_on_slurm):
     assert " loading checkpoint from checkpoints/model at iteration 5" in log and "FAULT INJECTION" not in log
 
 
-# A framework's cell through the executor: Lightning's Trainer, its ranks started by the real srun
-# inside the sbatch allocation (Lightning's own SLURM integration reads them), 2 nodes x 2 ranks.
+# Two launchers other than torchrun in one session through the executor (one Snakemake run, its two
+# jobs at a time), 2 nodes x 2 ranks each: Lightning's Trainer, its ranks started by the real srun
+# inside the sbatch allocation (Lightning's own SLURM integration reads them); Open MPI's mpirun,
+# which reads SLURM's allocation and starts its daemons with srun itself, 2 ranks per node
+# (torchrun's cells are the pool's above).
 FRAMEWORK_TOKEN = "SIGKILL:1:3:2@lightning/srun"
+MPIRUN_TOKEN = "SIGKILL:1:3:2@/mpirun"
 
 
-@pytest.mark.slow
-def test_a_framework_cell_runs_on_slurm(slurm_cluster, tmp_path):
-    cell = Cell.from_name("n2_SIGKILL_r1_i3_w-lightning_l-srun")
-    assert cell.spec == FRAMEWORK_TOKEN
+@pytest.fixture(scope="module")
+def launcher_cells(slurm_cluster, tmp_path_factory) -> Path:
+    """The session's folder once both cells ran."""
+    tmp_path = tmp_path_factory.mktemp("launchers_on_slurm")
     configfile = write_config(
         tmp_path,
-        FRAMEWORK_TOKEN,
+        f"{FRAMEWORK_TOKEN} {MPIRUN_TOKEN}",
         gpus_per_node=2,
         fault_delay=0,
         run_job={"runtime_minutes": 10, "mem_mb_per_node": 3000, "iterations": 8},
     )
     proc = run_on_slurm(configfile)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
-    run = tmp_path / "results" / "fault_injection" / "slurm_e2e" / cell.name
+    return tmp_path / "results" / "fault_injection" / "slurm_e2e"
+
+
+@pytest.mark.slow
+def test_a_framework_cell_runs_on_slurm(launcher_cells):
+    cell = Cell.from_name("n2_SIGKILL_r1_i3_w-lightning_l-srun")
+    assert cell.spec == FRAMEWORK_TOKEN
+    run = launcher_cells / cell.name
     manifest = json.loads((run / "job.json").read_text())
     assert manifest["job_id"].isdigit(), manifest  # a SLURM job, not a local run
     assert (manifest["workload"], manifest["launcher"]) == ("lightning", "srun")
@@ -502,29 +513,15 @@ def test_a_framework_cell_runs_on_slurm(slurm_cluster, tmp_path):
     assert "Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/4" in log  # Lightning's own banner
     assert re.search(r"^srun: error: \S+: task 1: Killed$", log, flags=re.M)  # the real srun's report
     assert manifest["rank_exits"]["1"]["signal"] == "SIGKILL"
-    scores = list(csv.DictReader((run.parent / "scores.tsv").open(), delimiter="\t"))
-    assert {(r["WORKLOAD"], r["LAUNCHER"]) for r in scores} == {("lightning", "srun")}
-
-
-# Open MPI's mpirun inside the sbatch allocation, through the executor: it reads SLURM's allocation
-# and starts its daemons with srun itself, 2 ranks per node (torchrun's cells are the pool's above).
-MPIRUN_TOKEN = "SIGKILL:1:3:2@/mpirun"
+    scores = list(csv.DictReader((launcher_cells / "scores.tsv").open(), delimiter="\t"))
+    assert {(r["WORKLOAD"], r["LAUNCHER"]) for r in scores} == {("lightning", "srun"), ("cpu_gloo", "mpirun")}
 
 
 @pytest.mark.slow
-def test_mpirun_runs_its_ranks_across_the_allocation_through_the_executor(slurm_cluster, tmp_path):
+def test_mpirun_runs_its_ranks_across_the_allocation_through_the_executor(launcher_cells):
     cell = Cell.from_name("n2_SIGKILL_r1_i3_l-mpirun")
     assert cell.spec == MPIRUN_TOKEN
-    configfile = write_config(
-        tmp_path,
-        MPIRUN_TOKEN,
-        gpus_per_node=2,
-        fault_delay=0,
-        run_job={"runtime_minutes": 10, "mem_mb_per_node": 2000, "iterations": 8},
-    )
-    proc = run_on_slurm(configfile)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
-    run = tmp_path / "results" / "fault_injection" / "slurm_e2e" / cell.name
+    run = launcher_cells / cell.name
     manifest = json.loads((run / "job.json").read_text())
     assert manifest["job_id"].isdigit() and manifest["launcher"] == "mpirun", manifest
     assert manifest["fault_fired"] and manifest["run_valid"] and manifest["state"] == "FAILED", manifest
