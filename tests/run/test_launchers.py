@@ -100,7 +100,8 @@ def test_mpich_reports_a_bad_termination_and_every_ranks_exit(cells: dict[str, d
     assert all(e["state"] != "UNKNOWN" for e in m["rank_exits"].values())
 
 
-# What the launchers print, as this machine's Open MPI 4.1 and MPICH 4.0 hydra printed it.
+# What the launchers print, as this machine's Open MPI 4.1 and MPICH 4.0 hydra printed it (hydra's
+# exit codes as inside a 2-node SLURM allocation: one line per node's proxy).
 OPEN_MPI_EXIT = """\
 --------------------------------------------------------------------------
 Primary job  terminated normally, but 1 process returned
@@ -122,7 +123,8 @@ HYDRA_SEGFAULT = """\
 =   CLEANING UP REMAINING PROCESSES
 =   YOU CAN IGNORE THE BELOW CLEANUP MESSAGES
 ===================================================================================
-[mpiexec@vm] Exit codes: [n0] 9,11 [n1] 0,768
+[mpiexec@vm] Exit codes: [n1] 9,11
+[n2] 0,768
 YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Segmentation fault (signal 11)
 """
 
@@ -140,6 +142,8 @@ def test_hydra_exit_codes_give_every_rank_and_tell_the_cleaned_up_from_the_first
         2: RankExit(2, 0, None, "SUCCEEDED"),
         3: RankExit(3, 3, None, "FAILED"),
     }
+    one_host = ["[mpiexec@vm] Exit codes: [vm] 256,0", "YOUR APPLICATION TERMINATED WITH THE EXIT STRING: x"]
+    assert read_exit_codes(one_host) == {0: RankExit(0, 1, None, "FAILED"), 1: RankExit(1, 0, None, "SUCCEEDED")}
 
 
 def test_every_launcher_row_states_what_the_docs_need() -> None:

@@ -24,6 +24,8 @@ import pytest
 import yaml
 
 from faultloop.core.cell import Cell
+from faultloop.run.launchers.mpiexec import BAD_TERMINATION
+from faultloop.run.spec import RANK_NODE_RE
 from slurm_fixture import CLUSTER, REPO, SLURM_DIR
 
 pytestmark = pytest.mark.slurm
@@ -474,22 +476,23 @@ def test_a_life_drains_its_faulty_node_through_sbatch_exclude(pool_on_slurm):
     assert " loading checkpoint from checkpoints/model at iteration 5" in log and "FAULT INJECTION" not in log
 
 
-# Two launchers other than torchrun in one session through the executor (one Snakemake run, its two
-# jobs at a time), 2 nodes x 2 ranks each: Lightning's Trainer, its ranks started by the real srun
-# inside the sbatch allocation (Lightning's own SLURM integration reads them); Open MPI's mpirun,
-# which reads SLURM's allocation and starts its daemons with srun itself, 2 ranks per node
-# (torchrun's cells are the pool's above).
+# Three launchers other than torchrun in one session through the executor (one Snakemake run, two
+# of its jobs at a time), 2 nodes x 2 ranks each: Lightning's Trainer, its ranks started by the real
+# srun inside the sbatch allocation (Lightning's own SLURM integration reads them); Open MPI's
+# mpirun and MPICH's mpiexec, each reading SLURM's allocation and starting its daemons (proxies)
+# with srun itself, 2 ranks per node (torchrun's cells are the pool's above).
 FRAMEWORK_TOKEN = "SIGKILL:1:3:2@lightning/srun"
 MPIRUN_TOKEN = "SIGKILL:1:3:2@/mpirun"
+MPIEXEC_TOKEN = "SIGKILL:1:3:2@/mpiexec"
 
 
 @pytest.fixture(scope="module")
 def launcher_cells(slurm_cluster, tmp_path_factory) -> Path:
-    """The session's folder once both cells ran."""
+    """The session's folder once the three cells ran."""
     tmp_path = tmp_path_factory.mktemp("launchers_on_slurm")
     configfile = write_config(
         tmp_path,
-        f"{FRAMEWORK_TOKEN} {MPIRUN_TOKEN}",
+        f"{FRAMEWORK_TOKEN} {MPIRUN_TOKEN} {MPIEXEC_TOKEN}",
         gpus_per_node=2,
         fault_delay=0,
         run_job={"runtime_minutes": 10, "mem_mb_per_node": 3000, "iterations": 8},
@@ -514,7 +517,11 @@ def test_a_framework_cell_runs_on_slurm(launcher_cells):
     assert re.search(r"^srun: error: \S+: task 1: Killed$", log, flags=re.M)  # the real srun's report
     assert manifest["rank_exits"]["1"]["signal"] == "SIGKILL"
     scores = list(csv.DictReader((launcher_cells / "scores.tsv").open(), delimiter="\t"))
-    assert {(r["WORKLOAD"], r["LAUNCHER"]) for r in scores} == {("lightning", "srun"), ("cpu_gloo", "mpirun")}
+    assert {(r["WORKLOAD"], r["LAUNCHER"]) for r in scores} == {
+        ("lightning", "srun"),
+        ("cpu_gloo", "mpirun"),
+        ("cpu_gloo", "mpiexec"),
+    }
 
 
 @pytest.mark.slow
@@ -536,3 +543,32 @@ def test_mpirun_runs_its_ranks_across_the_allocation_through_the_executor(launch
     said = re.search(r"^mpirun\S* noticed that process rank 1 with PID \d+ on node (\S+) exited on signal 9", log, re.M)
     assert said and said[1] == manifest["node_names"][0], log[-3000:]
     assert manifest["rank_exits"]["1"] == {"exitcode": -9, "signal": "SIGKILL", "state": "FAILED", "error": None}
+
+
+@pytest.mark.slow
+def test_mpiexec_runs_each_nodes_ranks_on_its_slurm_node_through_the_executor(launcher_cells):
+    """MPICH's hydra reads the allocation given back to it and starts a proxy on each node with
+    srun: each rank states the SLURM node it runs on (SLURMD_NODENAME, set by that node's slurmd),
+    two to a node, on the nodes SLURM's record gives the job; hydra's own banner reports the kill,
+    and srun reports the second node's proxy, which hydra's clean-up leaves failing."""
+    cell = Cell.from_name("n2_SIGKILL_r1_i3_l-mpiexec")
+    assert cell.spec == MPIEXEC_TOKEN
+    run = launcher_cells / cell.name
+    manifest = json.loads((run / "job.json").read_text())
+    assert manifest["job_id"].isdigit() and manifest["launcher"] == "mpiexec", manifest
+    assert manifest["fault_fired"] and manifest["run_valid"] and manifest["state"] == "FAILED", manifest
+    launch_out = (run / manifest["launch_out"]).read_text()
+    assert re.search(
+        r"job \d+: env -u SLURMD_NODENAME SLURM_JOBID=\d+ SLURM_NODELIST=n\d,n\d '?SLURM_TASKS_PER_NODE=2\(x2\)'? "
+        r"SLURM_NNODES=2 mpiexec\S* -print-all-exitcodes -n 4 -ppn 2 ",
+        launch_out,
+    ), launch_out
+    log = (run / manifest["main_log"]).read_text(errors="replace")
+    on_node = {int(rank): node for rank, node in RANK_NODE_RE.findall(log)}
+    allocated = hostnames(jobcomp_records({manifest["job_id"]})[manifest["job_id"]]["NodeList"])
+    assert set(on_node) == {0, 1, 2, 3} and on_node[0] == on_node[1] != on_node[2] == on_node[3], on_node
+    assert set(on_node.values()) == allocated and manifest["node_names"] == [on_node[0], on_node[2]], manifest
+    assert BAD_TERMINATION in log and re.search(rf"^=   PID \d+ RUNNING AT {on_node[0]}\n=   EXIT CODE: 9$", log, re.M)
+    assert re.search(rf"^srun: error: {on_node[2]}: task 1: Exited with exit code \d+$", log, re.M), log[-3000:]
+    # hydra aborts before its exit codes: no rank is named, none is made up
+    assert {e["state"] for e in manifest["rank_exits"].values()} == {"UNKNOWN"}, manifest["rank_exits"]

@@ -16,6 +16,18 @@ def program(*names: str) -> str:
     return next((name for name in names if shutil.which(name)), names[-1])
 
 
+def allocation_env(job: LaunchJob, hosts: list[str]) -> dict[str, str]:
+    """The allocation's variables an MPI's launcher reads to place G ranks on each of `hosts` (Open
+    MPI's `ras`, hydra's slurm resource manager), as sbatch sets them. The SLURM executor's job
+    step strips them (faultloop.run.slurm), so run_job gives them back from the allocation's hosts."""
+    return {
+        "SLURM_JOBID": job.job_id,
+        "SLURM_NODELIST": ",".join(hosts),
+        "SLURM_TASKS_PER_NODE": f"{job.spec.gpus_per_node}(x{len(hosts)})",
+        "SLURM_NNODES": str(len(hosts)),
+    }
+
+
 def app_contexts(job: LaunchJob, context: Callable[[int, dict[str, str]], list[str]]) -> list[str]:
     """Every simulated node as one app context: `context(node, env)` gives its options (its rank
     count and the env naming its node), the rank command follows; contexts are joined by `:`."""

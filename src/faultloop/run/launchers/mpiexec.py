@@ -6,7 +6,15 @@ TERMINATION OF ONE OF YOUR APPLICATION PROCESSES`, `PID <pid> RUNNING AT <host>`
 (the pid is any of the dead, often a killed one), then `YOUR APPLICATION TERMINATED WITH THE
 EXIT STRING: Killed (signal 9)` (the first to die). A rank that exits with a non-zero code is
 not reported: hydra waits for the others and exits with the code. `-print-all-exitcodes` adds
-`[mpiexec@<host>] Exit codes: [<host>] 0,768 ...`: every rank's wait status, in rank order.
+`[mpiexec@<host>] Exit codes: [<host>] 0,768`, one line per node (`[n2] 0,0`): every rank's wait
+status, in rank order.
+
+Inside a SLURM allocation (proxies started by srun) hydra 4.0.2 prints the banner, then the other
+nodes' proxies fail their clean-up (`[proxy:0:1@<host>] HYD_pmcd_pmip_control_cmd_cb
+(pm/pmiserv/pmip_cb.c:899): assert (!closed) failed`, `srun: error: n2: task 1: Exited with exit
+code 7`: srun's task is the proxy, not a rank) and mpiexec aborts (`one of the processes
+terminated badly; aborting`) before its exit codes and exit string: no rank is named there, and
+every rank's exit stays UNKNOWN.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ OPTIONS = ("-print-all-exitcodes",)
 BAD_TERMINATION = "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES"
 EXIT_CODES_RE = re.compile(r"^\[mpiexec@\S+\] Exit codes: (.*)$")
 HOST_CODES_RE = re.compile(r"\[\S+\] ([\d,]+)")
+NODE_CODES_RE = re.compile(r"^\[[^\]@\s]+\] [\d,]+\s*$")
 EXIT_STRING_RE = re.compile(r"TERMINATED WITH THE EXIT STRING: .*\(signal (\d+)\)")
 
 
@@ -45,9 +54,26 @@ def local_tasks(job: LaunchJob) -> list[Task]:
 
 
 def allocation_argv(job: LaunchJob, hosts: list[str]) -> list[str]:
-    """mpiexec inside the allocation (hydra bootstraps with srun there), G ranks per node."""
+    """mpiexec inside the allocation, G ranks per node, as in a site's sbatch script: hydra finds
+    SLURM's allocation (its slurm resource manager reads SLURM_NODELIST, SLURM_NNODES and
+    SLURM_TASKS_PER_NODE, given back by mpi.allocation_env) and starts one proxy per node with
+    srun (its slurm launcher); without them it runs every rank on the first node. Hydra passes
+    its whole environment to every rank, so the batch node's SLURMD_NODENAME is left out: each
+    rank keeps the one its own node's slurmd sets, and states the node it runs on."""
     s = job.spec
-    return [mpi.program(*NAMES), *OPTIONS, "-n", str(s.world_size), "-ppn", str(s.gpus_per_node), *job.rank_command]
+    return [
+        "env",
+        "-u",
+        "SLURMD_NODENAME",
+        *(f"{k}={v}" for k, v in mpi.allocation_env(job, hosts).items()),
+        mpi.program(*NAMES),
+        *OPTIONS,
+        "-n",
+        str(s.world_size),
+        "-ppn",
+        str(s.gpus_per_node),
+        *job.rank_command,
+    ]
 
 
 def rank_exits(end: JobEnd) -> dict[int, RankExit]:
@@ -59,13 +85,20 @@ def rank_exits(end: JobEnd) -> dict[int, RankExit]:
 
 
 def read_exit_codes(lines: Sequence[str]) -> dict[int, RankExit]:
+    """Wait statuses in rank order: `Exit codes: [<host>] 9,11` names the first node's ranks, each
+    further node's come on a line of its own (`[n2] 0,768`), as hydra prints one line per proxy."""
     statuses: list[int] = []
     first_signal: int | None = None
+    reading = False
     for line in lines:
         if m := EXIT_CODES_RE.search(line):
-            statuses = [int(code) for host in HOST_CODES_RE.findall(m[1]) for code in host.split(",")]
-        elif m := EXIT_STRING_RE.search(line):
-            first_signal = int(m[1])
+            statuses, reading = _codes(m[1]), True
+        elif reading and NODE_CODES_RE.match(line):
+            statuses += _codes(line)
+        else:
+            reading = False
+            if m := EXIT_STRING_RE.search(line):
+                first_signal = int(m[1])
     found: dict[int, RankExit] = {}
     for rank, status in enumerate(statuses):
         code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
@@ -73,3 +106,7 @@ def read_exit_codes(lines: Sequence[str]) -> dict[int, RankExit]:
         state = "SUCCEEDED" if code == 0 else "TERMINATED" if cleaned_up else "FAILED"
         found[rank] = RankExit(rank, code, exit_signal(code), state)
     return found
+
+
+def _codes(text: str) -> list[int]:
+    return [int(code) for host in HOST_CODES_RE.findall(text) for code in host.split(",")]

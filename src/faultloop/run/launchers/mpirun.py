@@ -52,19 +52,12 @@ def local_tasks(job: LaunchJob, tagged: bool = False) -> list[Task]:
 
 def allocation_argv(job: LaunchJob, hosts: list[str], tagged: bool = False) -> list[str]:
     """mpirun inside the allocation, G ranks per node: it reads SLURM's allocation (its `ras`
-    component) and starts its daemons with srun (its `plm` component), as in a site's sbatch
-    script. The SLURM executor's job step strips the allocation's variables (faultloop.run.slurm),
-    so `env` gives them back, from the allocation's hosts, with ROOT_ENV as this machine's tasks
-    get it."""
+    component, from mpi.allocation_env) and starts its daemons with srun (its `plm` component), as
+    in a site's sbatch script; ROOT_ENV as this machine's tasks get it."""
     s = job.spec
-    allocation = {
-        "SLURM_JOBID": job.job_id,
-        "SLURM_NODELIST": ",".join(hosts),
-        "SLURM_TASKS_PER_NODE": f"{s.gpus_per_node}(x{len(hosts)})",
-    }
     return [
         "env",
-        *(f"{k}={v}" for k, v in {**allocation, **ROOT_ENV}.items()),
+        *(f"{k}={v}" for k, v in {**mpi.allocation_env(job, hosts), **ROOT_ENV}.items()),
         mpi.program(*NAMES),
         *_options(tagged),
         "-np",
