@@ -1,7 +1,8 @@
 """Every rank's exit under the launchers that name no rank (the deepspeed launcher, Lightning's,
 Ray's), for real: one job each, 1 node x 2 ranks, through run_job. A rank that raised or was
 signalled leaves its own exit record; the rank a SIGKILL took leaves none, and its exit comes from
-what its launcher printed or from the fault's firing marker, said so in its error. And a hung
+what its launcher printed or from the fault's firing marker, said so in its error; the rank a
+SIGSTOP stopped leaves none either, and its launcher's clean-up ended it (TERMINATED). And a hung
 rank holds the others for the collective timeout, not the rendezvous's."""
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ CELLS = {  # key: (workload, launcher, fault)
     "ray/SIGKILL": ("ray_train", "ray", "SIGKILL"),
     "deepspeed/SIGSTOP": ("deepspeed", "deepspeed", "SIGSTOP"),
 }
-NAMED = [key for key in CELLS if key != "deepspeed/SIGSTOP"]  # a stopped rank is killed by the cleanup: unknown
 SETTINGS = {"pg_timeout_s": 10, "stall_timeout_s": 5, "term_delay_s": 2, "iterations": 8}
 
 
@@ -50,7 +50,7 @@ def exits(jobs: dict[str, tuple[dict[int, dict], str]]) -> dict[str, dict[int, d
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("key", NAMED)
+@pytest.mark.parametrize("key", CELLS)
 def test_no_rank_is_left_unknown(exits: dict[str, dict], key: str) -> None:
     assert all(exits[key][r]["state"] in ("FAILED", "TERMINATED") for r in (0, 1)), exits[key]
 
@@ -79,3 +79,12 @@ def test_a_hung_rank_holds_the_others_for_the_collective_timeout_not_the_rendezv
     timed_out = f"Timed out waiting {int(SETTINGS['pg_timeout_s'] * 1000)}ms for"
     assert re.search(timed_out + r" (recv|send) operation to complete", log), log[-3000:]
     assert timed_out in ranks[0]["error"], ranks
+
+
+@pytest.mark.slow
+def test_the_stopped_rank_was_ended_by_its_launchers_clean_up(exits: dict[str, dict]) -> None:
+    """DeepSpeed's launch.py kills every local rank once rank 0 failed (`Killing subprocess`): the
+    stopped rank wrote no record and no line gives its code."""
+    stopped = exits["deepspeed/SIGSTOP"][RANK]
+    assert (stopped["exitcode"], stopped["state"]) == (None, "TERMINATED"), stopped
+    assert "stopped this rank (SIGSTOP)" in stopped["error"]

@@ -123,3 +123,21 @@ def test_a_rank_with_no_record_and_no_launcher_line_stays_unknown_unless_its_fau
     assert LAUNCHERS["deepspeed"].rank_exits(end_of(tmp_path, [fired(1, "SEGFAULT")], exits))[1].state == "UNKNOWN"
     killed = LAUNCHERS["deepspeed"].rank_exits(end_of(tmp_path, [fired(1, "SIGKILL")], exits))[1]
     assert (killed.exitcode, killed.signal, killed.state) == (-9, "SIGKILL", "FAILED")
+
+
+def test_the_rank_its_fault_stopped_was_ended_by_its_launcher_unless_a_record_or_a_line_says_otherwise(
+    tmp_path: Path,
+) -> None:
+    """A stopped rank cannot fail by itself: left UNKNOWN by every report, it is TERMINATED (its
+    launcher's clean-up or the job's end), with no code, which no line gives."""
+    record(tmp_path, 0, 1, "RuntimeError: Timed out waiting 10000ms for recv operation to complete")
+    exits = [TaskExit(0, 1, 0.0, False)]
+    stopped = LAUNCHERS["deepspeed"].rank_exits(end_of(tmp_path, [fired(1, "SIGSTOP")], exits))
+    assert (stopped[1].exitcode, stopped[1].signal, stopped[1].state) == (None, None, "TERMINATED")
+    assert "stopped this rank (SIGSTOP)" in (stopped[1].error or "") and stopped[0].state == "FAILED"
+    record(tmp_path, 1, -15, "received SIGTERM")  # continued, then it handled its launcher's SIGTERM
+    assert LAUNCHERS["deepspeed"].rank_exits(end_of(tmp_path, [fired(1, "SIGSTOP")], exits))[1].exitcode == -15
+    hydra = [fired(1, "SIGSTOP"), "[mpiexec@vm] Exit codes: [vm] 256,9"]  # hydra's own word over the rule
+    assert LAUNCHERS["mpiexec"].rank_exits(end_of(tmp_path, hydra))[1] == RankExit(1, -9, "SIGKILL", "FAILED")
+    timed_out = LAUNCHERS["mpiexec"].rank_exits(end_of(tmp_path, [fired(1, "SIGSTOP")]))
+    assert (timed_out[0].state, timed_out[1].state) == ("UNKNOWN", "TERMINATED")

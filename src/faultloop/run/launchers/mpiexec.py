@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from faultloop.contracts import RankExit
 from faultloop.run.launchers import mpi
 from faultloop.run.launchers.base import JobEnd, LaunchJob
+from faultloop.run.launchers.rank_records import stopped_then_ended
 from faultloop.run.srun import Task
 from faultloop.signals import exit_signal
 
@@ -78,10 +79,12 @@ def allocation_argv(job: LaunchJob, hosts: list[str]) -> list[str]:
 
 def rank_exits(end: JobEnd) -> dict[int, RankExit]:
     """Every rank's wait status from hydra's `Exit codes:` line; a rank killed by SIGKILL after
-    another died of a different signal (hydra's clean-up) is TERMINATED."""
+    another died of a different signal (hydra's clean-up) is TERMINATED, and so is the rank the
+    fault stopped where hydra never printed the line (it waits for a stopped rank until the job's
+    end)."""
     ranks = end.all_ranks()
     ranks.update(read_exit_codes(end.lines))
-    return ranks
+    return stopped_then_ended(ranks, end.lines)
 
 
 def read_exit_codes(lines: Sequence[str]) -> dict[int, RankExit]:

@@ -7,7 +7,9 @@ signal it handled; None for a Ray worker, whose process outlives its training) a
 A rank killed by a signal it cannot handle (SIGKILL, SIGSEGV, SIGABRT) writes nothing: its exit
 is taken from what its launcher printed where that names it (`LauncherSaid`), else, where the
 fault's firing marker says that fault SIGKILLed the rank, FAILED by SIGKILL, else it stays
-UNKNOWN; such an exit's error says where it was read. A rank that died by a signal after another
+UNKNOWN; such an exit's error says where it was read. The rank the fault stopped (SIGSTOP) that
+left no record and that no launcher line names is TERMINATED: its launcher's clean-up, or the
+job's end, ended it. A rank that died by a signal after another
 rank had failed was stopped by its launcher (TERMINATED), as torchrun's events say; the first
 failure is the earliest non-zero record, or the fault's firing marker where the rank it fired on
 left no record.
@@ -155,15 +157,36 @@ def with_records(
         why = "no exit record (SIGKILL cannot be caught); the fault's firing marker says it sent SIGKILL to this rank"
         why = f"{why}; {said_of_it}" if said_of_it else why
         ranks[killed] = RankExit(killed, -signal.SIGKILL, "SIGKILL", "FAILED", why)
-    return ranks
+    return stopped_then_ended(ranks, lines, records)
+
+
+def stopped_then_ended(
+    ranks: dict[int, RankExit], lines: Sequence[str], records: Mapping[int, ExitRecord] | None = None
+) -> dict[int, RankExit]:
+    """The rank its fault stopped (SIGSTOP), left UNKNOWN by the launcher's report and by its own
+    record, is TERMINATED: it could not fail by itself, and it ended when its launcher's clean-up
+    (or the job's end) signalled it; which signal, no line says, so its code stays unknown."""
+    stopped = _fault_signalled(lines, signal.SIGSTOP)
+    if stopped is None or stopped in (records or {}) or ranks.get(stopped, RankExit(stopped)).state != "UNKNOWN":
+        return ranks
+    why = (
+        "no exit record and no launcher line names it; the fault's firing marker says it stopped this rank "
+        "(SIGSTOP), so its launcher's clean-up or the job's end ended it"
+    )
+    return {**ranks, stopped: RankExit(stopped, None, None, "TERMINATED", why)}
 
 
 def _killed_by_its_fault(lines: Sequence[str]) -> int | None:
     """The rank whose firing marker names a fault that SIGKILLs it (nothing else says how it
     ended when its launcher names no rank)."""
+    return _fault_signalled(lines, signal.SIGKILL)
+
+
+def _fault_signalled(lines: Sequence[str], sig: signal.Signals) -> int | None:
+    """The rank the fault's firing marker names, where that fault sends it `sig`."""
     for line in lines:
         if (m := read_marker(line)) and m.fired and m.fault in FAULTS:
-            return m.rank if FAULTS[m.fault].signal == signal.SIGKILL else None
+            return m.rank if FAULTS[m.fault].signal == sig else None
     return None
 
 
