@@ -80,7 +80,9 @@ LAUNCHERS: Mapping[str, Launcher] = {
             identity="pmi",
             on_rank_failure="for a rank killed by a signal, the banner `BAD TERMINATION OF ONE OF YOUR APPLICATION "
             "PROCESSES` / `PID <pid> RUNNING AT <host>` / `EXIT CODE: 9` and `YOUR APPLICATION TERMINATED WITH "
-            "THE EXIT STRING: Killed (signal 9)`; a non-zero exit code is not reported",
+            "THE EXIT STRING: Killed (signal 9)`; a non-zero exit code is not reported; inside a SLURM allocation "
+            "the other nodes' proxies then fail hydra's clean-up (`assert (!closed) failed`, srun's `task 1: Exited "
+            "with exit code 7`) and mpiexec aborts before its exit codes",
             local_tasks=mpiexec.local_tasks,
             allocation_argv=mpiexec.allocation_argv,
             rank_exits=mpiexec.rank_exits,
