@@ -5,9 +5,12 @@ terminal or a paste wrapped still ends in its exception line."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from faultloop.analyze import logsage
+from faultloop.analyze.logsage import rules
 from faultloop.faults import RESTART, STOP
 
 PYTHON = logsage.Settings(prefilter="python")
@@ -221,3 +224,51 @@ def test_the_main_rank_that_kept_the_others_waiting_was_busy_with_one_rank_work(
 def test_another_rank_that_kept_the_others_waiting_is_a_transient_hang() -> None:
     v = analyze(_hang_without(2))
     assert (v.fault_category, v.restart, v.primary_ranks, v.extra["cause"]) == ("hang", RESTART, [2], "HANG")
+
+
+# -- words a Python exception line never has, a class that names the transport ---------------------
+# NCCL's src/misc/shmutils.cc: WARN("Error: failed to extend %s to %ld bytes", ...), then the caller's
+# WARN("Error while creating shared memory segment %s (size %ld)", ...), each behind NCCL's own framing
+def test_nccls_warning_that_begins_with_error_is_its_shared_memory_setup_not_a_python_exception() -> None:
+    v = analyze(
+        [
+            "node00:1:1 [0] misc/shmutils.cc:72 NCCL WARN Error: failed to extend /dev/shm/nccl-x1 to 9637892 bytes",
+            "node00:1:1 [0] misc/shmutils.cc:113 NCCL WARN Error while creating shared memory segment "
+            "/dev/shm/nccl-x1 (size 9637888)",
+            "node00:1:1 [0] NCCL INFO transport/shm.cc:114 -> 2",
+        ]
+    )
+    assert (v.fault_category, v.restart, v.extra["cause"]) == ("network", STOP, "NCCL_SETUP"), v.detail
+
+
+@pytest.mark.parametrize(
+    ("line", "python"),
+    [
+        ("Error: failed to extend /dev/shm/nccl-x1 to 9637892 bytes", False),  # a C program's wording
+        ("shutil.Error: [('a', 'b', 'Permission denied')]", True),  # a module's class named Error
+        ("ValueError: host not found", True),
+        ("torch.distributed.DistBackendError: NCCL error", True),
+    ],
+)
+def test_a_python_exception_line_names_its_class_with_its_module_unless_builtin(line: str, python: bool) -> None:
+    """Python prints `module.Class: message`, leaving the module out for builtins and __main__
+    only: a bare `Error:` is no builtin's."""
+    row = next(r for r in rules.RULES if r.name == "exception_line")
+    assert bool(re.search(row.pattern, line)) is python
+
+
+def test_a_backend_error_whose_message_is_cut_is_the_collectives_transport() -> None:
+    """c10d raises NCCL's and Gloo's failures as DistBackendError (torch >= 2.1); Ray's driver
+    re-raises a worker's as RayTaskError(DistBackendError) with its own header first."""
+    v = analyze(
+        [
+            "Traceback (most recent call last):",
+            '  File "/usr/lib/python3/site-packages/ray/_private/worker.py", line 2547, in get',
+            "    raise value.as_instanceof_cause()",
+            "ray.exceptions.RayTaskError(DistBackendError): ray::_RayTrainWorker__execute.get_next() "
+            "(pid=917, ip=10.0.0.2, actor_id=a3e4)",
+            '  File "/usr/lib/python3/site-packages/ray/train/_internal/worker_group.py", line 33, in __execute',
+            "    raise skipped from exception_cause(skipped)",
+        ]
+    )
+    assert (v.fault_category, v.restart, v.extra["cause"]) == ("network", RESTART, "NETWORK"), v.detail

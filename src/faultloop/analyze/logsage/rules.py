@@ -455,8 +455,11 @@ EVERY_RULE: tuple[Rule, ...] = (
     # -- read what is there: a plain failure line with none of the context above ----------------
     # an orchestrator's word on its workers (Ray's driver: a worker died, its node died, it raised)
     *ray.WORKER_ROWS,
+    # Python's exception line: `module.Class: message`, the module left out for builtins and __main__ only, so a
+    # bare `Error: ...` is no Python exception's but the wording of C programs and NCCL's WARN lines (shmutils.cc:
+    # `NCCL WARN Error: failed to extend /dev/shm/...`), which their own rows read
     Rule("exception_line", EXCEPTION_KIND, ("rror",),
-         r"^\s*(?:[A-Za-z_]\w*\.)*(?!ChildFailedError|CalledProcessError|nccl)[A-Za-z_]*Error(?:\(\w+\))?"
+         r"^\s*(?:[A-Za-z_]\w*\.)*(?!ChildFailedError|CalledProcessError|nccl)(?:[A-Za-z_]+|(?<=\.))Error(?:\(\w+\))?"
          r"(?::(?!\s*[\d.eE+-]+\s*$)|$)", Cause.WORKLOAD_EXC, CPYTHON),
     Rule("program_error", REPORTED, ("rror",), r"^\s*[\w./-]+: [Ee]rror:|\b[Ff]atal [Ee]rror:", Cause.PROGRAM_ERROR,
          ("any program", "the `prog: error:` convention of C programs (err(3), SLURM's error()) and argparse")),
@@ -478,6 +481,11 @@ EXCEPTION_CAUSES: dict[str, str] = {
     "KeyboardInterrupt": Cause.SIGINT,
     "ModuleNotFoundError": Cause.CONFIG_ERROR,
     "ImportError": Cause.CONFIG_ERROR,
+    # c10d's class for the communication backend's own errors (torch >= 2.1 raises NCCL's and Gloo's failures as
+    # DistBackendError: torch/csrc/distributed/c10d/exception.h, NCCLUtils.hpp's C10D_NCCL_CHECK): where its
+    # message is cut or says nothing a row reads (Ray's `RayTaskError(DistBackendError)` header alone), the
+    # class still names the collectives' transport, as a bare `NCCL error` line does
+    **({"DistBackendError": Cause.NETWORK} if ablation.keeps(C10D_BACKEND) else {}),
     **LAUNCHER_EXCEPTION_CAUSES,
 }
 # What an exception means: where it comes from (the workload's code, or the infrastructure it runs
