@@ -20,8 +20,10 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from faultloop.analyze.running import TAIL_CHARS, Outcome, exit_reason
+if TYPE_CHECKING:
+    from faultloop.analyze.running import Outcome
 
 ENV = "FAULTLOOP_ANALYZER_MEMORY_GB"
 DEFAULT_BYTES = 16 << 30
@@ -76,6 +78,8 @@ def held_to(limit: int | None) -> Iterator[None]:
 
 def _child(attempt: Callable[[], Outcome], limit: int, write_fd: int) -> None:
     """In the forked child: the attempt under the limit, its outcome pickled to the parent."""
+    from faultloop.analyze.running import TAIL_CHARS, Outcome  # (as run_limited's import)
+
     try:
         limit_this_process(limit)
         outcome = attempt()
@@ -96,6 +100,10 @@ def _child(attempt: Callable[[], Outcome], limit: int, write_fd: int) -> None:
 def run_limited(attempt: Callable[[], Outcome], limit: int | None = None) -> Outcome:
     """Run one analyzer attempt in a forked child under the memory limit (`memory_limit()` when
     not given); the child's outcome, or a failure naming the limit when the child died."""
+    # here, not at the top: `faultloop logsage` holds itself to the limit before it starts ripgrep,
+    # and the records of analyzer runs (and their contracts) are not what it needs first
+    from faultloop.analyze.running import Outcome, exit_reason
+
     limit = memory_limit() if limit is None else limit
     if limit is None:
         return attempt()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from faultloop.analyze.llm import LLMSettings
+if TYPE_CHECKING:
+    from faultloop.analyze.llm import LLMSettings
 
 
 def add_endpoint_arguments(parser: argparse.ArgumentParser, *, timeout_s: float) -> None:
@@ -18,6 +20,10 @@ def add_endpoint_arguments(parser: argparse.ArgumentParser, *, timeout_s: float)
 
 
 def endpoint_from_args(args: argparse.Namespace) -> LLMSettings:
+    # imported here: `faultloop logsage` adds these flags before it starts its prefilter, and most
+    # of its runs ask no LLM
+    from faultloop.analyze.llm import LLMSettings
+
     return LLMSettings(
         base_url=args.llm_base_url,
         model=args.llm_model,

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from faultloop.analyze import limits
-from faultloop.analyze.logsage import Settings, Verdict, analyze_log, analyze_with_llm, run_upstream
+from faultloop.analyze.logsage import prefilter
 from faultloop.cli.llm_options import add_endpoint_arguments, endpoint_from_args
-from faultloop.core import atomic
+
+if TYPE_CHECKING:
+    from faultloop.analyze.logsage import Verdict
 
 
 def main(argv: list[str]) -> int:
@@ -40,6 +43,8 @@ def main(argv: list[str]) -> int:
         return 1
     if verdict is None:
         return 2
+    from faultloop.core import atomic  # (as _analyze's imports)
+
     atomic.emit_result(
         verdict.to_text(),
         verdict.to_json(),
@@ -51,7 +56,12 @@ def main(argv: list[str]) -> int:
 
 
 def _analyze(parser: argparse.ArgumentParser, args: argparse.Namespace, path: Path) -> Verdict | None:
-    """The verdict in the chosen mode; None when upstream's analyzer could not run (said on stderr)."""
+    """The verdict in the chosen mode; None when upstream's analyzer could not run (said on stderr).
+    The deterministic mode starts the prefilter (ripgrep) first and imports the analyzer while it
+    reads: on a 0.5 GB log the imports are a third of the time, which this overlaps."""
+    started = prefilter.rows(path, args.prefilter) if args.mode == "deterministic" else None
+    from faultloop.analyze.logsage import Settings, analyze_log, analyze_with_llm, run_upstream
+
     if args.mode == "llm":
         if not args.llm_base_url or not args.llm_model:
             parser.error("--mode llm needs --llm-base-url and --llm-model")
@@ -63,4 +73,4 @@ def _analyze(parser: argparse.ArgumentParser, args: argparse.Namespace, path: Pa
         except RuntimeError as exc:
             print(f"faultloop logsage: {exc}", file=sys.stderr)
             return None
-    return analyze_log(path, Settings(prefilter=args.prefilter))
+    return analyze_log(path, Settings(prefilter=args.prefilter), started)

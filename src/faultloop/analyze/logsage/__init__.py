@@ -26,13 +26,35 @@ Deterministic and offline by default. The package, by concern:
   modes.py      LLM and upstream modes (the command line is faultloop.cli.logsage)
 """
 
-from faultloop.analyze.logsage.engine import Settings, Verdict, analyze_log, analyzer_fingerprint
-from faultloop.analyze.logsage.facts import Evidence
-from faultloop.analyze.logsage.modes import analyze_with_llm, run_upstream
-from faultloop.analyze.logsage.policy import POLICY
-from faultloop.analyze.logsage.rules import RULES
-from faultloop.analyze.logsage.vocab import Cause, Rule
+from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what __getattr__ hands out, for the type checker (and the import graph's readers)
+    from faultloop.analyze.logsage.engine import Settings, Verdict, analyze_log, analyzer_fingerprint
+    from faultloop.analyze.logsage.facts import Evidence
+    from faultloop.analyze.logsage.modes import analyze_with_llm, run_upstream
+    from faultloop.analyze.logsage.policy import POLICY
+    from faultloop.analyze.logsage.rules import RULES
+    from faultloop.analyze.logsage.vocab import Cause, Rule
+
+# name -> the module that defines it. Imported on first use, not with the package: `faultloop
+# logsage` imports the prefilter and its rules alone, starts ripgrep, and imports the analyzer
+# while ripgrep reads (the analyzer's imports are a third of a 0.5 GB log's time).
+_HOMES = {
+    "POLICY": "policy",
+    "RULES": "rules",
+    "Cause": "vocab",
+    "Evidence": "facts",
+    "Rule": "vocab",
+    "Settings": "engine",
+    "Verdict": "engine",
+    "analyze_log": "engine",
+    "analyze_with_llm": "modes",
+    "analyzer_fingerprint": "engine",
+    "run_upstream": "modes",
+}
 __all__ = [
     "POLICY",
     "RULES",
@@ -46,3 +68,12 @@ __all__ = [
     "analyzer_fingerprint",
     "run_upstream",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A name of __all__, from its module (imported now); anything else is a submodule or absent."""
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+    globals()[name] = value
+    return value

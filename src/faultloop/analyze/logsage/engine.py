@@ -11,7 +11,7 @@ import functools
 import os
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,25 +53,33 @@ def fingerprint_settings(settings: Settings) -> tuple[Any, ...]:
     return (settings.mode, getattr(endpoint, "model", None), getattr(endpoint, "base_url", None))
 
 
-def analyze_log(path_or_lines: str | os.PathLike[str] | Iterable[str], settings: Settings | None = None) -> Verdict:
-    """Attribute a job from its log: a path (streamed) or lines (spooled to a temporary file)."""
+def analyze_log(
+    path_or_lines: str | os.PathLike[str] | Iterable[str],
+    settings: Settings | None = None,
+    started: Generator[prefilter.Block] | None = None,
+) -> Verdict:
+    """Attribute a job from its log: a path (streamed) or lines (spooled to a temporary file).
+    `started`: the path's prefilter, already reading (`prefilter.rows(path, settings.prefilter,
+    settings.jobs)`, started before this module was imported: `faultloop logsage`); closed here."""
     settings = settings or Settings()
     if isinstance(path_or_lines, (str, os.PathLike)):
-        verdict = _analyze_path(Path(path_or_lines), settings)
+        verdict = _analyze_path(Path(path_or_lines), settings, started)
     else:
         with tempfile.NamedTemporaryFile("w", suffix=".log", encoding="utf-8", delete=False) as tmp:
             for line in path_or_lines:
                 tmp.write(line if line.endswith("\n") else line + "\n")
         try:
-            verdict = _analyze_path(Path(tmp.name), settings)
+            verdict = _analyze_path(Path(tmp.name), settings, None)
         finally:
             os.unlink(tmp.name)
     verdict.analyzer_version = analyzer_fingerprint(fingerprint_settings(settings))
     return verdict
 
 
-def _analyze_path(path: Path, settings: Settings) -> Verdict:
+def _analyze_path(path: Path, settings: Settings, started: Generator[prefilter.Block] | None) -> Verdict:
     if not path.is_file() or not _has_text(path):
+        if started is not None:
+            started.close()
         return Verdict(
             NO_LOGS,
             [],
@@ -86,7 +94,8 @@ def _analyze_path(path: Path, settings: Settings) -> Verdict:
             "there is no log text",
         )
     facts = Facts()
-    rows = prefilter.rows(path, settings.prefilter, settings.jobs)  # running: it reads while the census does
+    # running: it reads while the census does
+    rows = started if started is not None else prefilter.rows(path, settings.prefilter, settings.jobs)
     try:
         ranks.census(path, facts)
         scan.scan(path, facts, settings.prefilter, settings.jobs, rows)
