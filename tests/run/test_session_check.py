@@ -76,7 +76,7 @@ def test_lightnings_observer_line_is_never_required() -> None:
 # Lightning's observer line is its source's wording (it printed in none of those cells)
 OPEN_MPI = {
     "exit": "Primary job  terminated normally, but 1 process returned",
-    "signal": "mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed).",
+    "signal": "mpirun.openmpi noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed).",
 }
 TORCH = [
     "0: E1207 21:39:41.690000 10582 .venv/lib/python3.11/site-packages/torch/distributed/elastic/multiprocessing/"

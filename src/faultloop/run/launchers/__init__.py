@@ -33,7 +33,8 @@ TORCH_STOPPED = LauncherLine(
 # for a non-zero exit code and another for a signal (orte's errmgr help texts)
 _OPEN_MPI = "Open MPI 4.1 mpirun, orte/mca/errmgr's help texts"
 OPEN_MPI_EXIT = r"Primary job\s+terminated normally, but \d+ process(?:es)? returned"
-OPEN_MPI_SIGNAL = r"mpirun noticed that process rank \d+ with PID \d+ on node \S+ exited on signal \d+"
+# the tool names itself as it was called (`mpirun`, Debian's `mpirun.openmpi`)
+OPEN_MPI_SIGNAL = r"\S+ noticed that process rank \d+ with PID \d+ on node \S+ exited on signal \d+"
 OPEN_MPI_LINES = (
     LauncherLine(When.FAILED, (OPEN_MPI_EXIT, OPEN_MPI_SIGNAL), _OPEN_MPI),
     LauncherLine(When.BY_EXIT_CODES, (OPEN_MPI_EXIT,), _OPEN_MPI),
