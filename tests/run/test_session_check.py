@@ -6,14 +6,19 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 
 import pytest
 
+from conftest import cell_manifest
 from faultloop.contracts import RankExit
+from faultloop.core import layout
+from faultloop.core.cell import Cell
 from faultloop.frameworks import FRAMEWORKS
 from faultloop.marker import read_marker, scheduled_line
 from faultloop.run.launchers import LAUNCHERS
 from faultloop.run.launchers.base import Outcome, job_outcomes
+from faultloop.run.session_check import check_session, render
 
 FAILED_BY_CODE = RankExit(1, 1, None, "FAILED")
 FAILED_BY_SIGKILL = RankExit(1, -9, "SIGKILL", "FAILED")
@@ -146,3 +151,20 @@ def test_every_framework_that_runs_here_states_its_own_lines() -> None:
 def test_the_scheduling_marker_gives_the_planned_iteration() -> None:
     marker = read_marker("0: [stamp] " + scheduled_line(1, "SIGKILL", time.time(), 5, 1.0))
     assert marker is not None and (marker.rank, marker.fired, marker.scheduled_at) == (1, False, 5)
+
+
+def test_a_cell_whose_every_try_failed_before_its_fault_is_not_run_and_says_why(tmp_path: Path) -> None:
+    """run_job's record after the last infrastructure try (the workflow's next run retries it), and
+    a cell between tries (only infra_failure.json): neither ran, each listed with its reason."""
+    last, between, absent = Cell("SIGKILL", 1, 5, 2), Cell("SIGTERM", 1, 5, 2), Cell("SEGFAULT", 1, 5, 2)
+    reason = "job failed before the fault fired (task 1 ended with exit code 1: DistStoreError: wait timeout)"
+    for cell, name in ((last, layout.MANIFEST), (between, layout.INFRA_FAILURE)):
+        (tmp_path / cell.name).mkdir()
+        record = cell_manifest(cell, valid=False, state="INFRA_FAILED", invalid_reason=reason)
+        record.write(tmp_path / cell.name / name)
+    result = check_session(tmp_path, [last, between, absent], "cpu_gloo", "torchrun")
+    assert not result.passed and not result.failing and len(result.missing) == 3
+    assert [c.infra for c in result.missing] == [reason, reason, None]
+    text = render(result)
+    assert f"- {last.name}: {reason}" in text and absent.name not in text
+    assert text.endswith("3 cells: 0 pass, 0 fail, 3 not run")

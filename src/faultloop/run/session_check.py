@@ -40,6 +40,7 @@ class CellCheck:
     framework_lines: tuple[int, int] = (0, 0)  # (found, stated)
     launcher_lines: tuple[int, int] = (0, 0)  # (found, expected on this outcome)
     problems: list[str] = field(default_factory=list)
+    infra: str | None = None  # why its job could not start, where an infrastructure failure is recorded
     notes: list[str] = field(default_factory=list)  # what passed only as a row states it (a launcher's silence)
 
     @property
@@ -75,13 +76,17 @@ def check_cell(session: Path, cell: Cell, session_workload: str, session_launche
     folder = session / cell.name
     if not (folder / layout.MANIFEST).is_file():
         infra = folder / layout.INFRA_FAILURE
-        why = f"infrastructure failure ({_reason(infra)})" if infra.is_file() else "no job.json"
-        check.problems.append(f"not run: {why}")
+        check.infra = _reason(infra) if infra.is_file() else None
+        check.problems.append("not run: " + ("an infrastructure failure, retried" if check.infra else "no job.json"))
         return check
     try:
         job = Manifest.read(folder / layout.MANIFEST)
     except ManifestError as error:
         check.problems.append(str(error))
+        return check
+    if job.state == "INFRA_FAILED":  # every try failed before the fault: the next run of the workflow retries it
+        check.infra = job.invalid_reason or "no reason recorded"
+        check.problems.append("not run: an infrastructure failure after every try")
         return check
     check.ran = True
     planned = (cell.fault_type, cell.rank, cell.iter, cell.nodes, check.workload, check.launcher)
@@ -206,6 +211,9 @@ def render(result: SessionCheck) -> str:
     if result.failing:
         out += ["", f"failing cells ({len(result.failing)}):"]
         out += [f"- {c.cell.name}: " + "; ".join(c.problems) for c in result.failing]
+    if infra := [c for c in result.missing if c.infra]:
+        out += ["", f"not run, infrastructure failures ({len(infra)}; the workflow retries them):"]
+        out += [f"- {c.cell.name}: {c.infra}" for c in infra]
     if noted := [c for c in result.cells if c.notes]:
         out += ["", f"passed as their rows state ({len(noted)}):"]
         out += [f"- {c.cell.name}: " + "; ".join(c.notes) for c in noted]
