@@ -29,6 +29,14 @@ _NO_NAN_CHECK = "the framework has no NaN check: a NaN loss trains on to the end
 
 
 @dataclass(frozen=True)
+class OwnLine:
+    """A line a program prints itself (a regex of its template) and the source that prints it."""
+
+    pattern: str
+    origin: str  # the program's source file that prints it
+
+
+@dataclass(frozen=True)
 class Framework:
     """One workload: a real training job of one framework, injected through its own extension point."""
 
@@ -40,6 +48,10 @@ class Framework:
     cpu: str = CPU_RUNS  # CPU_RUNS, or the error it fails with on CPU (it then needs a GPU)
     checkpoint: str = ""  # how it checkpoints and resumes ("": no resume)
     extension_point: str = ""  # where the fault is injected
+    # Lines the framework itself prints in every job, whatever fails (regexes, searched in the main
+    # log: `faultloop check-session`), each from the source file named beside it; () where it has
+    # not run here (it then cannot be checked).
+    own_lines: tuple[OwnLine, ...] = ()
 
     def missing(self) -> list[str]:
         """The required import names that are not installed (no import is run)."""
@@ -83,6 +95,11 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType(
                 ("torchrun", *_MPI_AND_SLURM),
                 checkpoint="each rank's replica every 5 iterations: checkpoints/model/iter_<7 digits>/rank_<r>.pt",
                 extension_point="the training loop's periodic work (faultloop.run.workload)",
+                own_lines=(
+                    OwnLine(
+                        r"iteration\s+\d+/\s*\d+ \| consumed samples:", "faultloop/run/workload.py (Megatron's wording)"
+                    ),
+                ),
             ),
             Framework(
                 "lightning",
@@ -92,6 +109,16 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType(
                 ("lightning",),
                 checkpoint="ModelCheckpoint every 5 steps: checkpoints/model/iter_<7 digits>.ckpt; fit(ckpt_path=...)",
                 extension_point="a Callback's on_train_batch_start",
+                own_lines=(
+                    OwnLine(
+                        r"Initializing distributed: GLOBAL_RANK: \d+, MEMBER: \d+/\d+",
+                        "lightning/fabric/utilities/distributed.py (_init_dist_connection)",
+                    ),
+                    OwnLine(
+                        r"All distributed processes registered\. Starting with \d+ processes",
+                        "lightning/fabric/utilities/distributed.py (_init_dist_connection)",
+                    ),
+                ),
             ),
             Framework(
                 "hf_trainer",
@@ -101,6 +128,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType(
                 ("transformers", "accelerate"),
                 checkpoint="save_steps=5: checkpoints/model/checkpoint-<N>/; train(resume_from_checkpoint=...)",
                 extension_point="a TrainerCallback's on_step_begin",
+                own_lines=(OwnLine(r"\*{5} Running training \*{5}", "transformers/trainer.py (_inner_training_loop)"),),
             ),
             Framework(
                 "deepspeed",
@@ -110,6 +138,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType(
                 ("deepspeed",),
                 checkpoint="engine.save_checkpoint every 5 steps: checkpoints/model/iter_<7 digits>/; load_checkpoint",
                 extension_point="before the engine's forward of each step (engine.global_steps + 1)",
+                own_lines=(OwnLine(r"DeepSpeed info: version=\S+", "deepspeed/__init__.py (initialize)"),),
             ),
             Framework(
                 "ray_train",
@@ -122,6 +151,12 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType(
                     "restored in each worker from that Checkpoint"
                 ),
                 extension_point="the per-worker training loop, before each step",
+                own_lines=(
+                    OwnLine(
+                        r"Setting up process group for: env:// \[rank=\d+, world_size=\d+\]",
+                        "ray/train/torch/config.py (_setup_torch_process_group)",
+                    ),
+                ),
             ),
             Framework(
                 "megatron_core",

@@ -26,6 +26,7 @@ STAMP_FORMAT = "%Y-%m-%d %H:%M:%S.%f"
 MARKER_RE = re.compile(rf"{MARKER}|{re.escape(INJECTOR_LOGGER)}")
 _DETAIL_RE = re.compile(rf"{MARKER}: Rank (\d+) ({SCHEDULED}|{FIRING}) (\w+)")
 _FIRED_AT_RE = re.compile(rf"{FIRING} \w+ at iteration (\d+)")
+_SCHEDULED_AT_RE = re.compile(rf"{SCHEDULED} \w+ at .*\(iteration (\d+), delay")
 # A workload line as its launcher prints it: `[<stamp>] FAULT INJECTION: Rank 3 firing fault SIGKILL ...`
 # after the launcher's prefix, if any (srun's label `3: `, Open MPI's `[1,3]<stdout>:`, ...)
 _TIMED_RE = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)\] " + _DETAIL_RE.pattern)
@@ -71,6 +72,7 @@ class Marker:
     fired: bool  # the fire-time line (else the scheduling line)
     fault: str
     iteration: int | None = None  # the fire-time line's iteration (the built-in workload's wording)
+    scheduled_at: int | None = None  # the scheduling line's iteration, the pool's ITER (the same wording)
 
 
 def read_marker(line: str) -> Marker | None:
@@ -78,7 +80,8 @@ def read_marker(line: str) -> Marker | None:
     if not m:
         return None
     at = _FIRED_AT_RE.search(line) if m[2] == FIRING else None
-    return Marker(int(m[1]), m[2] == FIRING, m[3], int(at[1]) if at else None)
+    due = _SCHEDULED_AT_RE.search(line) if m[2] == SCHEDULED else None
+    return Marker(int(m[1]), m[2] == FIRING, m[3], int(at[1]) if at else None, int(due[1]) if due else None)
 
 
 @dataclass(frozen=True)

@@ -253,3 +253,53 @@ def test_a_main_rank_that_waited_in_the_section_too_is_not_its_culprit() -> None
         line for rank in (0, 1) for line in _waiting_in(rank, "main_process_first", "transformers/training_args.py")
     ]
     assert "one-rank" not in analyze(lines).explanation
+
+
+# -- a hang's silent rank, and one-rank work no rank is named for ---------------------------------
+# gloo's reports of a collective that failed (third_party/gloo/gloo/transport/tcp/pair.cc and
+# unbound_buffer.cc), as torch's excepthook prefixes them per rank, and the Trainer's
+# `Saving model checkpoint to {output_dir}` (transformers/trainer.py), which names no rank
+GLOO = "[/pytorch/third_party/gloo/gloo/transport/tcp/"
+
+
+def _closed(rank: int) -> str:
+    return (
+        f"[rank{rank}]: RuntimeError: {GLOO}pair.cc:553] Connection closed by peer [127.0.0.1]:21640. This is "
+        "typically caused by a remote worker crashing. Check the logs of the remote worker before reporting an error."
+    )
+
+
+def _timed_out(rank: int) -> str:
+    return f"[rank{rank}]: RuntimeError: {GLOO}unbound_buffer.cc:78] Timed out waiting 15000ms for recv operation to complete"
+
+
+def test_a_lost_connection_printed_first_in_a_hang_does_not_hide_the_one_silent_rank() -> None:
+    """Rank 1 was stopped: every other rank timed out waiting for it, and one of them lost its
+    connection to a peer that had already given up, a report that reached the log before the
+    timeouts. The one rank that said nothing is the one they waited on, not a link that went down."""
+    lines = [_closed(5)] + [_timed_out(r) for r in (0, 2, 3, 4, 6, 7)]
+    v = analyze(lines)
+    assert (v.restart, v.primary_ranks, v.fault_category) == (RESTART, [1], "hang")
+
+
+def test_a_cut_rank_that_reports_its_own_lost_links_is_still_a_link_down() -> None:
+    v = analyze([_closed(1)] + [_closed(r) for r in (0, 2, 3, 4, 5, 6, 7)])
+    assert (v.primary_ranks, v.fault_type) == ([1], "NET_DROP")
+
+
+def test_one_rank_work_no_rank_is_named_for_was_rank_0s_and_done_when_rank_0_timed_out() -> None:
+    """Saving a checkpoint runs on rank 0 by convention; rank 0 then timed out like the others, so
+    its save held nobody up: the hang is the silent rank's, and a restart passes."""
+    v = analyze(
+        ["[transformers] Saving model checkpoint to /ckpt/checkpoint-10"] + [_timed_out(r) for r in range(8) if r != 1]
+    )
+    assert (v.restart, v.primary_ranks, v.fault_category) == (RESTART, [1], "hang")
+
+
+def test_the_pair_closure_gloo_signals_after_a_timeout_is_the_same_wait_not_a_failure() -> None:
+    """Once one operation of a rank's gloo context times out, gloo closes all of the context's
+    pairs, and its other operations fail with `Application timeout caused pair closure`
+    (unbound_buffer.cc): a victim's wait, not a failure of its own, so the silent rank is named."""
+    closure = [f"[rank{r}]: RuntimeError: Application timeout caused pair closure" for r in (2, 0, 7, 3)]
+    v = analyze(closure + [_timed_out(r) for r in (6, 5, 4)])
+    assert (v.restart, v.primary_ranks, v.fault_category) == (RESTART, [1], "hang")

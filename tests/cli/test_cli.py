@@ -85,3 +85,19 @@ def test_where_names_the_session_of_a_configuration(capsys, tmp_path):
     ]
     assert cli.main(["where", "sesion=mine"]) == 2
     assert "'sesion' is not a configuration key; did you mean 'session'?" in capsys.readouterr().err
+
+
+def test_check_session_counts_the_cells_not_run_and_fails(capsys, tmp_path):
+    argv = [
+        "check-session",
+        f"base_experiments_dir={tmp_path}",
+        "session=empty",
+        "pool=SIGKILL:1:3:1 SIGTERM:0:3:1@/srun",
+    ]
+    assert cli.main(argv) == 1
+    out = capsys.readouterr().out
+    assert "n1_SIGKILL_r1_i3: " not in out  # a cell not run is counted, not listed as failing
+    assert out.splitlines()[-1] == "2 cells: 0 pass, 0 fail, 2 not run"
+    assert "| cpu_gloo | srun | 1 | 0 |" in out
+    assert cli.main(["check-session", "pool=SIGKILL:9:3:1"]) == 2
+    assert "rank" in capsys.readouterr().err

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 
+from faultloop.core.cell import Cell
 from faultloop.run.launch import RunJob
+from faultloop.run.session_check import check_session, render
 from faultloop.run.spec import JobSettings, JobSpec
 from job_slots import JobSlots
 
@@ -28,12 +31,21 @@ SETTINGS = {"pg_timeout_s": 10, "stall_timeout_s": 5, "term_delay_s": 2, "iterat
 
 
 @pytest.fixture(scope="module")
-def jobs(tmp_path_factory: pytest.TempPathFactory, job_slots: JobSlots) -> dict[str, tuple[dict[int, dict], str]]:
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of the cells' run folders, one per CELLS key."""
+    return tmp_path_factory.mktemp("fw_exits")
+
+
+def run_folder(root: Path, key: str) -> Path:
+    return root / key.replace("/", "_")
+
+
+@pytest.fixture(scope="module")
+def jobs(root: Path, job_slots: JobSlots) -> dict[str, tuple[dict[int, dict], str]]:
     """Each cell's rank exits (job.json) and main log."""
-    root = tmp_path_factory.mktemp("fw_exits")
     found = {}
     for key, (workload, launcher, fault) in CELLS.items():
-        folder = root / key.replace("/", "_")
+        folder = run_folder(root, key)
         settings = JobSettings(launcher=launcher, **SETTINGS)  # type: ignore[arg-type]
         with job_slots.held():
             RunJob(JobSpec(folder, fault, RANK, ITER, 1, 2, settings=settings, workload=workload)).run()
@@ -88,3 +100,48 @@ def test_the_stopped_rank_was_ended_by_its_launchers_clean_up(exits: dict[str, d
     stopped = exits["deepspeed/SIGSTOP"][RANK]
     assert (stopped["exitcode"], stopped["state"]) == (None, "TERMINATED"), stopped
     assert "stopped this rank (SIGSTOP)" in stopped["error"]
+
+
+def pool_cell(key: str) -> Cell:
+    workload, launcher, fault = CELLS[key]
+    return Cell(fault, RANK, ITER, 1, workload=workload, launcher=launcher)
+
+
+def as_session(root: Path, session: Path, keys: list[str], *, copy: bool = False) -> Path:
+    """The run folders as a session's cells, named as the pool names them (linked, or copied to doctor)."""
+    session.mkdir(parents=True)
+    for key in keys:
+        if copy:
+            shutil.copytree(run_folder(root, key), session / pool_cell(key).name)
+        else:
+            (session / pool_cell(key).name).symlink_to(run_folder(root, key))
+    return session
+
+
+@pytest.mark.slow
+def test_check_session_passes_the_real_cells_of_every_launcher_a_framework_brings(jobs, root, tmp_path) -> None:
+    session = as_session(root, tmp_path / "fw", list(CELLS))
+    result = check_session(session, [pool_cell(key) for key in CELLS], "cpu_gloo", "torchrun")
+    assert result.passed, render(result)
+    by_name = {c.cell.name: c for c in result.cells}
+    ray = by_name[pool_cell("ray/SIGKILL").name]
+    assert ray.framework_lines == (1, 1) and ray.launcher_lines == (3, 3)  # Ray's own lines, the prefix among them
+    assert by_name[pool_cell("deepspeed/SIGKILL").name].launcher_lines == (2, 2)  # spawned, then sigkill_handler
+
+
+@pytest.mark.slow
+def test_check_session_rejects_a_doctored_cell_and_counts_one_not_run(jobs, root, tmp_path) -> None:
+    keys = ["deepspeed/SIGKILL", "lightning/WORKLOAD_EXC"]
+    session = as_session(root, tmp_path / "doctored", keys, copy=True)
+    deepspeed, lightning = (session / pool_cell(key).name for key in keys)
+    log = deepspeed / json.loads((deepspeed / "job.json").read_text())["main_log"]
+    log.write_text("".join(line for line in log.read_text().splitlines(keepends=True) if "[launch.py" not in line))
+    manifest = json.loads((lightning / "job.json").read_text())
+    (lightning / "job.json").write_text(json.dumps(dict(manifest, fault_fired_iter=ITER - 1)))
+    pool = [pool_cell(key) for key in (*keys, "ray/SIGKILL")]  # the ray cell is not in this session
+    result = check_session(session, pool, "cpu_gloo", "torchrun")
+    assert not result.passed and [c.cell for c in result.missing] == [pool_cell("ray/SIGKILL")]
+    problems = {c.cell.name: " ".join(c.problems) for c in result.failing}
+    assert "no line of launcher deepspeed's own" in problems[deepspeed.name] and "[launch" in problems[deepspeed.name]
+    assert f"fired at iteration {ITER - 1}, before the pool's {ITER}" in problems[lightning.name]
+    assert "1 fail" not in render(result) and render(result).endswith("3 cells: 0 pass, 2 fail, 1 not run")

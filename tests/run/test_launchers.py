@@ -15,9 +15,11 @@ import pytest
 
 from conftest import SHORT_JOB_TIMING as TIMING
 from faultloop.contracts import RankExit
+from faultloop.core.cell import Cell
 from faultloop.run.launchers import LAUNCHERS
 from faultloop.run.launchers.mpiexec import BAD_TERMINATION, read_exit_codes
 from faultloop.run.launchers.mpirun import read_summary
+from faultloop.run.session_check import check_session, render
 from job_slots import JobSlots
 
 RANK, ITER = 1, 3
@@ -43,6 +45,7 @@ def run_job(cell_dir: Path, launcher: str, fault: str) -> dict:
     assert proc.returncode == 0, proc.stderr
     manifest = json.loads((cell_dir / "job.json").read_text())
     manifest["lines"] = (cell_dir / manifest["main_log"]).read_text(errors="replace").splitlines()
+    manifest["folder"] = cell_dir
     return manifest
 
 
@@ -98,6 +101,21 @@ def test_mpich_reports_a_bad_termination_and_every_ranks_exit(cells: dict[str, d
     assert any(BAD_TERMINATION in line for line in m["lines"])
     assert m["rank_exits"][str(RANK)]["signal"] == signal and m["rank_exits"][str(RANK)]["state"] == "FAILED"
     assert all(e["state"] != "UNKNOWN" for e in m["rank_exits"].values())
+
+
+@needs_mpi
+@pytest.mark.slow
+def test_check_session_finds_each_mpis_own_lines_in_the_real_cells(cells: dict[str, dict], tmp_path: Path) -> None:
+    pool = [Cell(fault, RANK, ITER, 2, launcher=launcher) for launcher, fault in CELLS.values()]
+    for cell, key in zip(pool, CELLS, strict=True):
+        (tmp_path / cell.name).symlink_to(cells[key]["folder"])
+    result = check_session(tmp_path, pool, "cpu_gloo", "torchrun")
+    assert result.passed, render(result)
+    found = {c.cell.launcher + "/" + c.cell.fault_type: c.launcher_lines for c in result.cells}
+    # Open MPI: either summary and the one for how the rank failed (tagged: and its tags); hydra: its
+    # exit codes and, for a rank killed by a signal, its banner
+    assert found == {"mpirun/SIGKILL": (2, 2), "mpirun_tagged/WORKLOAD_EXC": (3, 3), "mpiexec/SIGKILL": (2, 2),
+                     "mpiexec/SEGFAULT": (2, 2)}  # fmt: skip
 
 
 # What the launchers print, as this machine's Open MPI 4.1 and MPICH 4.0 hydra printed it (hydra's

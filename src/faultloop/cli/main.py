@@ -24,6 +24,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     ),
     "fr": ("faultloop.cli.fr", "attribute a failed job from its flight-recorder dumps"),
     "fr-analyzers": ("faultloop.cli.fr_analyzers", "every configured FR analyzer on a cell's dumps (rule fr_analysis)"),
+    "check-session": (
+        "faultloop.cli.check_session",
+        "whether a session ran as its pool says: every fault fired as planned, the programs' own lines logged",
+    ),
     "score": ("faultloop.cli.score", "score one cell's attribution against the injected truth"),
     "history": ("faultloop.cli.history", "record each log analyzer's scores under its version in history/"),
     "report": ("faultloop.cli.report", "aggregate scores into the session report"),

@@ -12,6 +12,7 @@ from faultloop.analyze.logsage.facts import Evidence, Facts
 from faultloop.analyze.logsage.ranks import labels_are_nodes, seen_ranks
 from faultloop.analyze.logsage.records import in_collective
 from faultloop.analyze.logsage.rules import STORE_FETCH_RE
+from faultloop.analyze.logsage.spatial import only_unreported
 from faultloop.analyze.logsage.timeline import Timeline, first_line, ranks_with
 from faultloop.analyze.logsage.vocab import (
     ORIGINS,
@@ -122,7 +123,8 @@ def odd_collective_out(facts: Facts, desynced: dict[int, set[tuple[str, str | No
 def busy_rank(facts: Facts, tl: Timeline, busy: Evidence, stalled: list[int]) -> tuple[list[int], str, str] | None:
     """The rank doing one-rank work: the one that printed it (unless it timed out itself: then
     its work was done and held nobody up), else the hang's odd one out, else rank 0 (where
-    evaluation, checkpoint writing and preprocessing run by convention)."""
+    evaluation, checkpoint writing and preprocessing run by convention). Work no rank is named
+    for is rank 0's by that convention: where rank 0 timed out, it was done."""
     timed_out = {r for r in tl.symptom_at if r is not None}
     if busy.rank is not None:
         return (
@@ -130,11 +132,11 @@ def busy_rank(facts: Facts, tl: Timeline, busy: Evidence, stalled: list[int]) ->
             if busy.rank in timed_out
             else ([busy.rank], MEDIUM, f"rank {busy.rank} printed it and never timed out")
         )
+    if 0 in timed_out:  # by convention rank 0's work: it waited after it, so it was done
+        return None
     if len(stalled) == 1:
         return stalled, MEDIUM, f"rank {stalled[0]} is the only rank that did not time out"
-    if 0 not in timed_out:
-        return [0], LOW, "rank 0 did not time out, and one-rank work runs on rank 0 by convention"
-    return None
+    return [0], LOW, "rank 0 did not time out, and one-rank work runs on rank 0 by convention"
 
 
 def first_to_lose_peers(facts: Facts, tl: Timeline) -> int | None:
@@ -147,12 +149,27 @@ def first_to_lose_peers(facts: Facts, tl: Timeline) -> int | None:
     if not lost or any(ex.signal and not ex.stopped for ex in facts.exits.values()):
         return None
     line, rank = lost[0]
+    if silent_in_a_hang(facts, tl, rank) is not None:
+        return None
     others = [ln for r, ln in tl.symptom_at.items() if r is not None and r != rank]
     others += [ln for r, ln in tl.stopped_at.items() if r != rank]
     others += [ex.line for r, ex in facts.exits.items() if r != rank]
     stalled = first_line(facts, [STALL, STACK_DUMP, TIMEOUT])  # its own timeout too: then it waited, not lost
     # other ranks in view that came to grief after it (a lone reporter in an excerpt says nothing)
     return rank if others and line < min(others) and line < min(facts.stop_line, stalled) else None
+
+
+def silent_in_a_hang(facts: Facts, tl: Timeline, lost_by: int) -> int | None:
+    """The rank that said nothing while every other rank of the world timed out or lost a peer,
+    where ranks other than `lost_by` timed out: then `lost_by`'s lost connection is a peer that
+    gave up after its own timeout closing it (printed first by the order the ranks' reports reached
+    the log, not by when they happened), and the silent rank is the one they all waited on."""
+    said = {r for r in (*tl.symptom_at, *tl.origin_at, *tl.weak_at) if r is not None}
+    timed_out = {r for (kind, r) in facts.first if kind == TIMEOUT and r is not None}
+    if not timed_out - {lost_by}:
+        return None
+    known = set(range(facts.world_size)) | seen_ranks(facts) | said
+    return only_unreported(set(range(max(known) + 1)), said)  # ranks below a rank in the log exist
 
 
 def store_publisher(facts: Facts) -> tuple[int, str] | None:

@@ -177,6 +177,11 @@ EVERY_RULE: tuple[Rule, ...] = (
          origin=NCCL_IB),
     # -- hang symptoms: the rank waited for a peer that never came ---------------------------
     Rule("gloo_timeout", TIMEOUT, ("imed out",), r"Timed out waiting \d+ ?ms for (?:recv|send) operation", origin=GLOO_TCP),
+    # what every other operation on the rank's gloo context fails with once one timed out (gloo closes
+    # all of the context's pairs: unbound_buffer.cc, waitRecv/waitSend): the same wait, not a failure of its own;
+    # raised as an exception, so its line carries the class (RuntimeError, DistBackendError): anchored there
+    Rule("gloo_timeout_closure", TIMEOUT, ("rror",), r"Application timeout caused pair closure",
+         origin=("gloo", "gloo/transport/tcp/unbound_buffer.cc")),
     Rule("nccl_watchdog_timeout", TIMEOUT, ("atchdog",), r"Watchdog caught collective", origin=C10D_NCCL),
     # the watchdog's later reports of a failed or timed-out collective (2.4-2.5, >= 2.6), the flight
     # recorder's dump request (>= 2.5) and a timed-out blocking wait (TORCH_NCCL_BLOCKING_WAIT)

@@ -3,7 +3,8 @@
 Ranks of one job print alike; the one that does not is where to look. The rank missing from a
 list every other rank is in (`ranks [0, 1, 3] reached the barrier`), the rank stuck at an earlier
 step or collective sequence than all the others, the only rank that states a failure or warns at
-all, the only one silent at the end while the others still print: each names a culprit candidate,
+all, the only one silent at the end while the others still print, the only one that reported
+nothing of the failure while every other did: each names a culprit candidate,
 inferred, never more than medium confidence (the reason says which profile singled it out).
 """
 
@@ -73,6 +74,13 @@ def only_warning(facts: Facts, lines: list[TailLine]) -> int | None:
     """The only rank whose lines warn (or worse), where other ranks print too."""
     warned = [resolve_rank(facts, t.source, t.words) for t in lines if warns(t.raw)]
     return only_one(warned, printing_ranks(facts, lines)) if None not in warned else None
+
+
+def only_unreported(world: set[int], reported: set[int]) -> int | None:
+    """The only rank of the world (three at least) that reported nothing of the failure while every
+    other rank did: in a hang, the one rank the others waited on."""
+    quiet = world - reported
+    return next(iter(quiet)) if len(world) >= 3 and len(quiet) == 1 else None
 
 
 def printing_ranks(facts: Facts, lines: Iterable[TailLine]) -> set[int]:

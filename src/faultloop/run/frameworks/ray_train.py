@@ -17,9 +17,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from faultloop.run.spec import RANK_NODE_RE
+
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # offline: nothing is reported anywhere
 # worker lines prefixed `(RayTrainWorker pid=...)` without terminal colour codes, as a log file shows them
 os.environ.setdefault("RAY_COLOR_PREFIX", "0")
+# Ray's driver folds worker lines that differ only in their numbers into one (`[repeated 7x across
+# cluster]`), every other rank's statement of its node with them, which the manifest's fault node
+# is read from: those lines alone are let through whole (Ray reads this when it is imported).
+os.environ.setdefault("RAY_DEDUP_LOGS_ALLOW_REGEX", RANK_NODE_RE.pattern)
 
 import ray
 import ray.train

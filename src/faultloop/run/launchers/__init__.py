@@ -14,7 +14,32 @@ from functools import partial
 
 from faultloop.run.launchers import frameworks as fw
 from faultloop.run.launchers import mpiexec, mpirun, srun, torchrun
-from faultloop.run.launchers.base import JobEnd, Launcher, LaunchJob
+from faultloop.run.launchers.base import JobEnd, Launcher, LauncherLine, LaunchJob
+from faultloop.run.launchers.base import Outcome as When
+
+# The lines torch's elastic launcher prints (torchrun's, and accelerate's, which runs it in-process)
+_TORCH = "torch/distributed/elastic"
+TORCH_WORKER_FAILED = LauncherLine(
+    When.FAILED,
+    (r"failed \(exitcode: -?\d+\) local_rank: \d+ \(pid: \d+\) of binary",),
+    f"{_TORCH}/multiprocessing/api.py (the agent's report of a failed worker)",
+)
+TORCH_STOPPED = LauncherLine(
+    When.STOPPED,
+    (r"Received \S+ death signal, shutting down workers",),
+    f"{_TORCH}/agent/server/api.py (the agent stopped by a signal)",
+)
+# Open MPI 4.1's mpirun: its summary of the first rank to fail, between dashed rules, one wording
+# for a non-zero exit code and another for a signal (orte's errmgr help texts)
+_OPEN_MPI = "Open MPI 4.1 mpirun, orte/mca/errmgr's help texts"
+OPEN_MPI_EXIT = r"Primary job\s+terminated normally, but \d+ process(?:es)? returned"
+# the tool names itself as it was called (`mpirun`, Debian's `mpirun.openmpi`)
+OPEN_MPI_SIGNAL = r"\S+ noticed that process rank \d+ with PID \d+ on node \S+ exited on signal \d+"
+OPEN_MPI_LINES = (
+    LauncherLine(When.FAILED, (OPEN_MPI_EXIT, OPEN_MPI_SIGNAL), _OPEN_MPI),
+    LauncherLine(When.BY_EXIT_CODES, (OPEN_MPI_EXIT,), _OPEN_MPI),
+    LauncherLine(When.BY_SIGNALS_ONLY, (OPEN_MPI_SIGNAL,), _OPEN_MPI),
+)
 
 LAUNCHERS: Mapping[str, Launcher] = {
     launcher.name: launcher
@@ -30,6 +55,7 @@ LAUNCHERS: Mapping[str, Launcher] = {
             local_tasks=torchrun.local_tasks,
             allocation_argv=torchrun.allocation_argv,
             rank_exits=torchrun.rank_exits,
+            own_lines=(TORCH_WORKER_FAILED, TORCH_STOPPED),
         ),
         Launcher(
             "srun",
@@ -42,6 +68,13 @@ LAUNCHERS: Mapping[str, Launcher] = {
             local_tasks=srun.local_tasks,
             allocation_argv=srun.allocation_argv,
             rank_exits=srun.rank_exits,
+            own_lines=(
+                LauncherLine(
+                    When.FAILED,
+                    (r"^srun: error: \S+: tasks? [\d,-]+: ",),
+                    "slurm's srun, its report of a task that failed (here faultloop.run.srun.LocalSrun prints it)",
+                ),
+            ),
         ),
         Launcher(
             "mpirun",
@@ -58,6 +91,7 @@ LAUNCHERS: Mapping[str, Launcher] = {
             rank_exits=mpirun.rank_exits,
             srun_lines=False,
             programs=mpirun.NAMES,
+            own_lines=OPEN_MPI_LINES,
         ),
         Launcher(
             "mpirun_tagged",
@@ -71,6 +105,10 @@ LAUNCHERS: Mapping[str, Launcher] = {
             rank_exits=mpirun.rank_exits,
             srun_lines=False,
             programs=mpirun.NAMES,
+            own_lines=(
+                *OPEN_MPI_LINES,
+                LauncherLine(When.STARTED, (r"^\[\d+,\d+\]<std(?:out|err)>:",), "Open MPI 4.1 mpirun --tag-output"),
+            ),
         ),
         Launcher(
             "mpiexec",
@@ -86,6 +124,20 @@ LAUNCHERS: Mapping[str, Launcher] = {
             local_tasks=mpiexec.local_tasks,
             allocation_argv=mpiexec.allocation_argv,
             rank_exits=mpiexec.rank_exits,
+            own_lines=(
+                LauncherLine(
+                    When.ENDED, (r"^\[mpiexec@\S+\] Exit codes: ",), "MPICH 4.0 hydra's mpiexec, -print-all-exitcodes"
+                ),
+                LauncherLine(
+                    When.BY_A_SIGNAL,
+                    (mpiexec.BAD_TERMINATION,),
+                    "MPICH 4.0 hydra's mpiexec, its banner for a process that died by a signal",
+                ),
+            ),
+            silent={
+                When.STOPPED: "hydra waits for every rank, a stopped one for ever; stopped at the job's limit "
+                "(SIGTERM, then SIGKILL, as SLURM stops a step at its time limit) it prints nothing (MPICH 4.0.2 here)"
+            },
             srun_lines=False,
             programs=mpiexec.NAMES,
         ),
@@ -100,6 +152,15 @@ LAUNCHERS: Mapping[str, Launcher] = {
             local_tasks=fw.accelerate_tasks,
             allocation_argv=fw.accelerate_allocation,
             rank_exits=fw.accelerate_exits,
+            own_lines=(
+                LauncherLine(
+                    When.STARTED,
+                    (r"The following values were not passed to `accelerate launch` and had defaults used instead",),
+                    "accelerate/commands/launch.py (_validate_launch_command)",
+                ),
+                TORCH_WORKER_FAILED,
+                TORCH_STOPPED,
+            ),
         ),
         Launcher(
             "deepspeed",
@@ -112,6 +173,18 @@ LAUNCHERS: Mapping[str, Launcher] = {
             local_tasks=fw.deepspeed_tasks,
             allocation_argv=fw.deepspeed_allocation,
             rank_exits=fw.deepspeed_exits,
+            own_lines=(
+                LauncherLine(
+                    When.STARTED,
+                    (r"\[launch\.py:\d+:main\] process \d+ spawned with command",),
+                    "deepspeed/launcher/launch.py (main)",
+                ),
+                LauncherLine(
+                    When.FAILED,
+                    (r"\[launch\.py:\d+:sigkill_handler\] Killing subprocess \d+",),
+                    "deepspeed/launcher/launch.py (sigkill_handler)",
+                ),
+            ),
         ),
         Launcher(
             "lightning",
@@ -124,6 +197,15 @@ LAUNCHERS: Mapping[str, Launcher] = {
             local_tasks=fw.lightning_tasks,
             allocation_argv=fw.lightning_allocation,
             rank_exits=fw.lightning_exits,
+            # Lightning's launcher prints nothing at start; its observer names a failed child only
+            # when it polls (every 5 s) before the node's first rank has failed too
+            own_lines=(
+                LauncherLine(
+                    When.SOMETIMES,
+                    (r"Child process with PID \d+ terminated with code -?\d+\. Forcefully terminating",),
+                    "lightning/fabric/strategies/launchers/subprocess_script.py (_ChildProcessObserver)",
+                ),
+            ),
         ),
         Launcher(
             "ray",
@@ -136,9 +218,20 @@ LAUNCHERS: Mapping[str, Launcher] = {
             local_tasks=fw.ray_tasks,
             allocation_argv=fw.ray_allocation,
             rank_exits=fw.ray_exits,
+            own_lines=(
+                LauncherLine(When.STARTED, (r"Started a local Ray instance\.",), "ray/_private/worker.py (init)"),
+                LauncherLine(
+                    When.STARTED,
+                    (r"^\(RayTrainWorker pid=\d+\) ",),
+                    "ray/_private/worker.py (the prefix of a worker's line the driver prints)",
+                ),
+                LauncherLine(
+                    When.FAILED, (r"Training failed due to worker errors:",), "ray/train/v2/api/exceptions.py"
+                ),
+            ),
             srun_lines=False,
         ),
     )
 }
 
-__all__ = ["LAUNCHERS", "JobEnd", "LaunchJob", "Launcher"]
+__all__ = ["LAUNCHERS", "JobEnd", "LaunchJob", "Launcher", "LauncherLine"]

@@ -4,8 +4,9 @@ SLURM allocation, and how each rank ended, read from what the launcher reports."
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from faultloop.contracts import RankExit
@@ -59,6 +60,46 @@ class JobEnd:
         return {r: RankExit(rank=r, state=state) for r in range(self.job.spec.world_size)}
 
 
+class Outcome(Enum):
+    """How a job went, as far as what its launcher prints depends on it (`job_outcomes`)."""
+
+    STARTED = "every job"
+    FAILED = "a rank failed and the launcher ended the job itself"
+    BY_EXIT_CODES = "every rank that failed exited with a code"
+    BY_A_SIGNAL = "a rank failed by a signal"
+    BY_SIGNALS_ONLY = "every rank that failed died by a signal"
+    ENDED = "the launcher ended by itself (the job did not run to its limit)"
+    STOPPED = "the job ran to its limit and run_job stopped the launcher"
+    SOMETIMES = "sometimes, on an order of events the job's record does not show (never required)"
+
+
+@dataclass(frozen=True)
+class LauncherLine:
+    """What a launcher prints itself on an outcome: one of `patterns` (regexes of its templates)."""
+
+    when: Outcome
+    patterns: tuple[str, ...]
+    origin: str  # the program and the source that prints it
+
+
+def job_outcomes(state: str, rank_exits: Iterable[RankExit]) -> frozenset[Outcome]:
+    """The outcomes a job's record (its state and each rank's exit) shows. The ranks that failed
+    are those not stopped by their launcher (FAILED, not TERMINATED)."""
+    failed = [e for e in rank_exits if e.state == "FAILED"]
+    by_code = any(e.exitcode is not None and e.exitcode > 0 for e in failed)
+    by_signal = any(e.signal is not None for e in failed)
+    found = {Outcome.STARTED}
+    if state == "TIMEOUT":
+        return frozenset({*found, Outcome.STOPPED})
+    found.add(Outcome.ENDED)
+    if state != "COMPLETED":
+        found.add(Outcome.FAILED)
+        found.update({Outcome.BY_EXIT_CODES} if by_code and not by_signal else ())
+        found.update({Outcome.BY_A_SIGNAL} if by_signal else ())
+        found.update({Outcome.BY_SIGNALS_ONLY} if by_signal and not by_code else ())
+    return frozenset(found)
+
+
 @dataclass(frozen=True)
 class Launcher:
     """One launcher: a row of `faultloop.run.launchers.LAUNCHERS`."""
@@ -74,6 +115,14 @@ class Launcher:
     rank_exits: Callable[[JobEnd], dict[int, RankExit]]
     srun_lines: bool = True  # its processes run as srun tasks (labelled lines, srun's error lines)
     programs: tuple[str, ...] = ()  # executables it needs on PATH (refused at planning when absent)
+    # What it prints itself, per outcome (`faultloop check-session` looks for them in the main log)
+    own_lines: tuple[LauncherLine, ...] = ()
+    # The outcomes it prints nothing of its own on, and why (a launcher otherwise silent is checked)
+    silent: Mapping[Outcome, str] = field(default_factory=dict)
+
+    def expected_lines(self, outcomes: frozenset[Outcome]) -> list[LauncherLine]:
+        """Its lines a job of these outcomes must show (SOMETIMES lines never are)."""
+        return [line for line in self.own_lines if line.when in outcomes and line.when is not Outcome.SOMETIMES]
 
 
 def exit_of(rank: int, code: int | None, state: str, error: str | None = None) -> RankExit:
