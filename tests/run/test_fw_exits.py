@@ -1,13 +1,16 @@
-"""Every rank's exit under the launchers that name no rank (the deepspeed launcher, Lightning's,
-Ray's), for real: one job each, 1 node x 2 ranks, through run_job. A rank that raised or was
-signalled leaves its own exit record; the rank a SIGKILL took leaves none, and its exit comes from
-what its launcher printed or from the fault's firing marker, said so in its error. And a hung
-rank holds the others for the collective timeout, not the rendezvous's."""
+"""Every rank's exit under the launchers that name no rank (the deepspeed launcher, Ray's), for
+real: one job each, 1 node x 2 ranks, through run_job. The rank a SIGKILL took leaves no exit
+record, and its exit comes from what its launcher printed or from the fault's firing marker, said
+so in its error. And a hung rank holds the others for the collective timeout, not the
+rendezvous's. (Lightning's own launcher: its job, through run_job too, is the one
+tests/run/test_fw_lightning.py resumes, and its exits, a rank that raised among them, are checked
+there.)"""
 
 from __future__ import annotations
 
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -19,7 +22,6 @@ from job_slots import JobSlots
 RANK, ITER = 1, 3
 CELLS = {  # key: (workload, launcher, fault)
     "deepspeed/SIGKILL": ("deepspeed", "deepspeed", "SIGKILL"),
-    "lightning/WORKLOAD_EXC": ("lightning", "lightning", "WORKLOAD_EXC"),
     "ray/SIGKILL": ("ray_train", "ray", "SIGKILL"),
     "deepspeed/SIGSTOP": ("deepspeed", "deepspeed", "SIGSTOP"),
 }
@@ -29,10 +31,13 @@ SETTINGS = {"pg_timeout_s": 10, "stall_timeout_s": 5, "term_delay_s": 2, "iterat
 
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory: pytest.TempPathFactory, job_slots: JobSlots) -> dict[str, tuple[dict[int, dict], str]]:
-    """Each cell's rank exits (job.json) and main log."""
+    """Each cell's rank exits (job.json) and main log. Ray's cell runs alone (a loaded machine can
+    keep its local cluster from starting in time), then the deepspeed cells side by side (the hang
+    mostly waits on its timeout)."""
     root = tmp_path_factory.mktemp("fw_exits")
-    found = {}
-    for key, (workload, launcher, fault) in CELLS.items():
+
+    def run(key: str) -> tuple[dict[int, dict], str]:
+        workload, launcher, fault = CELLS[key]
         folder = root / key.replace("/", "_")
         settings = JobSettings(launcher=launcher, **SETTINGS)  # type: ignore[arg-type]
         with job_slots.held():
@@ -40,8 +45,12 @@ def jobs(tmp_path_factory: pytest.TempPathFactory, job_slots: JobSlots) -> dict[
         manifest = json.loads((folder / "job.json").read_text())
         assert manifest["fault_fired"] and manifest["state"] == "FAILED", manifest
         log = (folder / manifest["main_log"]).read_text(errors="replace")
-        found[key] = ({int(r): e for r, e in manifest["rank_exits"].items()}, log)
-    return found
+        return {int(r): e for r, e in manifest["rank_exits"].items()}, log
+
+    found = {"ray/SIGKILL": run("ray/SIGKILL")}
+    side_by_side = [key for key in CELLS if key not in found]
+    with ThreadPoolExecutor(max_workers=len(side_by_side)) as pool:
+        return found | dict(zip(side_by_side, pool.map(run, side_by_side), strict=True))
 
 
 @pytest.fixture(scope="module")
@@ -61,13 +70,6 @@ def test_the_sigkilled_rank_is_named_with_its_signal_and_where_that_was_read(exi
     killed = exits[key][RANK]
     assert (killed["exitcode"], killed["signal"], killed["state"]) == (-9, "SIGKILL", "FAILED")
     assert killed["error"].startswith("no exit record")
-
-
-@pytest.mark.slow
-def test_the_rank_that_raised_recorded_its_exception_and_status(exits: dict[str, dict]) -> None:
-    raised = exits["lightning/WORKLOAD_EXC"][RANK]
-    assert (raised["exitcode"], raised["state"]) == (1, "FAILED")
-    assert raised["error"].startswith("IndexError: index") and "out of bounds" in raised["error"]
 
 
 @pytest.mark.slow
