@@ -24,7 +24,6 @@ import pytest
 import yaml
 
 from faultloop.core.cell import Cell
-from faultloop.run import memcg
 from slurm_fixture import CLUSTER, REPO, SLURM_DIR
 
 pytestmark = pytest.mark.slurm
@@ -190,10 +189,6 @@ CELLS = ["n2_SIGKILL_r1_i3", "n2_WORKLOAD_EXC_r3_i3", "n1_SEGFAULT_r1_i3"]
 # iteration 6, after the checkpoint of iteration 5 (the pool runs 8 iterations, faults at once).
 LIFE = "n2_GPU_ERROR_r1_i6_a2"
 LIFE_JOBS = [LIFE, f"{LIFE}_attempt_2"]  # as the plugin's job comment names the runs (/ as _)
-# Two of the faults faultloop added, in the same run (test_cluster_faults_on_slurm reads them);
-# HOST_OOM needs a writable memory cgroup hierarchy, so they join only where there is one.
-CLUSTER_POOL = "HOST_OOM:1:3:1 DESYNC:1:3:2"
-CLUSTER_CELLS = ["n1_HOST_OOM_r1_i3", "n2_DESYNC_r1_i3"] if memcg.hierarchy() is not None else []
 
 
 @dataclass
@@ -206,17 +201,16 @@ class PoolRun:
 
 @pytest.fixture(scope="module")
 def pool_on_slurm(slurm_cluster, tmp_path_factory) -> PoolRun:
-    """The pool, the life and the cluster faults through profiles/slurm, once for the tests that
-    read them (one Snakemake run on the cluster, two jobs at a time)."""
+    """The pool and the life through profiles/slurm, once for the tests that read them."""
     tmp_path = tmp_path_factory.mktemp("slurm_pool")
     configfile = write_config(
         tmp_path,
-        f"{POOL} GPU_ERROR:1:6:2:2" + (f" {CLUSTER_POOL}" if CLUSTER_CELLS else ""),
+        f"{POOL} GPU_ERROR:1:6:2:2",
         gpus_per_node=2,
         fault_delay=0,
         run_job={"runtime_minutes": 10, "mem_mb_per_node": 2000, "iterations": 8},
     )
-    sampler = QueueSampler(CELLS + LIFE_JOBS + CLUSTER_CELLS)
+    sampler = QueueSampler(CELLS + LIFE_JOBS)
     sampler.start()
     started = time.time()
     try:
@@ -236,7 +230,7 @@ def test_pool_runs_end_to_end_on_slurm(pool_on_slurm):
 
     # Every run_job was a SLURM job, analysis never was (localrules), never more than two at once.
     assert sampler.samples > 10
-    assert sorted(sampler.run_job_ids.values()) == sorted(CELLS + LIFE_JOBS + CLUSTER_CELLS), sampler.run_job_ids
+    assert sorted(sampler.run_job_ids.values()) == sorted(CELLS + LIFE_JOBS), sampler.run_job_ids
     assert sampler.other_comments == set(), "analysis rules were submitted to SLURM"
     assert 1 <= sampler.max_run_jobs <= 2, f"{sampler.max_run_jobs} run_job jobs queued at once"
     records = jobcomp_records(set(sampler.run_job_ids))
@@ -292,8 +286,7 @@ def test_pool_runs_end_to_end_on_slurm(pool_on_slurm):
     assert {r["JOB_ID"] for r in rows} == set(sampler.run_job_ids)
     with open(session / "scores.tsv") as handle:
         scored = list(csv.DictReader(handle, delimiter="\t"))
-    # one row per cell and analyzer
-    assert len([r for r in scored if r["ANALYZER"] == "faultloop"]) == len(CELLS) + 1 + len(CLUSTER_CELLS)
+    assert len([r for r in scored if r["ANALYZER"] == "faultloop"]) == len(CELLS) + 1  # one row per cell and analyzer
     assert (session / "experiments_report.md").is_file()
 
 
@@ -413,19 +406,28 @@ def test_partition_from_default_resources_without_site_file(tmp_path):
     assert "slurm_partition=viaflag" in block and "slurm_account" not in block, block
 
 
+CLUSTER_POOL = "HOST_OOM:1:3:1 DESYNC:1:3:2"
+CLUSTER_CELLS = ["n1_HOST_OOM_r1_i3", "n2_DESYNC_r1_i3"]
+
+
 @pytest.mark.slow
-@pytest.mark.skipif(not CLUSTER_CELLS, reason="no writable memory cgroup hierarchy")
-def test_cluster_faults_on_slurm(pool_on_slurm):
+def test_cluster_faults_on_slurm(slurm_cluster, tmp_path):
     """Two of the faults faultloop added, under the real srun inside sbatch allocations: the
     kernel's OOM kill of the rank in its memory cgroup (its lines collected into the log, the
     cgroup removed after the job), and a desync logsage pins on the rank."""
     from faultloop.analyze.logsage import analyze_log
     from faultloop.faults import FAULTS
     from faultloop.marker import strip_markers
+    from faultloop.run import memcg
 
-    proc = pool_on_slurm.proc
+    if memcg.hierarchy() is None:
+        pytest.skip("no writable memory cgroup hierarchy")
+    configfile = write_config(
+        tmp_path, CLUSTER_POOL, gpus_per_node=2, run_job={"runtime_minutes": 10, "mem_mb_per_node": 2000}
+    )
+    proc = run_on_slurm(configfile)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
-    session = pool_on_slurm.session
+    session = tmp_path / "results" / "fault_injection" / "slurm_e2e"
     for name in CLUSTER_CELLS:
         cell = Cell.from_name(name)
         manifest = json.loads((session / name / "job.json").read_text())
