@@ -32,6 +32,7 @@ LONGEST = (
     "tests/run/test_workload.py",
     "tests/run/test_cluster_faults.py",
     "tests/analyze/test_logsage_ablation.py",
+    "tests/run/test_fw_exits.py",
     "tests/run/test_fw_ray_train.py",
     "tests/adopt/test_adopt.py",
     "tests/run/test_life_jobs.py",

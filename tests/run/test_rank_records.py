@@ -1,6 +1,7 @@
 """Each framework rank's own exit record, and the ranks that left none read from what their
 launcher printed (the lines below are as deepspeed 0.19.8's launch.py, Lightning 2.6.6's process
-observer and Ray Train 2.60's controller printed them here); the real jobs are in test_fw_exits.py."""
+observer and Ray Train 2.60's controller printed them here); the real jobs are in test_fw_exits.py
+(Lightning's in test_fw_lightning.py)."""
 
 from __future__ import annotations
 

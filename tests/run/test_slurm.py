@@ -79,7 +79,7 @@ class QueueSampler(threading.Thread):
                     elif cell in self.cells:
                         self.other_comments.add(comment)
                 self.max_run_jobs = max(self.max_run_jobs, queued)
-            self.halt.wait(0.25)
+            self.halt.wait(1.0)  # a run_job job stays queued for tens of seconds: a sample a second sees each
 
 
 def jobcomp_records(job_ids) -> dict[str, dict[str, str]]:

@@ -62,7 +62,14 @@ class Cell:
         return [line[len(f"{rank}: ") :] for line in self.lines if line.startswith(f"{rank}: ")]
 
 
-def run_job(cell_dir: Path, *extra: str, fault: str = "SIGKILL", iter_: int = ITER, launcher: str = "torchrun") -> Cell:
+def run_job(
+    cell_dir: Path,
+    *extra: str,
+    fault: str = "SIGKILL",
+    iter_: int = ITER,
+    launcher: str = "torchrun",
+    nodes: int = NODES,
+) -> Cell:
     cmd = [
         sys.executable,
         "-m",
@@ -77,7 +84,7 @@ def run_job(cell_dir: Path, *extra: str, fault: str = "SIGKILL", iter_: int = IT
         "--iter",
         str(iter_),
         "--nodes",
-        str(NODES),
+        str(nodes),
         "--gpus-per-node",
         str(PER_NODE),
         "--launcher",
@@ -94,21 +101,23 @@ def run_job(cell_dir: Path, *extra: str, fault: str = "SIGKILL", iter_: int = IT
 @pytest.fixture(scope="module")
 def cells(tmp_path_factory: pytest.TempPathFactory, job_slots: JobSlots) -> dict[str, Cell]:
     """Every fault under torchrun (hangs first: they are the longest), a few under srun, and a
-    cell whose fault is never reached."""
+    cell whose fault is never reached (on one node: what it checks does not depend on the nodes,
+    and half the processes start torch)."""
     root = tmp_path_factory.mktemp("cells")
     # cell dirs named the way the workflow names them: the path itself must not leak into the log
     jobs = {
-        name: (root / f"n{NODES}_{name}_r{RANK}_i{ITER}", name, ITER, "torchrun")
+        name: (root / f"n{NODES}_{name}_r{RANK}_i{ITER}", name, ITER, "torchrun", NODES)
         for name in HANGS + [n for n in FAULT_NAMES if n not in HANGS]
     }
     jobs |= {
-        f"srun/{name}": (root / "srun" / f"n{NODES}_{name}_r{RANK}_i{ITER}", name, ITER, "srun") for name in SRUN_FAULTS
+        f"srun/{name}": (root / "srun" / f"n{NODES}_{name}_r{RANK}_i{ITER}", name, ITER, "srun", NODES)
+        for name in SRUN_FAULTS
     }
-    jobs["never_fires"] = (root / "never_fires", "SIGKILL", 99, "torchrun")
+    jobs["never_fires"] = (root / "never_fires", "SIGKILL", 99, "torchrun", 1)
 
-    def run(cell_dir: Path, fault: str, iter_: int, launcher: str) -> Cell:
+    def run(cell_dir: Path, fault: str, iter_: int, launcher: str, nodes: int) -> Cell:
         with job_slots.held():
-            return run_job(cell_dir, fault=fault, iter_=iter_, launcher=launcher)
+            return run_job(cell_dir, fault=fault, iter_=iter_, launcher=launcher, nodes=nodes)
 
     with ThreadPoolExecutor(max_workers=6) as pool:
         futures = {key: pool.submit(run, *job) for key, job in jobs.items()}
@@ -291,7 +300,8 @@ def test_broken_import_is_an_infra_failure_and_a_retry_cleans_up(
 
 
 # The analyzers on these same real runs (no extra jobs): FR names the exact injected rank for
-# every hang and for crashes whose culprit left no dump; logsage gets every cell right.
+# every hang and for crashes whose culprit left no dump, and says why (the rank a collective behind,
+# the rank without a dump); logsage gets every cell right.
 @pytest.mark.slow
 @pytest.mark.parametrize("key", [*HANGS, "SIGKILL", "SEGFAULT", "OS_ABORT", "srun/GPU_SLEEP", "srun/SIGKILL"])
 def test_fr_names_the_injected_rank(cells, key):
@@ -300,6 +310,10 @@ def test_fr_names_the_injected_rank(cells, key):
     result = analyze_dir(str(cells[key].dir / "checkpoints"), world_size=NODES * PER_NODE, gpus_per_node=PER_NODE)
     assert result.suspect_ranks == [RANK], (key, result.to_verdict().to_json())
     assert result.scope == "rank"
+    if fault_of(key) == "GPU_SLEEP":  # alive and stuck: its dump is read, one collective behind the others'
+        assert result.dumps_read == [0, 1, 2, 3] and result.ranks_behind == {RANK: 1}
+    if fault_of(key) == "SIGKILL":
+        assert result.ranks_without_dump == [RANK]
 
 
 @pytest.mark.slow
