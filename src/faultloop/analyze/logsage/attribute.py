@@ -29,6 +29,7 @@ from faultloop.analyze.logsage.confidence import (
     join_ranks,
     with_confidence_caps,
 )
+from faultloop.analyze.logsage.context import BUSY_WINDOW_LINES, FIRST_SEQ, SETUP_SEQ
 from faultloop.analyze.logsage.culprits import (
     busy_rank,
     device_rank,
@@ -43,7 +44,6 @@ from faultloop.analyze.logsage.culprits import (
 from faultloop.analyze.logsage.facts import NEVER, Evidence, Facts
 from faultloop.analyze.logsage.policy import SCHEDULER_CAUSES
 from faultloop.analyze.logsage.ranks import labels_are_nodes, seen_ranks
-from faultloop.analyze.logsage.rules import BUSY_WINDOW_LINES, FIRST_SEQ, SETUP_SEQ
 from faultloop.analyze.logsage.timeline import Timeline, evidence_of, first_line, read_timeline, reinterpret
 from faultloop.analyze.logsage.vocab import (
     DONE,
@@ -319,7 +319,7 @@ def _desync(facts: Facts, tl: Timeline) -> Attribution | None:
 
 
 def _one_rank_first(facts: Facts, tl: Timeline) -> Attribution | None:
-    """SLOW_RANK: ranks timed out waiting inside a one-rank-first section (rules.MAIN_FIRST_FRAMES:
+    """SLOW_RANK: ranks timed out waiting inside a one-rank-first section (context.MAIN_FIRST_FRAMES:
     the main process runs the block while the others wait at its barrier), so the main rank's
     one-rank work outlasted the timeout, which it does again at the same place (a one-rank path
     visible in the log recurs: STOP). The main rank is rank 0 where the log shows one node (a

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from signal import Signals
 
+from faultloop.analyze.logsage.context import DEVICE_WAIT_FRAMES
 from faultloop.analyze.logsage.exits import SIGNAL_CAUSES
 from faultloop.analyze.logsage.facts import Evidence, Facts
 from faultloop.analyze.logsage.policy import POLICY
@@ -14,7 +15,6 @@ from faultloop.analyze.logsage.ranks import every_rank_dumped
 from faultloop.analyze.logsage.records import in_collective
 from faultloop.analyze.logsage.rules import (
     DETERMINISTIC,
-    DEVICE_WAIT_FRAMES,
     ERRNO_RE,
     EXCEPTION_MEANING,
     INFRASTRUCTURE,

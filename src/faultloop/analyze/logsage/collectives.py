@@ -5,8 +5,8 @@ repeat counted without being read)."""
 
 from __future__ import annotations
 
+from faultloop.analyze.logsage.context import DEFAULT_GROUP_RE, GATHERS, SCATTERS, WORK_RE
 from faultloop.analyze.logsage.facts import MAX_EVIDENCE, Facts
-from faultloop.analyze.logsage.rules import DEFAULT_GROUP_RE, GATHERS, SCATTERS, WORK_RE
 
 
 def collective(facts: Facts, text: str, rank: int | None) -> None:

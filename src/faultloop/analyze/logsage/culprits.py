@@ -8,10 +8,10 @@ cannot tell candidates apart, none is named."""
 from __future__ import annotations
 
 from faultloop.analyze.logsage.confidence import HIGH, LOW, MEDIUM, join_ranks
+from faultloop.analyze.logsage.context import STORE_FETCH_RE
 from faultloop.analyze.logsage.facts import Evidence, Facts
 from faultloop.analyze.logsage.ranks import labels_are_nodes, seen_ranks
 from faultloop.analyze.logsage.records import in_collective
-from faultloop.analyze.logsage.rules import STORE_FETCH_RE
 from faultloop.analyze.logsage.spatial import only_unreported
 from faultloop.analyze.logsage.timeline import Timeline, first_line, ranks_with
 from faultloop.analyze.logsage.vocab import (
@@ -174,7 +174,7 @@ def silent_in_a_hang(facts: Facts, tl: Timeline, lost_by: int) -> int | None:
 
 def store_publisher(facts: Facts) -> tuple[int, str] | None:
     """(rank, why) of the rank every waiter fetches its communicator's id from, where they timed out
-    fetching it (rules.STORE_FETCH_RE): a group's rank 0 publishes the id of each of its
+    fetching it (context.STORE_FETCH_RE): a group's rank 0 publishes the id of each of its
     communicators on the store, the lower rank of a point-to-point pair the pair's; a publisher
     that never published it never got there. Named only for the default group (a waiter's rank in
     its message is its rank in the log, where the log says), where every waiter names the same
@@ -200,7 +200,7 @@ def store_publisher(facts: Facts) -> tuple[int, str] | None:
 
 def device_rank(facts: Facts) -> tuple[int, str] | None:
     """(rank, the assumption) of the process whose GPU the rank-less failures name (torch's
-    `device='cuda:1'`, rules.DEVICE_NAMED_RE): one GPU per process, a GPU's index is its process's
+    `device='cuda:1'`, context.DEVICE_NAMED_RE): one GPU per process, a GPU's index is its process's
     local rank, which is the rank on one node. Only where the log shows one node (no node labels,
     one host at most) and the failures name one GPU that the world size, where known, allows."""
     gpus = {

@@ -10,9 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from faultloop.analyze.logsage import framing, reading
+from faultloop.analyze.logsage.context import LAUNCH_RE
 from faultloop.analyze.logsage.facts import MAX_LABEL_PAIRS, Evidence, Facts, Source
 from faultloop.analyze.logsage.framing import DEVICE, GUESSED
-from faultloop.analyze.logsage.rules import LAUNCH_RE, PROGRESS_RE
+from faultloop.analyze.logsage.rules import PROGRESS_RE
 from faultloop.analyze.logsage.vocab import CLOSED, JOB_SIGNAL, KILLED, SLURM, STOPPING, SUMMARY, SYMPTOMS
 
 CENSUS_BYTES = 2 << 20

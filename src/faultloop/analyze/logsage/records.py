@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO
 
+from faultloop.analyze.logsage.context import COLLECTIVE_FRAMES, DATA_FRAMES, MAIN_FIRST_FRAMES, SETUP_FRAMES
 from faultloop.analyze.logsage.facts import Block, Evidence, Facts, Source
 from faultloop.analyze.logsage.launchers import (
     FIRST_EXIT_NAMES,
@@ -30,13 +31,7 @@ from faultloop.analyze.logsage.launchers import (
 )
 from faultloop.analyze.logsage.ranks import resolve_rank
 from faultloop.analyze.logsage.reading import Reading, classify
-from faultloop.analyze.logsage.rules import (
-    COLLECTIVE_FRAMES,
-    DATA_FRAMES,
-    EXCEPTION_CAUSES,
-    MAIN_FIRST_FRAMES,
-    SETUP_FRAMES,
-)
+from faultloop.analyze.logsage.rules import EXCEPTION_CAUSES
 from faultloop.analyze.logsage.scan import MESSAGE_LINES, add, drop, named_gpu, record_exit, signal_of
 from faultloop.analyze.logsage.vocab import (
     DEATH,

@@ -25,9 +25,10 @@ from operator import itemgetter
 
 from faultloop.analyze.logsage import prefilter, reading
 from faultloop.analyze.logsage.collectives import count_collective
+from faultloop.analyze.logsage.context import WORK_RE
 from faultloop.analyze.logsage.facts import Facts
 from faultloop.analyze.logsage.framing import Source
-from faultloop.analyze.logsage.rules import RULES, WORK_RE
+from faultloop.analyze.logsage.rules import RULES
 from faultloop.analyze.logsage.vocab import (
     BUSY,
     COLLECTIVE,

@@ -17,6 +17,7 @@ from typing import IO
 
 from faultloop.analyze.logsage import framing, prefilter, reading, shapes
 from faultloop.analyze.logsage.collectives import collective, count_collective
+from faultloop.analyze.logsage.context import DEVICE_NAMED_RE, IGNORED_RE, OOM_DEVICE_RE
 from faultloop.analyze.logsage.exits import SIGNAL_CAUSES
 from faultloop.analyze.logsage.facts import (
     MAX_EVIDENCE,
@@ -33,14 +34,7 @@ from faultloop.analyze.logsage.launchers import SPAWNED_RES, WHY_ABOVE, WHY_BELO
 from faultloop.analyze.logsage.ranks import labels_are_nodes, node_local_size, note_rank, resolve_rank, unranked
 from faultloop.analyze.logsage.reading import classify as classify  # the line table's reading (tests use it)
 from faultloop.analyze.logsage.repeats import Counted, Repeats, line_of, unrepeated
-from faultloop.analyze.logsage.rules import (
-    DEVICE_NAMED_RE,
-    DIVERGED_SKIP_SHARE,
-    IGNORED_RE,
-    OOM_DEVICE_RE,
-    STOP_SIGNALS,
-    WARMUP_SKIPS,
-)
+from faultloop.analyze.logsage.rules import DIVERGED_SKIP_SHARE, STOP_SIGNALS, WARMUP_SKIPS
 from faultloop.analyze.logsage.vocab import (
     BUSY,
     CHILD_ERROR,
@@ -352,8 +346,8 @@ def _device_named(
 
 
 def named_gpu(text: str) -> int | None:
-    """The index of the GPU a failure's text names (rules.DEVICE_NAMED_RE, the allocator's OOM report:
-    rules.OOM_DEVICE_RE), None where it names none."""
+    """The index of the GPU a failure's text names (context.DEVICE_NAMED_RE, the allocator's OOM report:
+    context.OOM_DEVICE_RE), None where it names none."""
     gpu = DEVICE_NAMED_RE.search(text) or OOM_DEVICE_RE.search(text)
     return next(int(g) for g in gpu.groups() if g is not None) if gpu else None
 
@@ -449,7 +443,7 @@ def _lines_above(log: IO[bytes], offset: int, how: reading.Reading) -> Iterator[
 
 
 def _ignored(log: IO[bytes], offset: int, how: reading.Reading) -> bool:
-    """Whether the line above says that CPython ignored the exception this line names (rules.IGNORED_RE)."""
+    """Whether the line above says that CPython ignored the exception this line names (context.IGNORED_RE)."""
     return any(IGNORED_RE.match(text) for _, text in itertools.islice(_lines_above(log, offset, how), 1))
 
 
