@@ -570,5 +570,10 @@ def test_mpiexec_runs_each_nodes_ranks_on_its_slurm_node_through_the_executor(la
     assert set(on_node.values()) == allocated and manifest["node_names"] == [on_node[0], on_node[2]], manifest
     assert BAD_TERMINATION in log and re.search(rf"^=   PID \d+ RUNNING AT {on_node[0]}\n=   EXIT CODE: 9$", log, re.M)
     assert re.search(rf"^srun: error: {on_node[2]}: task 1: Exited with exit code \d+$", log, re.M), log[-3000:]
-    # hydra aborts before its exit codes: no rank is named, none is made up
-    assert {e["state"] for e in manifest["rank_exits"].values()} == {"UNKNOWN"}, manifest["rank_exits"]
+    # hydra's clean-up races its own report: it aborts before its exit codes, or prints those of the
+    # nodes whose proxy answered first; a rank is named only from them, none is made up
+    reported = set(re.findall(r"^(?:\[mpiexec@\S+\] Exit codes: )?\[(\S+)\] \d+(?:,\d+)*$", log, re.M))
+    named = {int(rank) for rank, e in manifest["rank_exits"].items() if e["state"] != "UNKNOWN"}
+    assert named == {rank for rank, node in on_node.items() if node in reported}, (reported, manifest["rank_exits"])
+    if cell.rank in named:
+        assert manifest["rank_exits"][str(cell.rank)]["signal"] == "SIGKILL", manifest["rank_exits"]
