@@ -524,16 +524,22 @@ def test_a_framework_cell_runs_on_slurm(launcher_cells):
     }
 
 
+def killed_mpi_cell(cells: Path, token: str, launcher: str) -> tuple[Cell, Path, dict, str]:
+    """An MPI launcher's SIGKILL cell of the shared session: it ran as a SLURM job, under that
+    launcher, its fault fired and failed the job; its cell, folder, job.json and launch output."""
+    cell = Cell.from_name(f"n2_SIGKILL_r1_i3_l-{launcher}")
+    assert cell.spec == token
+    run = cells / cell.name
+    manifest = json.loads((run / "job.json").read_text())
+    assert manifest["job_id"].isdigit() and manifest["launcher"] == launcher, manifest
+    assert manifest["fault_fired"] and manifest["run_valid"] and manifest["state"] == "FAILED", manifest
+    return cell, run, manifest, (run / manifest["launch_out"]).read_text()
+
+
 @pytest.mark.slow
 def test_mpirun_runs_its_ranks_across_the_allocation_through_the_executor(launcher_cells):
-    cell = Cell.from_name("n2_SIGKILL_r1_i3_l-mpirun")
-    assert cell.spec == MPIRUN_TOKEN
-    run = launcher_cells / cell.name
-    manifest = json.loads((run / "job.json").read_text())
-    assert manifest["job_id"].isdigit() and manifest["launcher"] == "mpirun", manifest
-    assert manifest["fault_fired"] and manifest["run_valid"] and manifest["state"] == "FAILED", manifest
+    _, run, manifest, launch_out = killed_mpi_cell(launcher_cells, MPIRUN_TOKEN, "mpirun")
     assert len(set(manifest["node_names"])) == 2, manifest["node_names"]  # the ranks' own statements
-    launch_out = (run / manifest["launch_out"]).read_text()
     assert re.search(
         r"job \d+: env SLURM_JOBID=\d+ SLURM_NODELIST=n\d,n\d '?SLURM_TASKS_PER_NODE=2\(x2\)'? ", launch_out
     )
@@ -551,13 +557,7 @@ def test_mpiexec_runs_each_nodes_ranks_on_its_slurm_node_through_the_executor(la
     srun: each rank states the SLURM node it runs on (SLURMD_NODENAME, set by that node's slurmd),
     two to a node, on the nodes SLURM's record gives the job; hydra's own banner reports the kill,
     and srun reports the second node's proxy, which hydra's clean-up leaves failing."""
-    cell = Cell.from_name("n2_SIGKILL_r1_i3_l-mpiexec")
-    assert cell.spec == MPIEXEC_TOKEN
-    run = launcher_cells / cell.name
-    manifest = json.loads((run / "job.json").read_text())
-    assert manifest["job_id"].isdigit() and manifest["launcher"] == "mpiexec", manifest
-    assert manifest["fault_fired"] and manifest["run_valid"] and manifest["state"] == "FAILED", manifest
-    launch_out = (run / manifest["launch_out"]).read_text()
+    cell, run, manifest, launch_out = killed_mpi_cell(launcher_cells, MPIEXEC_TOKEN, "mpiexec")
     assert re.search(
         r"job \d+: env -u SLURMD_NODENAME SLURM_JOBID=\d+ SLURM_NODELIST=n\d,n\d '?SLURM_TASKS_PER_NODE=2\(x2\)'? "
         r"SLURM_NNODES=2 mpiexec\S* -print-all-exitcodes -n 4 -ppn 2 ",
