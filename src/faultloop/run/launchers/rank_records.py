@@ -151,7 +151,7 @@ def with_records(
         ranks[rank] = RankExit(rank, code, exit_signal(code), state, entry.error)
     if launcher is not None:
         ranks.update(_from_launcher(ranks, records, launcher, ranks_per_node))
-    killed = _killed_by_its_fault(lines)
+    killed = _fault_signalled(lines, signal.SIGKILL)
     if killed is not None and killed not in records and ranks.get(killed, RankExit(killed)).exitcode is None:
         said_of_it = ranks.get(killed, RankExit(killed)).error
         why = "no exit record (SIGKILL cannot be caught); the fault's firing marker says it sent SIGKILL to this rank"
@@ -176,14 +176,9 @@ def stopped_then_ended(
     return {**ranks, stopped: RankExit(stopped, None, None, "TERMINATED", why)}
 
 
-def _killed_by_its_fault(lines: Sequence[str]) -> int | None:
-    """The rank whose firing marker names a fault that SIGKILLs it (nothing else says how it
-    ended when its launcher names no rank)."""
-    return _fault_signalled(lines, signal.SIGKILL)
-
-
 def _fault_signalled(lines: Sequence[str], sig: signal.Signals) -> int | None:
-    """The rank the fault's firing marker names, where that fault sends it `sig`."""
+    """The rank the fault's firing marker names, where that fault sends it `sig` (nothing else
+    says how a rank killed or stopped by it ended when its launcher names no rank)."""
     for line in lines:
         if (m := read_marker(line)) and m.fired and m.fault in FAULTS:
             return m.rank if FAULTS[m.fault].signal == sig else None
