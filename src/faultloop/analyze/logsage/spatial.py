@@ -92,9 +92,7 @@ def printing_ranks(facts: Facts, lines: Iterable[TailLine]) -> set[int]:
 def silent(facts: Facts, lines: list[TailLine]) -> int | None:
     """The only rank of the world that prints nothing in the log's last lines while every other
     rank does."""
-    world = printing_ranks(facts, lines)
-    if len(world) < 3:
+    last = [resolve_rank(facts, t.source, "") for t in lines[-SILENT_LINES:]]
+    if None in last:
         return None
-    last = {resolve_rank(facts, t.source, "") for t in lines[-SILENT_LINES:]}
-    quiet = world - last
-    return quiet.pop() if len(quiet) == 1 and None not in last else None
+    return only_unreported(printing_ranks(facts, lines), {r for r in last if r is not None})
